@@ -1,0 +1,183 @@
+"""``loadwise-extender``: run the scheduler extender."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from aiohttp import web
+
+from . import __version__
+from .config import ConfigError, Settings, load_settings
+from .policies import POLICY_NAMES
+
+__all__ = ["build_parser", "main"]
+
+log = logging.getLogger("loadwise.extender")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="loadwise-extender",
+        description=(
+            "A kube-scheduler HTTP extender that filters and scores nodes by their real load. "
+            "Point a KubeSchedulerConfiguration extender at http://HOST:PORT/scheduler with "
+            "filterVerb: filter, prioritizeVerb: prioritize."
+        ),
+        epilog="Flags override the config file. See docs/contracts.md for every config key.",
+    )
+    p.add_argument("--config", metavar="FILE", help="YAML config file with all settings")
+    p.add_argument(
+        "--listen", metavar="HOST:PORT", help="address to serve on (default 127.0.0.1:8888)"
+    )
+    p.add_argument("--policy", choices=POLICY_NAMES, help="scoring policy (default least-used)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument(
+        "--watcher-url", metavar="URL", help="load-watcher base URL; the extender GETs URL/watcher"
+    )
+    src.add_argument(
+        "--load-file",
+        metavar="FILE",
+        help="a file holding a load-watcher /watcher JSON document, re-read when it changes",
+    )
+    src.add_argument(
+        "--metrics-server",
+        action="store_true",
+        help="read NodeMetrics from metrics.k8s.io (needs --kubeconfig)",
+    )
+    src.add_argument(
+        "--prometheus-url", metavar="URL", help="Prometheus base URL for instant queries"
+    )
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig for watching nodes and pods, metrics-server and Events "
+        "(optional: without it only full-Node requests are sized)",
+    )
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return p
+
+
+def overrides_from(ns: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for flag, key in (
+        ("listen", "listen"),
+        ("policy", "policy"),
+        ("kubeconfig", "kubeconfig"),
+        ("log_level", "log_level"),
+    ):
+        if getattr(ns, flag) is not None:
+            out[key] = getattr(ns, flag)
+    if ns.watcher_url:
+        out.update({"source.kind": "load-watcher", "source.url": ns.watcher_url})
+    elif ns.load_file:
+        out.update({"source.kind": "file", "source.file": ns.load_file})
+    elif ns.metrics_server:
+        out["source.kind"] = "metrics-server"
+    elif ns.prometheus_url:
+        out.update({"source.kind": "prometheus", "source.url": ns.prometheus_url})
+    return out
+
+
+def build_extender(settings: Settings):  # type: ignore[no-untyped-def]
+    """Wire the parts the settings ask for."""
+    from .cluster import ClusterWatch
+    from .events import EventRecorder
+    from .kubeapi import KubeAPI
+    from .metrics import Metrics
+    from .service import Extender
+    from .sources import LoadFileSource, LoadWatcherSource, MetricsServerSource, PrometheusSource
+
+    metrics = Metrics()
+    api = KubeAPI(settings.kubeconfig) if settings.kubeconfig else None
+    holder: dict[str, Any] = {}
+    src = settings.source
+    if src.kind == "load-watcher":
+        source: Any = LoadWatcherSource(src.url or "", timeout=src.timeout_seconds)
+    elif src.kind == "file":
+        source = LoadFileSource(src.file or "")
+    elif src.kind == "prometheus":
+        source = PrometheusSource(
+            src.url or "",
+            cpu_query=src.prometheus.cpu_query,
+            memory_query=src.prometheus.memory_query,
+            node_label=src.prometheus.node_label,
+            timeout=src.timeout_seconds,
+        )
+    else:
+        assert api is not None
+        source = MetricsServerSource(api, lambda: holder["cluster"].nodes)
+    cluster = recorder = None
+    ext_ref: dict[str, Any] = {}
+    if api is not None:
+        cluster = ClusterWatch(
+            api,
+            estimator=settings.estimator_args(),
+            tlp=settings.tlp_args(),
+            on_bind=lambda *a: ext_ref["ext"].ledger.bind(*a),
+            on_gone=lambda key: ext_ref["ext"].ledger.forget(key),
+        )
+        holder["cluster"] = cluster
+        if settings.events_enabled:
+            recorder = EventRecorder(
+                lambda ns, event: api.post(f"/api/v1/namespaces/{ns}/events", event),
+                per_minute=settings.events.per_minute,
+                on_result=lambda outcome: metrics.events.labels(outcome).inc(),
+            )
+    ext = Extender(settings, source, metrics=metrics, cluster=cluster, recorder=recorder)
+    ext_ref["ext"] = ext
+    return ext
+
+
+async def serve(settings: Settings) -> None:
+    from .server import make_app
+
+    ext = build_extender(settings)
+    app = make_app(ext)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    host, port = settings.host_port
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    log.info(
+        "loadwise-extender %s serving on http://%s:%d (policy %s, source %s)",
+        __version__,
+        host,
+        port,
+        settings.policy,
+        settings.source.kind,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("stopping")
+    await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(ns.config, overrides_from(ns))
+    except ConfigError as exc:
+        print(f"loadwise-extender: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(serve(settings))
+    except OSError as exc:
+        print(f"loadwise-extender: cannot serve on {settings.listen}: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # KubeError from a broken kubeconfig, for one
+        print(f"loadwise-extender: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,169 @@
+"""Settings: a YAML file (``--config``) and flags on top of it.
+
+Every key is checked on load, unknown keys included, and a bad value fails at
+start with the key's path in the message, e.g.
+``config error: Expected `number`, got `str` - at `$.source.refresh_seconds```.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from .estimate import EstimatorArgs, TLPArgs
+from .policies import PolicyError, make_policy
+from .quantity import QuantityError, cpu_millis
+
+__all__ = [
+    "ConfigError",
+    "EventsConfig",
+    "FilterConfig",
+    "Settings",
+    "SourceConfig",
+    "load_settings",
+]
+
+SourceKind = Literal["load-watcher", "metrics-server", "prometheus", "file"]
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class PrometheusConfig(msgspec.Struct, forbid_unknown_fields=True):
+    cpu_query: str = "instance:node_cpu:ratio"
+    memory_query: str = "instance:node_memory_utilisation:ratio"
+    node_label: str = "instance"
+
+
+class SourceConfig(msgspec.Struct, forbid_unknown_fields=True):
+    kind: SourceKind = "load-watcher"
+    url: str | None = None
+    file: str | None = None
+    refresh_seconds: float = 30.0
+    stale_after_seconds: float = 180.0
+    timeout_seconds: float = 10.0
+    prometheus: PrometheusConfig = msgspec.field(default_factory=PrometheusConfig)
+
+
+class FilterConfig(msgspec.Struct, forbid_unknown_fields=True):
+    enabled: bool = True
+    thresholds: dict[str, float] = msgspec.field(
+        default_factory=lambda: {"cpu": 90.0, "memory": 90.0}
+    )
+
+
+class EventsConfig(msgspec.Struct, forbid_unknown_fields=True):
+    enabled: bool | None = None
+    per_minute: int = 60
+
+
+class EstimatorConfig(msgspec.Struct, forbid_unknown_fields=True):
+    cpu_factor: float = 85.0
+    memory_factor: float = 70.0
+
+
+class Settings(msgspec.Struct, forbid_unknown_fields=True):
+    listen: str = "127.0.0.1:8888"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    kubeconfig: str | None = None
+    policy: str = "least-used"
+    policy_args: dict[str, Any] = msgspec.field(default_factory=dict)
+    source: SourceConfig = msgspec.field(default_factory=SourceConfig)
+    filter: FilterConfig = msgspec.field(default_factory=FilterConfig)
+    events: EventsConfig = msgspec.field(default_factory=EventsConfig)
+    estimator: EstimatorConfig = msgspec.field(default_factory=EstimatorConfig)
+    max_body_bytes: int = 32 * 1024 * 1024
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]") or "127.0.0.1", int(port)
+
+    @property
+    def events_enabled(self) -> bool:
+        return self.events.enabled if self.events.enabled is not None else bool(self.kubeconfig)
+
+    def estimator_args(self) -> EstimatorArgs:
+        return EstimatorArgs(self.estimator.cpu_factor, self.estimator.memory_factor)
+
+    def tlp_args(self) -> TLPArgs:
+        args = self.policy_args
+        default = TLPArgs()
+        requests = args.get("defaultRequests") or {}
+        cpu = requests.get("cpu") if isinstance(requests, dict) else None
+        multiplier = args.get("defaultRequestsMultiplier", default.requests_multiplier)
+        return TLPArgs(
+            default_cpu_millis=cpu_millis(cpu) if cpu is not None else default.default_cpu_millis,
+            requests_multiplier=float(multiplier),
+            target_utilization=float(args.get("targetUtilization", default.target_utilization)),
+        )
+
+
+def _validate(settings: Settings) -> Settings:
+    try:
+        host, port = settings.host_port
+    except ValueError:
+        raise ConfigError(f"listen: expected HOST:PORT, got {settings.listen!r}") from None
+    if not 0 < port < 65536:
+        raise ConfigError(f"listen: port {port} out of range")
+    try:
+        make_policy(settings.policy, settings.policy_args)
+        settings.tlp_args()
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from None
+    except (QuantityError, ValueError, TypeError) as exc:
+        raise ConfigError(f"policy_args: {exc}") from None
+    src = settings.source
+    if src.kind in ("load-watcher", "prometheus") and not src.url:
+        raise ConfigError(f"source.url is required for source.kind {src.kind}")
+    if src.kind == "file" and not src.file:
+        raise ConfigError("source.file is required for source.kind file")
+    if src.kind == "metrics-server" and not settings.kubeconfig:
+        raise ConfigError("source.kind metrics-server needs a kubeconfig (--kubeconfig)")
+    if src.refresh_seconds <= 0:
+        raise ConfigError("source.refresh_seconds must be > 0")
+    if src.stale_after_seconds < 0:
+        raise ConfigError("source.stale_after_seconds must be >= 0 (0 = never stale)")
+    for key, value in settings.filter.thresholds.items():
+        if key not in ("cpu", "memory"):
+            raise ConfigError(f"filter.thresholds: unknown resource {key!r}; use cpu, memory")
+        if not 0 < value <= 100:
+            raise ConfigError(f"filter.thresholds.{key}: must be in (0, 100], got {value}")
+    if settings.events.per_minute < 1:
+        raise ConfigError("events.per_minute must be >= 1")
+    if settings.max_body_bytes < 1024:
+        raise ConfigError("max_body_bytes must be >= 1024")
+    return settings
+
+
+def load_settings(
+    path: str | Path | None = None, overrides: dict[str, Any] | None = None
+) -> Settings:
+    """Read ``path`` (if any), apply ``overrides`` (dotted keys, from flags), validate."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+        try:
+            loaded = msgspec.yaml.decode(raw) if raw.strip() else {}
+        except msgspec.DecodeError as exc:
+            raise ConfigError(f"config {path} is not YAML: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config {path}: expected a mapping at the top level")
+        data = loaded
+    for dotted, value in (overrides or {}).items():
+        target = data
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            target = target.setdefault(key, {})
+        target[leaf] = value
+    try:
+        settings = msgspec.convert(data, type=Settings)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"config error: {exc}") from None
+    return _validate(settings)

@@ -1,0 +1,86 @@
+"""Filter and prioritize over a list of node states. Pure functions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .estimate import PodFacts, go_round
+from .model import NodeState
+from .policies import NodeScore, Policy, to_extender_priority
+
+__all__ = ["DEFAULT_THRESHOLDS", "FilterOutcome", "Ranked", "filter_nodes", "prioritize"]
+
+DEFAULT_THRESHOLDS: Mapping[str, float] = {"cpu": 90.0, "memory": 90.0}
+
+
+@dataclass(frozen=True, slots=True)
+class FilterOutcome:
+    passed: list[str]
+    failed: dict[str, str]
+
+
+def _usage_after(resource: str, pod: PodFacts, node: NodeState) -> float | None:
+    """Percent of allocatable the node would use with the pod on it."""
+    load = node.load.cpu if resource == "cpu" else node.load.memory
+    if load.avg is None:
+        return None
+    info = node.info
+    if info is None:
+        return load.avg
+    if resource == "cpu":
+        capacity, allocatable = info.cpu_capacity_millis, info.cpu_allocatable_millis
+        extra = node.pending.cpu_millis + pod.usage.cpu_millis
+    else:
+        capacity, allocatable = info.memory_capacity_bytes, info.memory_allocatable_bytes
+        extra = node.pending.memory_bytes + pod.usage.memory_bytes
+    if not allocatable:
+        return None
+    return 100 * (load.avg * capacity / 100 + extra) / allocatable
+
+
+def filter_nodes(
+    pod: PodFacts, nodes: Sequence[NodeState], thresholds: Mapping[str, float]
+) -> FilterOutcome:
+    """Reject a node when its estimated use after placing the pod exceeds a
+    threshold (Koordinator's rule: rounded percent > threshold)."""
+    passed: list[str] = []
+    failed: dict[str, str] = {}
+    for node in nodes:
+        reasons = []
+        for resource, threshold in thresholds.items():
+            pct = _usage_after(resource, pod, node)
+            if pct is None:
+                continue
+            rounded = go_round(pct)
+            if rounded > threshold:
+                est = ", estimated" if node.estimated else ""
+                reasons.append(f"{resource} {rounded}% > {threshold:g}% threshold{est}")
+        if reasons:
+            failed[node.name] = "; ".join(reasons)
+        else:
+            passed.append(node.name)
+    return FilterOutcome(passed, failed)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    node: str
+    priority: int
+    """0..10, what the extender answers."""
+    detail: NodeScore
+
+
+def prioritize(pod: PodFacts, nodes: Sequence[NodeState], policy: Policy) -> list[Ranked]:
+    ranked = []
+    for node in nodes:
+        detail = policy.score(pod, node)
+        ranked.append(Ranked(node.name, to_extender_priority(detail.score), detail))
+    return ranked
+
+
+def best(ranked: Sequence[Ranked]) -> Ranked | None:
+    """The winner by the extender's own view: highest 0..100 score, then name."""
+    if not ranked:
+        return None
+    return min(ranked, key=lambda r: (-r.detail.score, r.node))

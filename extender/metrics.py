@@ -1,0 +1,72 @@
+"""The extender's own Prometheus metrics (``GET /metrics``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE", "Metrics"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+# Most answers take well under a millisecond; kube-scheduler's default timeout is 5 s.
+_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.request_seconds = Histogram(
+            "loadwise_extender_request_duration_seconds",
+            "Time to answer a scheduler request, by verb.",
+            ["verb"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "loadwise_extender_errors_total",
+            "Requests answered with an error or a fail-open fallback, by verb and kind.",
+            ["verb", "kind"],
+            registry=r,
+        )
+        self.decisions = Counter(
+            "loadwise_extender_decisions_total",
+            "Node decisions: filter passed/failed per node, prioritize scored per node.",
+            ["verb", "outcome"],
+            registry=r,
+        )
+        self.load_age = Gauge(
+            "loadwise_extender_load_age_seconds",
+            "Age of the load data held, from the end of its measurement window (-1: none yet).",
+            registry=r,
+        )
+        self.load_stale = Gauge(
+            "loadwise_extender_load_stale", "1 when the load data is missing or stale.", registry=r
+        )
+        self.source_errors = Counter(
+            "loadwise_extender_source_errors_total", "Failed reads of the load source.", registry=r
+        )
+        self.nodes_with_load = Gauge(
+            "loadwise_extender_nodes_with_load", "Nodes in the latest load snapshot.", registry=r
+        )
+        self.pending_placements = Gauge(
+            "loadwise_extender_pending_placements",
+            "Placements tracked for herding protection.",
+            registry=r,
+        )
+        self.events = Counter(
+            "loadwise_extender_events_total",
+            "Pod Events recorded, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self.load_age.set(-1)
+        self.load_stale.set(1)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,114 @@
+"""What the extender knows about nodes: their size, their measured load, and the
+state a policy scores. Plain frozen dataclasses; no I/O here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .quantity import QuantityError, cpu_millis, memory_bytes
+from .wire import Node
+
+__all__ = ["LoadSnapshot", "NodeInfo", "NodeLoad", "NodeState", "ResourceLoad", "Usage"]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """An absolute amount of CPU (millicores) and memory (bytes)."""
+
+    cpu_millis: float = 0.0
+    memory_bytes: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.cpu_millis + other.cpu_millis, self.memory_bytes + other.memory_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A node's size, from its Node object."""
+
+    name: str
+    cpu_capacity_millis: int = 0
+    memory_capacity_bytes: int = 0
+    cpu_allocatable_millis: int = 0
+    memory_allocatable_bytes: int = 0
+    pods_allocatable: int = 0
+    unschedulable: bool = False
+
+    @classmethod
+    def from_node(cls, node: Node) -> NodeInfo:
+        capacity = node.status.capacity or {}
+        allocatable = node.status.allocatable or capacity
+
+        def get(values: Mapping[str, str | int | float], key: str, parse) -> int:  # type: ignore[no-untyped-def]
+            value = values.get(key)
+            if value is None:
+                return 0
+            try:
+                return int(parse(value))
+            except QuantityError:
+                return 0
+
+        return cls(
+            name=node.metadata.name,
+            cpu_capacity_millis=get(capacity, "cpu", cpu_millis),
+            memory_capacity_bytes=get(capacity, "memory", memory_bytes),
+            cpu_allocatable_millis=get(allocatable, "cpu", cpu_millis),
+            memory_allocatable_bytes=get(allocatable, "memory", memory_bytes),
+            pods_allocatable=get(allocatable, "pods", memory_bytes),
+            unschedulable=node.spec.unschedulable,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceLoad:
+    """Measured use of one resource, in percent of the node's capacity.
+
+    ``avg`` is the mean over the source's window (or the latest value),
+    ``std`` its standard deviation when the source reports one.
+    """
+
+    avg: float | None = None
+    std: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLoad:
+    cpu: ResourceLoad = field(default_factory=ResourceLoad)
+    memory: ResourceLoad = field(default_factory=ResourceLoad)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSnapshot:
+    """One reading of a load source.
+
+    ``window_end`` is the wall-clock time (unix seconds) the measurements cover
+    up to; pods placed after ``window_end - report_interval`` are not in them.
+    ``fetched_at`` is when the extender got the reading (``time.time()``).
+    """
+
+    source: str
+    window_end: float
+    fetched_at: float
+    nodes: Mapping[str, NodeLoad]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """Everything a policy may use to score one node for one pod.
+
+    ``load`` is the measured load when fresh, or an estimate (``estimated``) for
+    a node with no fresh measurement: a node that just joined or whose data went
+    stale. ``pending`` is the estimated use of pods placed on the node that the
+    measurement cannot show yet; ``pending_tlp_cpu`` is the same pods' CPU as
+    TargetLoadPacking predicts it.
+    """
+
+    name: str
+    info: NodeInfo | None
+    load: NodeLoad
+    estimated: bool = False
+    pending: Usage = field(default_factory=Usage)
+    pending_tlp_cpu_millis: float = 0.0
+    pending_pods: int = 0
+    pod_count: int | None = None

@@ -1,0 +1,85 @@
+"""Scoring policies, chosen by name (``--policy``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .base import MAX_SCORE, NodeScore, Policy, to_extender_priority
+from .least_used import LeastUsed
+from .load_variation import LoadVariationRiskBalancing
+from .target_load_packing import TargetLoadPacking
+
+__all__ = [
+    "MAX_SCORE",
+    "POLICY_NAMES",
+    "LeastUsed",
+    "LoadVariationRiskBalancing",
+    "NodeScore",
+    "Policy",
+    "PolicyError",
+    "TargetLoadPacking",
+    "make_policy",
+    "to_extender_priority",
+]
+
+POLICY_NAMES = ("least-used", "target-load-packing", "load-variation-risk-balancing")
+
+
+class PolicyError(ValueError):
+    """Unknown policy or bad policy arguments."""
+
+
+def _number(args: Mapping[str, Any], key: str, default: float, low: float | None = None) -> float:
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise PolicyError(f"policy_args.{key} must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise PolicyError(f"policy_args.{key} must be a number, got {value!r}") from None
+    if low is not None and number < low:
+        raise PolicyError(f"policy_args.{key} must be >= {low}, got {number}")
+    return number
+
+
+def make_policy(name: str, args: Mapping[str, Any] | None = None) -> Policy:
+    args = dict(args or {})
+    if name == "least-used":
+        weights = args.pop("resources", {"cpu": 1, "memory": 1})
+        if not isinstance(weights, Mapping) or not weights:
+            raise PolicyError("policy_args.resources must map cpu/memory/pods to weights")
+        unknown = set(weights) - {"cpu", "memory", "pods"}
+        if unknown:
+            raise PolicyError(
+                f"policy_args.resources: unknown resource(s) {sorted(unknown)}; "
+                "use cpu, memory, pods"
+            )
+        clean = {k: _number(weights, k, 0, low=0) for k in weights}
+        if not any(clean.values()):
+            raise PolicyError("policy_args.resources: at least one weight must be > 0")
+        policy: Policy = LeastUsed(weights=clean)
+    elif name == "target-load-packing":
+        target = _number(args, "targetUtilization", 40)
+        if not 0 < target < 100:
+            target = 40.0  # Trimaran applies the default to values <= 0
+        policy = TargetLoadPacking(target_utilization=target)
+        args.pop("targetUtilization", None)
+        for key in ("defaultRequests", "defaultRequestsMultiplier"):
+            args.pop(key, None)  # used by the pod estimator, see config.tlp_args
+    elif name == "load-variation-risk-balancing":
+        margin = _number(args, "safeVarianceMargin", 1.0)
+        sensitivity = _number(args, "safeVarianceSensitivity", 1.0)
+        # Trimaran's defaulting: negative values fall back to 1.
+        policy = LoadVariationRiskBalancing(
+            safe_variance_margin=margin if margin >= 0 else 1.0,
+            safe_variance_sensitivity=sensitivity if sensitivity >= 0 else 1.0,
+        )
+        args.pop("safeVarianceMargin", None)
+        args.pop("safeVarianceSensitivity", None)
+    else:
+        raise PolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
+    args.pop("resources", None)
+    if args and name != "least-used":
+        raise PolicyError(f"policy {name}: unknown policy_args {sorted(args)}")
+    return policy

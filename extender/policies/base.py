@@ -1,0 +1,32 @@
+"""What every policy is: a pure function from (pod, node state) to a 0..100 score."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..estimate import PodFacts, go_round
+from ..model import NodeState
+
+__all__ = ["MAX_SCORE", "NodeScore", "Policy", "to_extender_priority"]
+
+MAX_SCORE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScore:
+    score: int
+    """0..100, the scale of kube-scheduler's own plugins."""
+    why: str
+    """A short human reason, shown in the pod's Event."""
+
+
+class Policy(Protocol):
+    name: str
+
+    def score(self, pod: PodFacts, node: NodeState) -> NodeScore: ...
+
+
+def to_extender_priority(score: int) -> int:
+    """Map 0..100 to the extender's integer 0..10 (kube-scheduler multiplies by 10)."""
+    return max(0, min(10, go_round(score / 10)))

@@ -1,0 +1,81 @@
+"""Weighted least-used on *actual* usage.
+
+Per resource, the share of the node still free after the measured use, the pods
+placed since the measurement and the incoming pod (Koordinator's
+loadAwareSchedulingScorer, integer arithmetic included); then the weighted mean.
+``{memory: 1}`` alone is seed 000's MemRealUsage; ``{pods: 1}`` alone is seed 001's
+PodCapacityOfNode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..estimate import PodFacts
+from ..model import NodeState
+from .base import MAX_SCORE, NodeScore
+
+__all__ = ["LeastUsed", "RESOURCES"]
+
+RESOURCES = ("cpu", "memory", "pods")
+
+
+def _least_used(capacity: float, used: float) -> int:
+    if capacity <= 0:
+        return 0
+    if used > capacity:
+        return 0
+    return int((capacity - used) * MAX_SCORE // capacity)
+
+
+@dataclass(frozen=True)
+class LeastUsed:
+    weights: Mapping[str, float] = field(default_factory=lambda: {"cpu": 1, "memory": 1})
+    name: str = "least-used"
+
+    def _resource(self, resource: str, pod: PodFacts, node: NodeState) -> tuple[int, str] | None:
+        info = node.info
+        if resource == "pods":
+            if info is None or not info.pods_allocatable or node.pod_count is None:
+                return None
+            used = node.pod_count + node.pending_pods + 1
+            return _least_used(info.pods_allocatable, used), f"pods {used}/{info.pods_allocatable}"
+        load = node.load.cpu if resource == "cpu" else node.load.memory
+        if load.avg is None:
+            return None
+        if info is None:
+            # Size unknown: only the measured percentage can be used.
+            pct = load.avg
+            return _least_used(100, pct), f"{resource} {pct:.0f}%"
+        if resource == "cpu":
+            capacity, allocatable = info.cpu_capacity_millis, info.cpu_allocatable_millis
+            extra = node.pending.cpu_millis + pod.usage.cpu_millis
+        else:
+            capacity, allocatable = info.memory_capacity_bytes, info.memory_allocatable_bytes
+            extra = node.pending.memory_bytes + pod.usage.memory_bytes
+        used = load.avg * capacity / 100 + extra
+        pct = 100 * used / allocatable if allocatable else 100.0
+        return _least_used(allocatable, used), f"{resource} {pct:.0f}%"
+
+    def score(self, pod: PodFacts, node: NodeState) -> NodeScore:
+        total = 0.0
+        weight_sum = 0.0
+        parts: list[str] = []
+        for resource in RESOURCES:
+            weight = self.weights.get(resource, 0)
+            if not weight:
+                continue
+            result = self._resource(resource, pod, node)
+            if result is None:
+                continue
+            score, text = result
+            total += score * weight
+            weight_sum += weight
+            parts.append(text)
+        if not weight_sum:
+            return NodeScore(MAX_SCORE // 2, "no usable load data; neutral")
+        why = ", ".join(parts) + " after placement"
+        if node.estimated:
+            why += " (estimated, no fresh metrics)"
+        return NodeScore(int(total // weight_sum), why)

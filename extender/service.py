@@ -1,0 +1,260 @@
+"""The extender's state and its two answers, wired from settings.
+
+This is the composition root: it owns the load refresher, the ledger, the
+optional cluster watch and event recorder, and turns an ExtenderArgs into a
+filter or prioritize answer by calling the pure functions in ``nodestate``,
+``decide`` and ``policies``. Nothing here does I/O on the request path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+import msgspec
+
+from .config import Settings
+from .decide import Ranked, best, filter_nodes, prioritize
+from .estimate import PodFacts, pod_facts
+from .events import Decision, EventRecorder
+from .ledger import Ledger
+from .metrics import Metrics
+from .model import NodeInfo, NodeState
+from .nodestate import build_states
+from .policies import MAX_SCORE, Policy, make_policy, to_extender_priority
+from .sources import LoadSource, Refresher
+from .wire import (
+    ExtenderArgs,
+    FilterResult,
+    HostPriority,
+    NodeListOut,
+    decode_node,
+)
+
+__all__ = ["Extender", "NEUTRAL_PRIORITY"]
+
+log = logging.getLogger("loadwise.extender")
+
+NEUTRAL_PRIORITY = to_extender_priority(MAX_SCORE // 2)
+
+
+class Extender:
+    def __init__(
+        self,
+        settings: Settings,
+        source: LoadSource,
+        *,
+        metrics: Metrics | None = None,
+        cluster: object | None = None,
+        recorder: EventRecorder | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.policy: Policy = make_policy(settings.policy, settings.policy_args)
+        self.thresholds = dict(settings.filter.thresholds) if settings.filter.enabled else {}
+        self.estimator = settings.estimator_args()
+        self.tlp = settings.tlp_args()
+        self.ledger = Ledger()
+        self.cluster = cluster  # ClusterWatch, when a kubeconfig was given
+        self.recorder = recorder
+        self.clock = clock
+        interval = (
+            min(settings.source.refresh_seconds, 1.0)
+            if source.name == "file"
+            else (settings.source.refresh_seconds)
+        )
+        self.refresher = Refresher(
+            source,
+            interval=interval,
+            stale_after=settings.source.stale_after_seconds,
+            on_error=lambda _msg: self.metrics.source_errors.inc(),
+        )
+        self._seen: dict[str, NodeInfo] = {}
+        self._prune_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.cluster is not None:
+            self.cluster.start(asyncio.get_running_loop())  # type: ignore[attr-defined]
+        self.refresher.start()
+        if self.recorder is not None:
+            self.recorder.start()
+        self._prune_task = asyncio.create_task(self._housekeeping(), name="housekeeping")
+
+    async def stop(self) -> None:
+        if self._prune_task is not None:
+            self._prune_task.cancel()
+        if self.cluster is not None:
+            self.cluster.stop()  # type: ignore[attr-defined]
+        await self.refresher.stop()
+        if self.recorder is not None:
+            await self.recorder.stop()
+
+    async def _housekeeping(self) -> None:
+        while True:
+            self.ledger.prune(self.clock())
+            self.update_gauges()
+            await asyncio.sleep(5)
+
+    def update_gauges(self) -> None:
+        age = self.refresher.age(self.clock())
+        self.metrics.load_age.set(-1 if age is None else age)
+        self.metrics.load_stale.set(0 if self.refresher.fresh(self.clock()) else 1)
+        snap = self.refresher.snapshot
+        self.metrics.nodes_with_load.set(len(snap.nodes) if snap else 0)
+        self.metrics.pending_placements.set(len(self.ledger))
+
+    def readiness(self) -> tuple[bool, str]:
+        now = self.clock()
+        snap = self.refresher.snapshot
+        problems = []
+        if snap is None:
+            why = self.refresher.last_error or "no reading yet"
+            problems.append(f"no load snapshot from {self.refresher.source.name}: {why}")
+        elif not self.refresher.fresh(now):
+            problems.append(
+                f"load data from {snap.source} is stale: {self.refresher.age(now):.0f}s old "
+                f"> {self.refresher.stale_after:.0f}s"
+                + (
+                    f" (last error: {self.refresher.last_error})"
+                    if self.refresher.last_error
+                    else ""
+                )
+            )
+        if self.cluster is not None and not self.cluster.synced:  # type: ignore[attr-defined]
+            err = self.cluster.last_error  # type: ignore[attr-defined]
+            problems.append("node/pod watch not synced" + (f": {err}" if err else ""))
+        if problems:
+            return False, "; ".join(problems)
+        assert snap is not None
+        return (
+            True,
+            f"ok: {len(snap.nodes)} nodes from {snap.source}, {self.refresher.age(now):.0f}s old",
+        )
+
+    # -- the answers ----------------------------------------------------------------
+
+    def _infos(self, args: ExtenderArgs) -> tuple[list[str], dict[str, NodeInfo]]:
+        if args.nodes is not None and args.nodes.items is not None:
+            names = []
+            infos: dict[str, NodeInfo] = {}
+            for raw in args.nodes.items:
+                info = NodeInfo.from_node(decode_node(raw))
+                names.append(info.name)
+                infos[info.name] = info
+            self._seen.update(infos)
+            return names, infos
+        names = list(args.node_names or [])
+        known = self.cluster.nodes if self.cluster is not None else {}  # type: ignore[attr-defined]
+        infos = {}
+        for name in names:
+            info = known.get(name) or self._seen.get(name)
+            if info is not None:
+                infos[name] = info
+        return names, infos
+
+    def _states(self, names: list[str], infos: dict[str, NodeInfo]) -> tuple[list[NodeState], bool]:
+        now = self.clock()
+        fresh = self.refresher.fresh(now)
+        facts = self.cluster.facts() if self.cluster is not None else None  # type: ignore[attr-defined]
+        states = build_states(
+            names, infos, self.refresher.snapshot, fresh=fresh, ledger=self.ledger, cluster=facts
+        )
+        return states, not fresh
+
+    def _decision(self, stale: bool) -> Decision:
+        snap = self.refresher.snapshot
+        return Decision(
+            policy=self.policy.name,
+            source=snap.source if snap else self.refresher.source.name,
+            stale=stale,
+        )
+
+    def _facts(self, args: ExtenderArgs) -> PodFacts:
+        assert args.pod is not None
+        return pod_facts(args.pod, self.estimator, self.tlp)
+
+    def filter(self, args: ExtenderArgs) -> FilterResult:
+        pod = self._facts(args)
+        names, infos = self._infos(args)
+        states, stale = self._states(names, infos)
+        outcome = filter_nodes(pod, states, self.thresholds)
+        self.metrics.decisions.labels("filter", "passed").inc(len(outcome.passed))
+        self.metrics.decisions.labels("filter", "failed").inc(len(outcome.failed))
+        if self.recorder is not None:
+            meta = args.pod.metadata  # type: ignore[union-attr]
+            failed = dict(outcome.failed)
+
+            def update(d: Decision) -> Decision:
+                return msgspec.structs.replace(d, failed={**d.failed, **failed})
+
+            self.recorder.note(
+                pod.key, meta.name, meta.namespace, meta.uid, update, self._decision(stale)
+            )
+        passed = set(outcome.passed)
+        if args.nodes is not None and args.nodes.items is not None:
+            # Answer with the very Node objects we were given (names are in item order).
+            items = [
+                raw for raw, name in zip(args.nodes.items, names, strict=True) if name in passed
+            ]
+            return FilterResult(nodes=NodeListOut(items=items), failed_nodes=outcome.failed)
+        kept = [name for name in names if name in passed]
+        return FilterResult(node_names=kept, failed_nodes=outcome.failed)
+
+    def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
+        pod = self._facts(args)
+        names, infos = self._infos(args)
+        states, stale = self._states(names, infos)
+        ranked = prioritize(pod, states, self.policy)
+        self.metrics.decisions.labels("prioritize", "scored").inc(len(ranked))
+        winner = best(ranked)
+        if winner is not None:
+            # Herding protection: count the pod on the node we favoured until the
+            # watch (if any) says where it really went, or the metrics show it.
+            self.ledger.assume(pod.key, winner.node, pod.usage, pod.tlp_cpu_millis, self.clock())
+        if self.recorder is not None:
+            self._note_scores(args, pod, ranked, winner, stale)
+        return [HostPriority(r.node, r.priority) for r in ranked]
+
+    def _note_scores(
+        self,
+        args: ExtenderArgs,
+        pod: PodFacts,
+        ranked: list[Ranked],
+        winner: Ranked | None,
+        stale: bool,
+    ) -> None:
+        assert self.recorder is not None and args.pod is not None
+        meta = args.pod.metadata
+        scores = {r.node: r.priority for r in ranked}
+
+        def update(d: Decision) -> Decision:
+            return msgspec.structs.replace(
+                d,
+                scores=scores,
+                best=winner.node if winner else None,
+                why=winner.detail.why if winner else "",
+                stale=stale,
+            )
+
+        self.recorder.note(
+            pod.key, meta.name, meta.namespace, meta.uid, update, self._decision(stale)
+        )
+
+    # -- fail-open answers ------------------------------------------------------------
+
+    def fallback_filter(self, args: ExtenderArgs) -> FilterResult:
+        if args.nodes is not None and args.nodes.items is not None:
+            return FilterResult(nodes=NodeListOut(items=list(args.nodes.items)))
+        return FilterResult(node_names=list(args.node_names or []))
+
+    def fallback_prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
+        if args.nodes is not None and args.nodes.items is not None:
+            names = [decode_node(raw).metadata.name for raw in args.nodes.items]
+        else:
+            names = list(args.node_names or [])
+        return [HostPriority(name, NEUTRAL_PRIORITY) for name in names]

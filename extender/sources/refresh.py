@@ -1,0 +1,105 @@
+"""Keep the latest snapshot of a source, refreshed in the background.
+
+A failed refresh keeps the previous snapshot (as Trimaran does); it simply ages.
+Age is measured from the end of the measurement window, so a source that
+answers but whose own data stopped moving also goes stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from ..model import LoadSnapshot
+from .base import LoadSource, SourceError
+
+__all__ = ["Refresher"]
+
+log = logging.getLogger("loadwise.extender.sources")
+
+
+class Refresher:
+    def __init__(
+        self,
+        source: LoadSource,
+        *,
+        interval: float,
+        stale_after: float,
+        on_error: Callable[[str], None] | None = None,
+        on_success: Callable[[LoadSnapshot], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.interval = interval
+        self.stale_after = stale_after
+        self.snapshot: LoadSnapshot | None = None
+        self.last_error: str | None = None
+        self._on_error = on_error
+        self._on_success = on_success
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    def age(self, now: float | None = None) -> float | None:
+        if self.snapshot is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.snapshot.window_end)
+
+    def fresh(self, now: float | None = None) -> bool:
+        age = self.age(now)
+        if age is None:
+            return False
+        return self.stale_after <= 0 or age <= self.stale_after
+
+    async def refresh_once(self) -> None:
+        try:
+            snapshot = await self.source.fetch()
+        except SourceError as exc:
+            self._failed(str(exc))
+            return
+        except Exception as exc:  # never let a source bug kill the loop
+            log.exception("load source %s crashed", self.source.name)
+            self._failed(f"{type(exc).__name__}: {exc}")
+            return
+        if self.last_error is not None:
+            log.info("load source %s recovered", self.source.name)
+        self.snapshot = snapshot
+        self.last_error = None
+        if self._on_success:
+            self._on_success(snapshot)
+
+    def _failed(self, message: str) -> None:
+        if message != self.last_error:
+            log.warning("load source %s: %s", self.source.name, message)
+        self.last_error = message
+        if self._on_error:
+            self._on_error(message)
+
+    async def _run(self) -> None:
+        while True:
+            await self.refresh_once()
+            self._wake.clear()
+            try:
+                # After a failure, retry sooner than the normal interval.
+                wait = self.interval if self.last_error is None else min(self.interval, 5.0)
+                await asyncio.wait_for(self._wake.wait(), timeout=wait)
+            except TimeoutError:
+                pass
+
+    def poke(self) -> None:
+        """Refresh now instead of at the next interval (e.g. a file changed)."""
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"refresh-{self.source.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        await self.source.close()

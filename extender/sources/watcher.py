@@ -1,0 +1,119 @@
+"""paypal/load-watcher's ``GET /watcher`` document, as v0.2.4 serves it.
+
+Shape (pkg/watcher/watcher.go and its gojay marshaller): ``timestamp``,
+``window{duration,start,end}``, ``source``, ``data.NodeMetricsMap[node].metrics[]``
+with ``type`` CPU/Memory/..., ``operator`` AVG/STD/Latest (or empty) and ``value``
+in percent of the node's capacity. The example JSON in load-watcher's repository
+is stale (no NodeMetricsMap level, lowercase types) and is not what the server sends.
+"""
+
+from __future__ import annotations
+
+import time
+
+import aiohttp
+import msgspec
+
+from ..model import LoadSnapshot, NodeLoad, ResourceLoad
+from .base import SourceError
+
+__all__ = ["LoadWatcherSource", "parse_watcher"]
+
+
+class _Metric(msgspec.Struct):
+    type: str = ""
+    operator: str = ""
+    value: float = 0.0
+    name: str = ""
+    rollup: str = ""
+
+
+class _NodeMetrics(msgspec.Struct):
+    metrics: list[_Metric] | None = None
+
+
+class _Data(msgspec.Struct):
+    NodeMetricsMap: dict[str, _NodeMetrics] | None = None
+
+
+class _Window(msgspec.Struct):
+    duration: str = ""
+    start: int = 0
+    end: int = 0
+
+
+class _WatcherMetrics(msgspec.Struct):
+    timestamp: int = 0
+    window: _Window | None = None
+    source: str = ""
+    data: _Data | None = None
+
+
+_decoder = msgspec.json.Decoder(_WatcherMetrics)
+
+
+def _resource(metrics: list[_Metric], kind: str) -> ResourceLoad:
+    # Trimaran's GetResourceData: AVG wins; Latest/empty counts only without AVG.
+    avg = latest = std = None
+    for m in metrics:
+        if m.type != kind:
+            continue
+        if m.operator == "AVG":
+            avg = m.value
+        elif m.operator == "STD":
+            std = m.value
+        elif m.operator in ("", "Latest"):
+            latest = m.value
+    return ResourceLoad(avg if avg is not None else latest, std)
+
+
+def parse_watcher(body: bytes, *, fetched_at: float | None = None) -> LoadSnapshot:
+    try:
+        doc = _decoder.decode(body)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise SourceError(f"not a load-watcher /watcher document: {exc}") from None
+    if doc.data is None or doc.data.NodeMetricsMap is None:
+        raise SourceError("load-watcher document has no data.NodeMetricsMap")
+    nodes = {}
+    for name, node in doc.data.NodeMetricsMap.items():
+        metrics = node.metrics or []
+        nodes[name] = NodeLoad(_resource(metrics, "CPU"), _resource(metrics, "Memory"))
+    end = doc.window.end if doc.window and doc.window.end else doc.timestamp
+    source = f"load-watcher/{doc.source}" if doc.source else "load-watcher"
+    return LoadSnapshot(
+        source=source,
+        window_end=float(end),
+        fetched_at=time.time() if fetched_at is None else fetched_at,
+        nodes=nodes,
+    )
+
+
+class LoadWatcherSource:
+    """Polls ``GET {url}/watcher``."""
+
+    name = "load-watcher"
+
+    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
+        self.url = url.rstrip("/") + "/watcher"
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def fetch(self) -> LoadSnapshot:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        try:
+            async with self._session.get(self.url) as response:
+                body = await response.read()
+                if response.status != 200:
+                    text = body[:200].decode(errors="replace")
+                    raise SourceError(f"GET {self.url}: HTTP {response.status}: {text}")
+        except aiohttp.ClientError as exc:
+            raise SourceError(f"GET {self.url}: {exc}") from None
+        except TimeoutError:
+            raise SourceError(f"GET {self.url}: timed out") from None
+        return parse_watcher(body)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

@@ -1,0 +1,177 @@
+"""The kube-scheduler extender v1 wire format (k8s.io/kube-scheduler/extender/v1).
+
+The Go structs carry no json tags, so their keys are the capitalised Go field
+names ("Pod", "NodeNames", "FailedNodes", "Host", "Score") and nil values are sent
+as ``null``. The embedded Pod and Node objects use the normal API casing.
+
+Only the Pod and Node fields the extender needs are decoded; msgspec skips the
+rest without building objects for them, which is what keeps a request with 100
+full Node objects (each with a long ``status.images``) cheap. Node items are
+also kept as raw bytes so that a non-cache-capable filter can answer with the
+very objects it was given.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from msgspec import Raw, Struct, field
+
+__all__ = [
+    "MAX_EXTENDER_PRIORITY",
+    "MIN_EXTENDER_PRIORITY",
+    "Container",
+    "ExtenderArgs",
+    "FilterResult",
+    "HostPriority",
+    "Node",
+    "NodeListOut",
+    "Pod",
+    "WireError",
+    "decode_args",
+    "decode_node",
+    "encode",
+]
+
+MIN_EXTENDER_PRIORITY = 0
+MAX_EXTENDER_PRIORITY = 10
+
+QuantityValue = str | int | float
+
+
+class OwnerReference(Struct, omit_defaults=True):
+    kind: str = ""
+    name: str = ""
+
+
+class ObjectMeta(Struct, omit_defaults=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    ownerReferences: list[OwnerReference] | None = None
+    creationTimestamp: str | None = None
+
+
+class ResourceRequirements(Struct, omit_defaults=True):
+    requests: dict[str, QuantityValue] | None = None
+    limits: dict[str, QuantityValue] | None = None
+
+
+class Container(Struct, omit_defaults=True):
+    name: str = ""
+    resources: ResourceRequirements | None = None
+
+
+class PodSpec(Struct, omit_defaults=True):
+    containers: list[Container] | None = None
+    initContainers: list[Container] | None = None
+    overhead: dict[str, QuantityValue] | None = None
+    nodeName: str = ""
+    schedulerName: str = ""
+
+
+class PodCondition(Struct, omit_defaults=True):
+    type: str = ""
+    status: str = ""
+    lastTransitionTime: str | None = None
+
+
+class PodStatus(Struct, omit_defaults=True):
+    phase: str = ""
+    conditions: list[PodCondition] | None = None
+
+
+class Pod(Struct, omit_defaults=True):
+    metadata: ObjectMeta = field(default_factory=ObjectMeta)
+    spec: PodSpec = field(default_factory=PodSpec)
+    status: PodStatus | None = None
+
+    @property
+    def key(self) -> str:
+        """The pod's identity: its UID, else namespace/name."""
+        return self.metadata.uid or f"{self.metadata.namespace}/{self.metadata.name}"
+
+
+class NodeSpec(Struct, omit_defaults=True):
+    unschedulable: bool = False
+
+
+class NodeStatus(Struct, omit_defaults=True):
+    capacity: dict[str, QuantityValue] | None = None
+    allocatable: dict[str, QuantityValue] | None = None
+
+
+class Node(Struct, omit_defaults=True):
+    metadata: ObjectMeta = field(default_factory=ObjectMeta)
+    spec: NodeSpec = field(default_factory=NodeSpec)
+    status: NodeStatus = field(default_factory=NodeStatus)
+
+
+class _NodeListIn(Struct):
+    items: list[Raw] | None = None
+
+
+class ExtenderArgs(Struct):
+    """Body of both ``filter`` and ``prioritize``."""
+
+    pod: Pod | None = field(default=None, name="Pod")
+    nodes: _NodeListIn | None = field(default=None, name="Nodes")
+    node_names: list[str] | None = field(default=None, name="NodeNames")
+
+
+class NodeListOut(Struct):
+    metadata: dict[str, str] = field(default_factory=dict)
+    items: list[Raw] = field(default_factory=list)
+
+
+class FilterResult(Struct):
+    """Body of the filter answer. Exactly one of ``nodes``/``node_names`` is set."""
+
+    nodes: NodeListOut | None = field(default=None, name="Nodes")
+    node_names: list[str] | None = field(default=None, name="NodeNames")
+    failed_nodes: dict[str, str] = field(default_factory=dict, name="FailedNodes")
+    failed_and_unresolvable: dict[str, str] = field(
+        default_factory=dict, name="FailedAndUnresolvableNodes"
+    )
+    error: str = field(default="", name="Error")
+
+
+class HostPriority(Struct):
+    host: str = field(name="Host")
+    score: int = field(name="Score")
+
+
+class WireError(ValueError):
+    """A request body that is not a valid ExtenderArgs document."""
+
+
+_args_decoder = msgspec.json.Decoder(ExtenderArgs)
+_node_decoder = msgspec.json.Decoder(Node)
+_encoder = msgspec.json.Encoder()
+
+
+def decode_args(body: bytes) -> ExtenderArgs:
+    """Decode an ExtenderArgs body, or raise WireError saying what is wrong."""
+    try:
+        args = _args_decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise WireError(f"invalid ExtenderArgs: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise WireError(f"body is not JSON: {exc}") from None
+    if args.pod is None:
+        raise WireError("invalid ExtenderArgs: no Pod in the request")
+    return args
+
+
+def decode_node(raw: Raw | bytes) -> Node:
+    try:
+        return _node_decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise WireError(f"invalid Node in Nodes.items: {exc}") from None
+    except msgspec.DecodeError as exc:  # pragma: no cover - Raw is already valid JSON
+        raise WireError(f"invalid Node in Nodes.items: {exc}") from None
+
+
+def encode(obj: object) -> bytes:
+    return _encoder.encode(obj)
