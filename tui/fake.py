@@ -1,0 +1,175 @@
+"""A `ClusterSource` fed from recorded Kubernetes JSON instead of an API server.
+
+A recorded cluster is a directory of the documents `kubectl get --raw` returns:
+
+    nodes.json        NodeList                 /api/v1/nodes
+    pods.json         PodList                  /api/v1/pods
+    events.json       EventList                /api/v1/events
+    nodemetrics.json  NodeMetricsList, or a JSON array of them (successive polls, oldest first)
+    podmetrics.json   PodMetricsList           /apis/metrics.k8s.io/v1beta1/pods
+
+Missing metrics files mean "no metrics-server"; a missing events file means "no
+extender, no descheduler". Tests use this source to drive the real screens, and
+`loadwise-tui --demo DIR` uses it to show the TUI without a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from .objects import (
+    parse_event,
+    parse_node,
+    parse_node_metrics,
+    parse_pod,
+    parse_pod_metrics,
+)
+from .source import (
+    ApiReachable,
+    ApiUnreachable,
+    Change,
+    EventsSeen,
+    MetricsPolled,
+    MetricsUnavailable,
+    NodesListed,
+    PodsListed,
+    Sink,
+)
+
+__all__ = ["FakeSource", "RecordedCluster"]
+
+JSON = dict[str, Any]
+
+
+def _items(doc: Mapping[str, Any] | None) -> list[JSON]:
+    return list((doc or {}).get("items") or [])
+
+
+@dataclass(slots=True)
+class RecordedCluster:
+    """Raw API documents, as they would come off the wire."""
+
+    nodes: JSON
+    pods: JSON
+    events: JSON | None = None
+    node_metrics: list[JSON] = field(default_factory=list)
+    pod_metrics: JSON | None = None
+
+    @classmethod
+    def from_dir(cls, path: str | Path) -> RecordedCluster:
+        root = Path(path)
+
+        def load(name: str) -> Any:
+            file = root / name
+            return json.loads(file.read_text()) if file.exists() else None
+
+        node_metrics = load("nodemetrics.json")
+        if isinstance(node_metrics, dict):
+            node_metrics = [node_metrics]
+        return cls(
+            nodes=load("nodes.json") or {"items": []},
+            pods=load("pods.json") or {"items": []},
+            events=load("events.json"),
+            node_metrics=node_metrics or [],
+            pod_metrics=load("podmetrics.json"),
+        )
+
+    def write(self, path: str | Path) -> None:
+        """Save as a recorded-cluster directory (see the module docstring)."""
+        root = Path(path)
+        root.mkdir(parents=True, exist_ok=True)
+        docs: dict[str, Any] = {"nodes.json": self.nodes, "pods.json": self.pods}
+        if self.events is not None:
+            docs["events.json"] = self.events
+        if self.node_metrics:
+            docs["nodemetrics.json"] = self.node_metrics
+        if self.pod_metrics is not None:
+            docs["podmetrics.json"] = self.pod_metrics
+        for name, doc in docs.items():
+            (root / name).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+    def changes(
+        self, *, now: datetime, metrics: bool = True, events: bool = True
+    ) -> list[Change]:
+        """The changes a fresh connection to this cluster would produce, in order."""
+        changes: list[Change] = [
+            ApiReachable(now),
+            NodesListed(tuple(parse_node(o) for o in _items(self.nodes))),
+            PodsListed(tuple(parse_pod(o) for o in _items(self.pods))),
+        ]
+        if events and self.events is not None:
+            records = tuple(r for o in _items(self.events) if (r := parse_event(o)) is not None)
+            changes.append(EventsSeen(records))
+        if not metrics or not self.node_metrics:
+            changes.append(
+                MetricsUnavailable("the metrics.k8s.io API is not served (404): no metrics-server")
+            )
+            return changes
+        polls = self.node_metrics
+        for index, poll in enumerate(polls):
+            usages = tuple(parse_node_metrics(o) for o in _items(poll))
+            stamp = next((u.at for u in usages if u.at), None) or now - timedelta(
+                seconds=15 * (len(polls) - 1 - index)
+            )
+            last = index == len(polls) - 1
+            pods = (
+                tuple(parse_pod_metrics(o) for o in _items(self.pod_metrics))
+                if last and self.pod_metrics is not None
+                else None
+            )
+            changes.append(MetricsPolled(stamp, usages, pods))
+        return changes
+
+
+class FakeSource:
+    """Replays a `RecordedCluster` on start, then delivers whatever a test `push`es.
+
+    `reachable=False` starts in the "API unreachable" state (nothing listed), the way
+    the real source looks when the kubeconfig points at a server that is down.
+    """
+
+    def __init__(
+        self,
+        cluster: RecordedCluster,
+        *,
+        now: Callable[[], datetime],
+        metrics: bool = True,
+        events: bool = True,
+        reachable: bool = True,
+        description: str = "recorded",
+    ) -> None:
+        self.cluster = cluster
+        self._now = now
+        self.metrics = metrics
+        self.events = events
+        self.reachable = reachable
+        self._description = description
+        self._sink: Sink | None = None
+        self.stopped = False
+
+    @property
+    def description(self) -> str:
+        return self._description
+
+    def start(self, sink: Sink) -> None:
+        self._sink = sink
+        if not self.reachable:
+            sink(ApiUnreachable("connection refused (127.0.0.1:6443)", 1.0, self._now()))
+            return
+        for change in self.cluster.changes(now=self._now(), metrics=self.metrics, events=self.events):
+            sink(change)
+
+    def push(self, *changes: Change) -> None:
+        """Deliver further changes, as a watch stream or metrics poll would."""
+        assert self._sink is not None, "push() before start()"
+        for change in changes:
+            self._sink(change)
+
+    def stop(self) -> None:
+        self.stopped = True
+

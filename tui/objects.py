@@ -1,0 +1,372 @@
+"""Typed records for the Kubernetes objects the TUI shows, and the parsers that build them.
+
+Both sources (the real API client and the fake fed from recorded JSON) hand raw JSON
+dicts to these functions, so the rest of the TUI never touches a dict shaped like the
+API. Each parser keeps only the fields a view needs: with 10,000 pods the raw objects
+(managedFields and all) would cost far more memory than the screens ever use.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .quantity import cpu_millicores, memory_bytes
+
+__all__ = [
+    "DECISION_ANNOTATION",
+    "LOADWISE_REASON",
+    "Decision",
+    "Eviction",
+    "NodeInfo",
+    "PodInfo",
+    "Resources",
+    "Usage",
+    "parse_event",
+    "parse_node",
+    "parse_node_metrics",
+    "parse_pod",
+    "parse_pod_metrics",
+    "parse_time",
+]
+
+JSON = dict[str, Any]
+
+LOADWISE_REASON = "LoadwiseScored"
+DECISION_ANNOTATION = "loadwise.dev/decision"
+# The descheduler records evictions through the events.k8s.io recorder named
+# "sigs.k8s.io.descheduler" (older releases: core/v1 source.component of the same name,
+# reason "Descheduled"). The reason is the strategy or plugin, the action "Descheduled",
+# and the note "pod eviction from <node> node by sigs.k8s.io/descheduler".
+DESCHEDULER_COMPONENT = "sigs.k8s.io.descheduler"
+_DESCHEDULER_NODE = re.compile(r"pod evict(?:ion|ed) from (?P<node>\S+) node")
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """A CPU and memory pair: millicores and bytes."""
+
+    cpu_m: float = 0.0
+    memory: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.cpu_m + other.cpu_m, self.memory + other.memory)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(self.cpu_m - other.cpu_m, self.memory - other.memory)
+
+    @classmethod
+    def from_map(cls, data: Mapping[str, Any] | None) -> Resources:
+        """Read `{"cpu": "250m", "memory": "64Mi"}`, ignoring other resources."""
+        if not data:
+            return cls()
+        return cls(cpu_millicores(data.get("cpu")), memory_bytes(data.get("memory")))
+
+    def max(self, other: Resources) -> Resources:
+        return Resources(max(self.cpu_m, other.cpu_m), max(self.memory, other.memory))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """What the nodes table needs from a Node."""
+
+    name: str
+    roles: tuple[str, ...] = ()
+    ready: bool = False
+    unschedulable: bool = False
+    allocatable: Resources = Resources()
+    pods_allocatable: int = 0
+    created: datetime | None = None
+    kubelet_version: str = ""
+    internal_ip: str = ""
+
+    @property
+    def role(self) -> str:
+        return ",".join(self.roles) if self.roles else "worker"
+
+    @property
+    def state(self) -> str:
+        state = "Ready" if self.ready else "NotReady"
+        return f"{state},cordoned" if self.unschedulable else state
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """What the placements feed and node detail need from a Pod."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    node: str = ""
+    phase: str = "Pending"
+    scheduler: str = "default-scheduler"
+    requests: Resources = Resources()
+    limits: Resources = Resources()
+    scheduled_at: datetime | None = None
+    created: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def active(self) -> bool:
+        """Counts against its node: bound and not finished (the scheduler's own rule)."""
+        return bool(self.node) and self.phase not in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """One metrics.k8s.io sample: a node's or a pod's (summed over containers) usage."""
+
+    name: str
+    namespace: str = ""
+    usage: Resources = Resources()
+    at: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The extender's `LoadwiseScored` Event for one pod (docs/contracts.md)."""
+
+    namespace: str
+    pod: str
+    pod_uid: str = ""
+    policy: str = ""
+    source: str = ""
+    stale: bool = False
+    scores: Mapping[str, float] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)
+    best: str = ""
+    why: str = ""
+    message: str = ""
+    at: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.pod}"
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """A descheduler eviction (or a refused one, `failed`) read from its Event."""
+
+    uid: str
+    namespace: str
+    pod: str
+    node: str = ""
+    strategy: str = ""
+    message: str = ""
+    failed: bool = False
+    at: datetime | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.pod}"
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """RFC 3339 (with or without fractional seconds) to an aware UTC datetime."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta: Mapping[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
+    meta = _meta(obj)
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    prefix = "node-role.kubernetes.io/"
+    roles = tuple(sorted(k[len(prefix) :] for k in labels if k.startswith(prefix) and k != prefix))
+    status: Mapping[str, Any] = obj.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+    allocatable = status.get("allocatable") or status.get("capacity") or {}
+    try:
+        pods = int(allocatable.get("pods", 0))
+    except (TypeError, ValueError):
+        pods = 0
+    ip = next(
+        (a.get("address", "") for a in status.get("addresses") or () if a.get("type") == "InternalIP"),
+        "",
+    )
+    return NodeInfo(
+        name=meta.get("name", ""),
+        roles=roles,
+        ready=ready,
+        unschedulable=bool((obj.get("spec") or {}).get("unschedulable")),
+        allocatable=Resources.from_map(allocatable),
+        pods_allocatable=pods,
+        created=parse_time(meta.get("creationTimestamp")),
+        kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+        internal_ip=ip,
+    )
+
+
+def _container_sum(containers: Iterable[Mapping[str, Any]], kind: str) -> Resources:
+    total = Resources()
+    for container in containers:
+        total = total + Resources.from_map((container.get("resources") or {}).get(kind))
+    return total
+
+
+def _effective(spec: Mapping[str, Any], kind: str) -> Resources:
+    """The scheduler's effective request (or limit) of a pod.
+
+    max(sum of app containers + restartable init "sidecars", each ordinary init container
+    plus the sidecars started before it), plus the pod overhead.
+    """
+    sidecars = Resources()
+    init_peak = Resources()
+    for init in spec.get("initContainers") or ():
+        own = Resources.from_map((init.get("resources") or {}).get(kind))
+        if init.get("restartPolicy") == "Always":
+            sidecars = sidecars + own
+        else:
+            init_peak = init_peak.max(own + sidecars)
+    regular = _container_sum(spec.get("containers") or (), kind) + sidecars
+    return regular.max(init_peak) + Resources.from_map(spec.get("overhead"))
+
+
+def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
+    meta = _meta(obj)
+    spec: Mapping[str, Any] = obj.get("spec") or {}
+    status: Mapping[str, Any] = obj.get("status") or {}
+    scheduled_at = None
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            scheduled_at = parse_time(condition.get("lastTransitionTime"))
+    return PodInfo(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        node=spec.get("nodeName") or "",
+        phase=status.get("phase") or "Pending",
+        scheduler=spec.get("schedulerName") or "default-scheduler",
+        requests=_effective(spec, "requests"),
+        limits=_effective(spec, "limits"),
+        scheduled_at=scheduled_at,
+        created=parse_time(meta.get("creationTimestamp")),
+    )
+
+
+def parse_node_metrics(obj: Mapping[str, Any]) -> Usage:
+    meta = _meta(obj)
+    return Usage(
+        name=meta.get("name", ""),
+        usage=Resources.from_map(obj.get("usage")),
+        at=parse_time(obj.get("timestamp")),
+    )
+
+
+def parse_pod_metrics(obj: Mapping[str, Any]) -> Usage:
+    meta = _meta(obj)
+    return Usage(
+        name=meta.get("name", ""),
+        namespace=meta.get("namespace", ""),
+        usage=_container_sum(
+            ({"resources": {"usage": c.get("usage")}} for c in obj.get("containers") or ()),
+            "usage",
+        ),
+        at=parse_time(obj.get("timestamp")),
+    )
+
+
+def _event_time(obj: Mapping[str, Any]) -> datetime | None:
+    series = obj.get("series") or {}
+    return (
+        parse_time(series.get("lastObservedTime"))
+        or parse_time(obj.get("lastTimestamp"))
+        or parse_time(obj.get("eventTime"))
+        or parse_time(obj.get("firstTimestamp"))
+        or parse_time(_meta(obj).get("creationTimestamp"))
+    )
+
+
+def _scores(raw: Any) -> dict[str, float]:
+    if not isinstance(raw, Mapping):
+        return {}
+    scores: dict[str, float] = {}
+    for node, value in raw.items():
+        try:
+            scores[str(node)] = float(value)
+        except (TypeError, ValueError):
+            continue
+    return scores
+
+
+def _decision(obj: Mapping[str, Any], involved: Mapping[str, Any]) -> Decision:
+    annotations: Mapping[str, str] = _meta(obj).get("annotations") or {}
+    try:
+        data = json.loads(annotations.get(DECISION_ANNOTATION, "") or "{}")
+    except json.JSONDecodeError:
+        data = {}
+    if not isinstance(data, Mapping):
+        data = {}
+    failed = data.get("failed")
+    return Decision(
+        namespace=involved.get("namespace") or _meta(obj).get("namespace", ""),
+        pod=involved.get("name", ""),
+        pod_uid=involved.get("uid", ""),
+        policy=str(data.get("policy", "")),
+        source=str(data.get("source", "")),
+        stale=bool(data.get("stale", False)),
+        scores=_scores(data.get("scores")),
+        failed={str(k): str(v) for k, v in failed.items()} if isinstance(failed, Mapping) else {},
+        best=str(data.get("best", "")),
+        why=str(data.get("why", "")),
+        message=obj.get("message") or obj.get("note") or "",
+        at=_event_time(obj),
+    )
+
+
+def _is_descheduler(obj: Mapping[str, Any]) -> bool:
+    source = obj.get("source") or {}
+    return (
+        obj.get("reportingComponent") == DESCHEDULER_COMPONENT
+        or obj.get("reportingController") == DESCHEDULER_COMPONENT
+        or source.get("component") == DESCHEDULER_COMPONENT
+        or obj.get("action") == "Descheduled"
+    )
+
+
+def parse_event(obj: Mapping[str, Any]) -> Decision | Eviction | None:
+    """Classify a core/v1 (or events.k8s.io/v1) Event; None for events the TUI ignores."""
+    involved: Mapping[str, Any] = obj.get("involvedObject") or obj.get("regarding") or {}
+    if involved.get("kind", "Pod") != "Pod":
+        return None
+    if obj.get("reason") == LOADWISE_REASON:
+        return _decision(obj, involved)
+    if _is_descheduler(obj):
+        message = obj.get("message") or obj.get("note") or ""
+        match = _DESCHEDULER_NODE.search(message)
+        reason = obj.get("reason") or ""
+        return Eviction(
+            uid=_meta(obj).get("uid", "") or f"{involved.get('uid', '')}:{message}",
+            namespace=involved.get("namespace") or _meta(obj).get("namespace", ""),
+            pod=involved.get("name", ""),
+            node=match["node"] if match else "",
+            strategy="" if reason in ("Descheduled", "EvictionFailed") else reason,
+            message=message,
+            failed=obj.get("type") == "Warning" or "failed" in message,
+            at=_event_time(obj),
+        )
+    return None

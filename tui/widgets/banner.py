@@ -1,0 +1,15 @@
+"""One-line notices: the connectivity banner and the per-view degraded-mode notices."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+__all__ = ["Notice"]
+
+
+class Notice(Static):
+    """A line that is hidden while it has nothing to say."""
+
+    def say(self, text: str) -> None:
+        self.update(text)
+        self.display = bool(text)
