@@ -1,0 +1,35 @@
+from decimal import Decimal
+
+import pytest
+
+from extender.quantity import QuantityError, cpu_millis, memory_bytes, parse_quantity
+
+
+@pytest.mark.parametrize(
+    ("text", "millis"),
+    [("1", 1000), ("250m", 250), ("0.5", 500), ("1500000000n", 1500), ("123456789n", 124),
+     ("2500u", 3), (".5", 500), ("1e3", 1_000_000), ("100m", 100), (2, 2000), (0.25, 250)],
+)
+def test_cpu_millis(text, millis):
+    assert cpu_millis(text) == millis
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("1Ki", 1024), ("128974848", 128974848), ("129e6", 129_000_000), ("129M", 129_000_000),
+     ("123Mi", 123 * 2**20), ("8Gi", 8 * 2**30), ("1.5Gi", 1610612736), ("16221172Ki", 16221172 * 1024),
+     ("1E", 10**18), ("1Ei", 2**60), ("12E6", 12_000_000)],
+)
+def test_memory_bytes(text, value):
+    assert memory_bytes(text) == value
+
+
+def test_negative_and_decimal_exponent():
+    assert parse_quantity("-1.5k") == Decimal("-1500")
+    assert parse_quantity("5e-3") == Decimal("0.005")
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "1.2.3", "10Kb", "Mi", "1 Gi", True, None, [1]])
+def test_rejects_garbage_with_the_value_in_the_message(bad):
+    with pytest.raises(QuantityError, match="not a quantity"):
+        parse_quantity(bad)
