@@ -1,0 +1,171 @@
+"""Each load source against recorded documents."""
+
+import json
+import os
+import time
+
+import pytest
+
+from extender.model import LoadSnapshot
+from extender.sources import (
+    LoadFileSource,
+    Refresher,
+    SourceError,
+    parse_node_metrics,
+    parse_vector,
+    parse_watcher,
+)
+
+from .helpers import node_info
+
+# load-watcher v0.2.4 /watcher with the Prometheus provider (reference §4.4)
+WATCHER_PROMETHEUS = json.dumps({
+    "timestamp": 1735689600, "window": {"duration": "15m", "start": 1735688700, "end": 1735689600},
+    "source": "Prometheus",
+    "data": {"NodeMetricsMap": {
+        "worker-1": {"metrics": [
+            {"name": "instance:node_cpu:ratio", "type": "CPU", "operator": "AVG", "rollup": "15m", "value": 26.4},
+            {"name": "instance:node_memory_utilisation:ratio", "type": "Memory", "operator": "AVG", "rollup": "15m", "value": 48.1},
+            {"name": "instance:node_cpu:ratio", "type": "CPU", "operator": "STD", "rollup": "15m", "value": 7.9},
+            {"name": "instance:node_memory_utilisation:ratio", "type": "Memory", "operator": "STD", "rollup": "15m", "value": 1.2}],
+            "tags": {}, "metadata": {"dataCenter": ""}},
+        "worker-2": {"metrics": [
+            {"name": "instance:node_cpu:ratio", "type": "CPU", "operator": "AVG", "rollup": "15m", "value": 60.0},
+            {"name": "instance:node_cpu:ratio", "type": "CPU", "operator": "STD", "rollup": "15m", "value": 12.5}],
+            "tags": {}, "metadata": {"dataCenter": ""}}}},
+}).encode()
+
+# metrics-server provider entry shape: operator Latest, empty name and rollup
+WATCHER_METRICS_SERVER = json.dumps({
+    "timestamp": 1735689600, "window": {"duration": "15m", "start": 1735688700, "end": 1735689600},
+    "source": "KubernetesMetricsServer",
+    "data": {"NodeMetricsMap": {"n1": {"metrics": [
+        {"name": "", "type": "CPU", "operator": "Latest", "rollup": "", "value": 26.4},
+        {"name": "", "type": "Memory", "operator": "Latest", "rollup": "", "value": 70.0}],
+        "tags": {}, "metadata": {"dataCenter": ""}}}},
+}).encode()
+
+
+def test_watcher_prometheus_document():
+    snap = parse_watcher(WATCHER_PROMETHEUS, fetched_at=1.0)
+    assert snap.window_end == 1735689600 and snap.source == "load-watcher/Prometheus"
+    w1 = snap.nodes["worker-1"]
+    assert (w1.cpu.avg, w1.cpu.std, w1.memory.avg, w1.memory.std) == (26.4, 7.9, 48.1, 1.2)
+    w2 = snap.nodes["worker-2"]
+    assert w2.cpu.avg == 60.0 and w2.memory.avg is None
+
+
+def test_watcher_metrics_server_document_latest_operator():
+    n1 = parse_watcher(WATCHER_METRICS_SERVER).nodes["n1"]
+    assert (n1.cpu.avg, n1.cpu.std, n1.memory.avg) == (26.4, None, 70.0)
+
+
+def test_avg_wins_over_latest():
+    doc = {"timestamp": 5, "data": {"NodeMetricsMap": {"n": {"metrics": [
+        {"type": "CPU", "operator": "AVG", "value": 10},
+        {"type": "CPU", "operator": "Latest", "value": 90}]}}}}
+    assert parse_watcher(json.dumps(doc).encode()).nodes["n"].cpu.avg == 10
+
+
+def test_stale_repository_example_shape_is_rejected():
+    # load-watcher's watcher-example.json: no NodeMetricsMap level
+    stale = b'{"timestamp":1,"window":{},"source":"","data":{"node-1":{"metrics":[]}}}'
+    with pytest.raises(SourceError, match="no data.NodeMetricsMap"):
+        parse_watcher(stale)
+
+
+def test_watcher_garbage():
+    with pytest.raises(SourceError, match="not a load-watcher"):
+        parse_watcher(b"<html>")
+
+
+def test_metrics_server_node_metrics_quantities():
+    body = json.dumps({"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
+                       "metadata": {}, "items": [
+        {"metadata": {"name": "n1"}, "timestamp": "2026-11-22T10:00:00Z", "window": "20.05s",
+         "usage": {"cpu": "1500000000n", "memory": "4194304Ki"}},
+        {"metadata": {"name": "unknown"}, "timestamp": "2026-11-22T10:00:00Z", "window": "20s",
+         "usage": {"cpu": "1", "memory": "1Gi"}}]}).encode()
+    snap = parse_node_metrics(body, {"n1": node_info("n1", cpu="4", memory="8Gi")})
+    assert snap.nodes["n1"].cpu.avg == pytest.approx(37.5)
+    assert snap.nodes["n1"].memory.avg == pytest.approx(50.0)
+    assert "unknown" not in snap.nodes
+    assert snap.window_end == pytest.approx(1795341600.0)  # 2026-11-22T10:00:00Z
+
+
+def test_metrics_server_bad_quantity():
+    body = b'{"items":[{"metadata":{"name":"n1"},"usage":{"cpu":"lots"}}]}'
+    with pytest.raises(SourceError, match="n1: not a quantity"):
+        parse_node_metrics(body, {"n1": node_info("n1")})
+
+
+def test_prometheus_vector():
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"node": "a", "instance": "10.0.0.1:9100"}, "value": [1700000000.5, "0.42"]},
+        {"metric": {"node": "b"}, "value": [1700000001, "0.1"]},
+        {"metric": {"instance": "x"}, "value": [1700000001, "0.9"]}]}}).encode()
+    values, newest = parse_vector(body, "node")
+    assert values == {"a": pytest.approx(42.0), "b": pytest.approx(10.0)}
+    assert newest == 1700000001
+
+
+def test_prometheus_errors():
+    with pytest.raises(SourceError, match="bad_data: parse error"):
+        parse_vector(b'{"status":"error","errorType":"bad_data","error":"bad_data: parse error"}', "i")
+    with pytest.raises(SourceError, match="returned matrix"):
+        parse_vector(b'{"status":"success","data":{"resultType":"matrix","result":[]}}', "i")
+
+
+def test_load_file_rereads_on_change_and_ages_with_mtime(tmp_path):
+    path = tmp_path / "load.json"
+    path.write_bytes(WATCHER_METRICS_SERVER)
+    source = LoadFileSource(path)
+    first = source.read()
+    assert first.nodes["n1"].cpu.avg == 26.4
+    assert first.window_end == pytest.approx(path.stat().st_mtime)
+    path.write_bytes(WATCHER_METRICS_SERVER.replace(b"26.4", b"99.0"))
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    assert source.read().nodes["n1"].cpu.avg == 99.0
+
+
+def test_load_file_missing_and_broken(tmp_path):
+    with pytest.raises(SourceError, match="No such file"):
+        LoadFileSource(tmp_path / "nope.json").read()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(SourceError, match="bad.json"):
+        LoadFileSource(bad).read()
+
+
+class FlakySource:
+    name = "flaky"
+
+    def __init__(self, snapshots):
+        self.snapshots = list(snapshots)
+
+    async def fetch(self):
+        item = self.snapshots.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    async def close(self):
+        pass
+
+
+async def test_refresher_keeps_previous_snapshot_on_error_and_goes_stale():
+    now = time.time()
+    good = LoadSnapshot("s", now - 10, now, {})
+    errors = []
+    r = Refresher(FlakySource([good, SourceError("down"), RuntimeError("bug")]), interval=60,
+                  stale_after=30, on_error=errors.append)
+    assert not r.fresh() and r.age() is None
+    await r.refresh_once()
+    assert r.fresh(now) and r.age(now) == pytest.approx(10)
+    await r.refresh_once()
+    await r.refresh_once()
+    assert r.snapshot is good and errors == ["down", "RuntimeError: bug"]
+    assert not r.fresh(now + 25)  # 35 s after the window end
+    never = Refresher(FlakySource([]), interval=1, stale_after=0)
+    never.snapshot = good
+    assert never.fresh(now + 10**6)

@@ -1,0 +1,82 @@
+"""Round trips against the exact JSON kube-scheduler sends and expects
+(k8s.io/kube-scheduler extender/v1 types_test.go)."""
+
+import json
+
+import msgspec
+import pytest
+
+from extender.wire import (
+    ExtenderArgs,
+    FilterResult,
+    HostPriority,
+    NodeListOut,
+    WireError,
+    decode_args,
+    decode_node,
+    encode,
+)
+
+from .helpers import node_json, pod_json
+
+
+def test_host_priority_uses_capitalised_keys():
+    assert encode(HostPriority("myhost", 1)) == b'{"Host":"myhost","Score":1}'
+    assert encode([HostPriority("a", 7)]) == b'[{"Host":"a","Score":7}]'
+
+
+def test_filter_result_cache_capable_matches_go_marshal():
+    out = json.loads(encode(FilterResult(node_names=["node1"], failed_nodes={"foo": "bar"},
+                                         failed_and_unresolvable={"baz": "qux"}, error="myerror")))
+    assert out == {"Nodes": None, "NodeNames": ["node1"], "FailedNodes": {"foo": "bar"},
+                   "FailedAndUnresolvableNodes": {"baz": "qux"}, "Error": "myerror"}
+
+
+def test_types_test_extender_args_document_decodes():
+    body = (b'{"Pod":{"metadata":{"name":"podname"},"spec":{"containers":null},"status":{}},'
+            b'"Nodes":{"metadata":{},"items":[{"metadata":{"name":"nodename"},"spec":{},'
+            b'"status":{"capacity":{"cpu":"4"}}}]},"NodeNames":["node1"]}')
+    args = decode_args(body)
+    assert args.pod is not None and args.pod.metadata.name == "podname"
+    assert args.node_names == ["node1"]
+    assert decode_node(args.nodes.items[0]).metadata.name == "nodename"
+
+
+def test_cache_capable_request_with_null_nodes():
+    body = json.dumps({"Pod": pod_json(), "Nodes": None, "NodeNames": ["a", "b"]}).encode()
+    args = decode_args(body)
+    assert args.nodes is None and args.node_names == ["a", "b"]
+
+
+def test_full_node_items_are_echoed_byte_for_byte():
+    node = node_json("n1", images=3)
+    raw = json.dumps({"Pod": pod_json(), "Nodes": {"metadata": {}, "items": [node]},
+                      "NodeNames": None}).encode()
+    args = decode_args(raw)
+    out = json.loads(encode(FilterResult(nodes=NodeListOut(items=list(args.nodes.items)))))
+    assert out["Nodes"]["items"][0] == node
+    assert out["NodeNames"] is None
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [(b"not json", "body is not JSON"), (b"[]", "Expected `object`, got `array`"),
+     (b'{"NodeNames":["a"]}', "no Pod in the request"),
+     (b'{"Pod":{},"NodeNames":"a"}', "at `$.NodeNames`"),
+     (b'{"Pod":{"spec":{"containers":[{"resources":{"requests":{"cpu":[1]}}}]}}}',
+      "at `$.Pod.spec.containers[0].resources.requests"),
+     (b'{"Pod":{"metadata":{"name":5}}}', "at `$.Pod.metadata.name`")],
+)
+def test_bad_bodies_raise_wire_error_naming_the_problem(body, message):
+    with pytest.raises(WireError, match=message.replace("[", r"\[").replace("$", r"\$")):
+        decode_args(body)
+
+
+def test_lowercase_response_keys_are_not_what_we_emit():
+    # Go decodes case-insensitively, but we emit exactly the Go field names.
+    assert b'"host"' not in encode(HostPriority("h", 1))
+
+
+def test_extender_args_struct_names():
+    fields = {f.encode_name for f in msgspec.structs.fields(ExtenderArgs)}
+    assert fields == {"Pod", "Nodes", "NodeNames"}
