@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .estimate import PodFacts, go_round
 from .model import NodeState
@@ -72,10 +72,31 @@ class Ranked:
 
 
 def prioritize(pod: PodFacts, nodes: Sequence[NodeState], policy: Policy) -> list[Ranked]:
+    """Score every node and map to 0..10.
+
+    Rounding 0..100 to 0..10 hides differences under five points, and then the
+    node the extender counts the pod on (herding protection, see ``ledger``) may
+    not be the one the scheduler picks among equals. So the best node by the
+    fine score keeps a strict one-step lead over nodes that rounded into its step
+    with a lower fine score; truly equal nodes stay equal.
+    """
     ranked = []
     for node in nodes:
         detail = policy.score(pod, node)
         ranked.append(Ranked(node.name, to_extender_priority(detail.score), detail))
+    top = best(ranked)
+    if top is None:
+        return ranked
+    rivals = [
+        i
+        for i, r in enumerate(ranked)
+        if r.node != top.node and r.priority == top.priority and r.detail.score < top.detail.score
+    ]
+    if rivals and top.priority == 0:
+        ranked = [replace(r, priority=1) if r.node == top.node else r for r in ranked]
+    elif rivals:
+        for i in rivals:
+            ranked[i] = replace(ranked[i], priority=ranked[i].priority - 1)
     return ranked
 
 

@@ -13,8 +13,9 @@ GI = 1024**3
 MI = 1024**2
 
 
-def container(requests: dict[str, str] | None = None, limits: dict[str, str] | None = None,
-              name: str = "c") -> dict[str, Any]:
+def container(
+    requests: dict[str, str] | None = None, limits: dict[str, str] | None = None, name: str = "c"
+) -> dict[str, Any]:
     resources: dict[str, Any] = {}
     if requests:
         resources["requests"] = requests
@@ -23,47 +24,82 @@ def container(requests: dict[str, str] | None = None, limits: dict[str, str] | N
     return {"name": name, "image": "nginx", "resources": resources}
 
 
-def pod_json(*containers: dict[str, Any], name: str = "p", namespace: str = "default",
-             uid: str = "uid-p", overhead: dict[str, str] | None = None,
-             init: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def pod_json(
+    *containers: dict[str, Any],
+    name: str = "p",
+    namespace: str = "default",
+    uid: str = "uid-p",
+    overhead: dict[str, str] | None = None,
+    init: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": list(containers)}
     if overhead:
         spec["overhead"] = overhead
     if init:
         spec["initContainers"] = init
-    return {"metadata": {"name": name, "namespace": namespace, "uid": uid}, "spec": spec,
-            "status": {}}
+    return {
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "spec": spec,
+        "status": {},
+    }
 
 
 def pod(*containers: dict[str, Any], **kw: Any) -> Pod:
     return msgspec.convert(pod_json(*containers, **kw), type=Pod)
 
 
-def node_json(name: str, cpu: str = "4", memory: str = "8Gi", pods: str = "110",
-              allocatable: dict[str, str] | None = None, images: int = 0) -> dict[str, Any]:
+def node_json(
+    name: str,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    pods: str = "110",
+    allocatable: dict[str, str] | None = None,
+    images: int = 0,
+) -> dict[str, Any]:
     capacity = {"cpu": cpu, "memory": memory, "pods": pods, "ephemeral-storage": "61255492Ki"}
     status: dict[str, Any] = {"capacity": capacity, "allocatable": allocatable or capacity}
     if images:
         status["images"] = [
-            {"names": [f"registry.example/app{i}@sha256:{i:064x}", f"registry.example/app{i}:v1"],
-             "sizeBytes": 1000000 + i}
+            {
+                "names": [
+                    f"registry.example/app{i}@sha256:{i:064x}",
+                    f"registry.example/app{i}:v1",
+                ],
+                "sizeBytes": 1000000 + i,
+            }
             for i in range(images)
         ]
-    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "spec": {}, "status": status}
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {},
+        "status": status,
+    }
 
 
 def node_info(name: str = "n", cpu: str = "4", memory: str = "8Gi", pods: str = "110") -> NodeInfo:
     return NodeInfo.from_node(msgspec.convert(node_json(name, cpu, memory, pods), type=Node))
 
 
-def state(info: NodeInfo | None, cpu: float | None = None, memory: float | None = None, *,
-          cpu_std: float | None = None, memory_std: float | None = None,
-          pending: Usage | None = None, pending_tlp: float = 0.0, pending_pods: int = 0,
-          pod_count: int | None = None, estimated: bool = False) -> NodeState:
+def state(
+    info: NodeInfo | None,
+    cpu: float | None = None,
+    memory: float | None = None,
+    *,
+    cpu_std: float | None = None,
+    memory_std: float | None = None,
+    pending: Usage | None = None,
+    pending_tlp: float = 0.0,
+    pending_pods: int = 0,
+    pod_count: int | None = None,
+    estimated: bool = False,
+) -> NodeState:
     return NodeState(
-        name=info.name if info else "n", info=info,
+        name=info.name if info else "n",
+        info=info,
         load=NodeLoad(ResourceLoad(cpu, cpu_std), ResourceLoad(memory, memory_std)),
-        estimated=estimated, pending=pending or Usage(), pending_tlp_cpu_millis=pending_tlp,
-        pending_pods=pending_pods, pod_count=pod_count,
+        estimated=estimated,
+        pending=pending or Usage(),
+        pending_tlp_cpu_millis=pending_tlp,
+        pending_pods=pending_pods,
+        pod_count=pod_count,
     )

@@ -40,14 +40,19 @@ def test_koordinator_estimate_capped_at_limit():
 
 def test_koordinator_requests_only_with_80_80():
     u = estimate_usage(
-        pod(container({"cpu": "4", "memory": "8Gi"})), EstimatorArgs(cpu_factor=80, memory_factor=80)
+        pod(container({"cpu": "4", "memory": "8Gi"})),
+        EstimatorArgs(cpu_factor=80, memory_factor=80),
     )
     assert (u.cpu_millis, u.memory_bytes) == (3200, 6871947674)
 
 
 def test_tlp_predict_limit_then_request_times_multiplier_then_default():
-    p = pod(container(limits={"cpu": "1"}), container({"cpu": "500m"}, name="b"), container(name="c"),
-            overhead={"cpu": "100m"})
+    p = pod(
+        container(limits={"cpu": "1"}),
+        container({"cpu": "500m"}, name="b"),
+        container(name="c"),
+        overhead={"cpu": "100m"},
+    )
     assert predict_tlp_cpu(p) == 1000 + 750 + 1000 + 100
     assert predict_tlp_cpu(p, TLPArgs(default_cpu_millis=200, requests_multiplier=2.0)) == (
         1000 + 1000 + 200 + 100
@@ -55,6 +60,10 @@ def test_tlp_predict_limit_then_request_times_multiplier_then_default():
 
 
 def test_pod_requests_take_init_containers_and_overhead():
-    p = pod(container({"cpu": "200m"}), container({"cpu": "300m"}, name="b"),
-            init=[container({"cpu": "1"}, name="init")], overhead={"cpu": "50m"})
+    p = pod(
+        container({"cpu": "200m"}),
+        container({"cpu": "300m"}, name="b"),
+        init=[container({"cpu": "1"}, name="init")],
+        overhead={"cpu": "50m"},
+    )
     assert pod_requests(p, "cpu") == 1000 + 50

@@ -22,10 +22,14 @@ EMPTY = pod_facts(pod())
 
 # -- TargetLoadPacking: scheduler-plugins targetloadpacking_test.go (cap 1000m, X=40) ----------
 
+
 @pytest.mark.parametrize(
     ("util", "the_pod", "expected"),
-    [(0, EMPTY, 40), (50, EMPTY, 33),
-     (30, pod_facts(pod(container({"cpu": "1"}, {"cpu": "1"}))), 0)],
+    [
+        (0, EMPTY, 40),
+        (50, EMPTY, 33),
+        (30, pod_facts(pod(container({"cpu": "1"}, {"cpu": "1"}))), 0),
+    ],
     ids=["new node", "hot node", "excess utilization returns min score"],
 )
 def test_tlp_scheduler_plugins_vectors(util, the_pod, expected):
@@ -61,11 +65,20 @@ def test_tlp_score_edges():
 
 # -- LoadVariationRiskBalancing: analysis_test.go TestComputeScore (Capacity 100, Req 10) ------
 
+
 @pytest.mark.parametrize(
     ("margin", "sens", "cap", "avg", "std", "expected"),
-    [(1, 1, 100, 40, 36, 57), (1, 2, 0, 40, 36, 0), (1, 2, 100, -40, 36, 65),
-     (1, 2, 100, 200, 36, 20), (1, 2, 100, 40, -36, 75), (1, 2, 100, 40, 120, 25),
-     (-1, 1, 100, 40, 36, 75), (1, -1, 100, 40, 36, 57), (1, 0, 100, 40, 36, 75)],
+    [
+        (1, 1, 100, 40, 36, 57),
+        (1, 2, 0, 40, 36, 0),
+        (1, 2, 100, -40, 36, 65),
+        (1, 2, 100, 200, 36, 20),
+        (1, 2, 100, 40, -36, 75),
+        (1, 2, 100, 40, 120, 25),
+        (-1, 1, 100, 40, 36, 75),
+        (1, -1, 100, 40, 36, 57),
+        (1, 0, 100, 40, 36, 75),
+    ],
 )
 def test_lvrb_compute_score(margin, sens, cap, avg, std, expected):
     from extender.estimate import go_round
@@ -76,10 +89,13 @@ def test_lvrb_compute_score(margin, sens, cap, avg, std, expected):
 # loadvariationriskbalancing_test.go TestScore: node 1000m / 1Gi, margin = sensitivity = 1
 @pytest.mark.parametrize(
     ("cpu", "cpu_std", "mem", "mem_std", "requests", "expected"),
-    [(50, None, None, None, None, 75), (100, None, None, None, None, 50),
-     (30, 16, None, None, {"cpu": "200m", "memory": "256Mi"}, 67),
-     (40, 16, 50, 10, {"cpu": "100m", "memory": "512Mi"}, 45),
-     (80, 20, 25, 15, {"cpu": "100m", "memory": "512Mi"}, 45)],
+    [
+        (50, None, None, None, None, 75),
+        (100, None, None, None, None, 50),
+        (30, 16, None, None, {"cpu": "200m", "memory": "256Mi"}, 67),
+        (40, 16, 50, 10, {"cpu": "100m", "memory": "512Mi"}, 45),
+        (80, 20, 25, 15, {"cpu": "100m", "memory": "512Mi"}, 45),
+    ],
     ids=["new node", "hot node", "average and stDev", "CPU and Memory", "pick worst case"],
 )
 def test_lvrb_scheduler_plugins_vectors(cpu, cpu_std, mem, mem_std, requests, expected):
@@ -99,10 +115,14 @@ def test_lvrb_kep_example_with_current_formula():
         return go_round(min(cpu, mem))
 
     assert [node(0.8, 1.6, 3.2, 4.8), node(2, 6.4, 0.04, 0.004), node(1.2, 3.2, 0.4, 0.4)] == [
-        44, 54, 71]
+        44,
+        54,
+        71,
+    ]
 
 
 # -- least-used: Koordinator load_aware_test.go TestScore (96 CPU / 512Gi, pod 16 / 32Gi) ------
+
 
 def test_least_used_koordinator_vectors():
     info = node_info(cpu="96", memory="512Gi")
@@ -144,7 +164,16 @@ def test_least_used_over_capacity_is_zero_and_neutral_without_data():
 
 def test_extender_priority_mapping():
     assert [to_extender_priority(s) for s in (0, 4, 5, 44, 45, 95, 100, 150, -3)] == [
-        0, 0, 1, 4, 5, 10, 10, 10, 0]
+        0,
+        0,
+        1,
+        4,
+        5,
+        10,
+        10,
+        10,
+        0,
+    ]
 
 
 def test_make_policy_validates_arguments():

@@ -19,31 +19,104 @@ from extender.sources import (
 from .helpers import node_info
 
 # load-watcher v0.2.4 /watcher with the Prometheus provider (reference §4.4)
-WATCHER_PROMETHEUS = json.dumps({
-    "timestamp": 1735689600, "window": {"duration": "15m", "start": 1735688700, "end": 1735689600},
-    "source": "Prometheus",
-    "data": {"NodeMetricsMap": {
-        "worker-1": {"metrics": [
-            {"name": "instance:node_cpu:ratio", "type": "CPU", "operator": "AVG", "rollup": "15m", "value": 26.4},
-            {"name": "instance:node_memory_utilisation:ratio", "type": "Memory", "operator": "AVG", "rollup": "15m", "value": 48.1},
-            {"name": "instance:node_cpu:ratio", "type": "CPU", "operator": "STD", "rollup": "15m", "value": 7.9},
-            {"name": "instance:node_memory_utilisation:ratio", "type": "Memory", "operator": "STD", "rollup": "15m", "value": 1.2}],
-            "tags": {}, "metadata": {"dataCenter": ""}},
-        "worker-2": {"metrics": [
-            {"name": "instance:node_cpu:ratio", "type": "CPU", "operator": "AVG", "rollup": "15m", "value": 60.0},
-            {"name": "instance:node_cpu:ratio", "type": "CPU", "operator": "STD", "rollup": "15m", "value": 12.5}],
-            "tags": {}, "metadata": {"dataCenter": ""}}}},
-}).encode()
+WATCHER_PROMETHEUS = json.dumps(
+    {
+        "timestamp": 1735689600,
+        "window": {"duration": "15m", "start": 1735688700, "end": 1735689600},
+        "source": "Prometheus",
+        "data": {
+            "NodeMetricsMap": {
+                "worker-1": {
+                    "metrics": [
+                        {
+                            "name": "instance:node_cpu:ratio",
+                            "type": "CPU",
+                            "operator": "AVG",
+                            "rollup": "15m",
+                            "value": 26.4,
+                        },
+                        {
+                            "name": "instance:node_memory_utilisation:ratio",
+                            "type": "Memory",
+                            "operator": "AVG",
+                            "rollup": "15m",
+                            "value": 48.1,
+                        },
+                        {
+                            "name": "instance:node_cpu:ratio",
+                            "type": "CPU",
+                            "operator": "STD",
+                            "rollup": "15m",
+                            "value": 7.9,
+                        },
+                        {
+                            "name": "instance:node_memory_utilisation:ratio",
+                            "type": "Memory",
+                            "operator": "STD",
+                            "rollup": "15m",
+                            "value": 1.2,
+                        },
+                    ],
+                    "tags": {},
+                    "metadata": {"dataCenter": ""},
+                },
+                "worker-2": {
+                    "metrics": [
+                        {
+                            "name": "instance:node_cpu:ratio",
+                            "type": "CPU",
+                            "operator": "AVG",
+                            "rollup": "15m",
+                            "value": 60.0,
+                        },
+                        {
+                            "name": "instance:node_cpu:ratio",
+                            "type": "CPU",
+                            "operator": "STD",
+                            "rollup": "15m",
+                            "value": 12.5,
+                        },
+                    ],
+                    "tags": {},
+                    "metadata": {"dataCenter": ""},
+                },
+            }
+        },
+    }
+).encode()
 
 # metrics-server provider entry shape: operator Latest, empty name and rollup
-WATCHER_METRICS_SERVER = json.dumps({
-    "timestamp": 1735689600, "window": {"duration": "15m", "start": 1735688700, "end": 1735689600},
-    "source": "KubernetesMetricsServer",
-    "data": {"NodeMetricsMap": {"n1": {"metrics": [
-        {"name": "", "type": "CPU", "operator": "Latest", "rollup": "", "value": 26.4},
-        {"name": "", "type": "Memory", "operator": "Latest", "rollup": "", "value": 70.0}],
-        "tags": {}, "metadata": {"dataCenter": ""}}}},
-}).encode()
+WATCHER_METRICS_SERVER = json.dumps(
+    {
+        "timestamp": 1735689600,
+        "window": {"duration": "15m", "start": 1735688700, "end": 1735689600},
+        "source": "KubernetesMetricsServer",
+        "data": {
+            "NodeMetricsMap": {
+                "n1": {
+                    "metrics": [
+                        {
+                            "name": "",
+                            "type": "CPU",
+                            "operator": "Latest",
+                            "rollup": "",
+                            "value": 26.4,
+                        },
+                        {
+                            "name": "",
+                            "type": "Memory",
+                            "operator": "Latest",
+                            "rollup": "",
+                            "value": 70.0,
+                        },
+                    ],
+                    "tags": {},
+                    "metadata": {"dataCenter": ""},
+                }
+            }
+        },
+    }
+).encode()
 
 
 def test_watcher_prometheus_document():
@@ -61,9 +134,19 @@ def test_watcher_metrics_server_document_latest_operator():
 
 
 def test_avg_wins_over_latest():
-    doc = {"timestamp": 5, "data": {"NodeMetricsMap": {"n": {"metrics": [
-        {"type": "CPU", "operator": "AVG", "value": 10},
-        {"type": "CPU", "operator": "Latest", "value": 90}]}}}}
+    doc = {
+        "timestamp": 5,
+        "data": {
+            "NodeMetricsMap": {
+                "n": {
+                    "metrics": [
+                        {"type": "CPU", "operator": "AVG", "value": 10},
+                        {"type": "CPU", "operator": "Latest", "value": 90},
+                    ]
+                }
+            }
+        },
+    }
     assert parse_watcher(json.dumps(doc).encode()).nodes["n"].cpu.avg == 10
 
 
@@ -80,12 +163,27 @@ def test_watcher_garbage():
 
 
 def test_metrics_server_node_metrics_quantities():
-    body = json.dumps({"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
-                       "metadata": {}, "items": [
-        {"metadata": {"name": "n1"}, "timestamp": "2026-11-22T10:00:00Z", "window": "20.05s",
-         "usage": {"cpu": "1500000000n", "memory": "4194304Ki"}},
-        {"metadata": {"name": "unknown"}, "timestamp": "2026-11-22T10:00:00Z", "window": "20s",
-         "usage": {"cpu": "1", "memory": "1Gi"}}]}).encode()
+    body = json.dumps(
+        {
+            "kind": "NodeMetricsList",
+            "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {},
+            "items": [
+                {
+                    "metadata": {"name": "n1"},
+                    "timestamp": "2026-11-22T10:00:00Z",
+                    "window": "20.05s",
+                    "usage": {"cpu": "1500000000n", "memory": "4194304Ki"},
+                },
+                {
+                    "metadata": {"name": "unknown"},
+                    "timestamp": "2026-11-22T10:00:00Z",
+                    "window": "20s",
+                    "usage": {"cpu": "1", "memory": "1Gi"},
+                },
+            ],
+        }
+    ).encode()
     snap = parse_node_metrics(body, {"n1": node_info("n1", cpu="4", memory="8Gi")})
     assert snap.nodes["n1"].cpu.avg == pytest.approx(37.5)
     assert snap.nodes["n1"].memory.avg == pytest.approx(50.0)
@@ -100,10 +198,22 @@ def test_metrics_server_bad_quantity():
 
 
 def test_prometheus_vector():
-    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-        {"metric": {"node": "a", "instance": "10.0.0.1:9100"}, "value": [1700000000.5, "0.42"]},
-        {"metric": {"node": "b"}, "value": [1700000001, "0.1"]},
-        {"metric": {"instance": "x"}, "value": [1700000001, "0.9"]}]}}).encode()
+    body = json.dumps(
+        {
+            "status": "success",
+            "data": {
+                "resultType": "vector",
+                "result": [
+                    {
+                        "metric": {"node": "a", "instance": "10.0.0.1:9100"},
+                        "value": [1700000000.5, "0.42"],
+                    },
+                    {"metric": {"node": "b"}, "value": [1700000001, "0.1"]},
+                    {"metric": {"instance": "x"}, "value": [1700000001, "0.9"]},
+                ],
+            },
+        }
+    ).encode()
     values, newest = parse_vector(body, "node")
     assert values == {"a": pytest.approx(42.0), "b": pytest.approx(10.0)}
     assert newest == 1700000001
@@ -111,7 +221,9 @@ def test_prometheus_vector():
 
 def test_prometheus_errors():
     with pytest.raises(SourceError, match="bad_data: parse error"):
-        parse_vector(b'{"status":"error","errorType":"bad_data","error":"bad_data: parse error"}', "i")
+        parse_vector(
+            b'{"status":"error","errorType":"bad_data","error":"bad_data: parse error"}', "i"
+        )
     with pytest.raises(SourceError, match="returned matrix"):
         parse_vector(b'{"status":"success","data":{"resultType":"matrix","result":[]}}', "i")
 
@@ -157,8 +269,12 @@ async def test_refresher_keeps_previous_snapshot_on_error_and_goes_stale():
     now = time.time()
     good = LoadSnapshot("s", now - 10, now, {})
     errors = []
-    r = Refresher(FlakySource([good, SourceError("down"), RuntimeError("bug")]), interval=60,
-                  stale_after=30, on_error=errors.append)
+    r = Refresher(
+        FlakySource([good, SourceError("down"), RuntimeError("bug")]),
+        interval=60,
+        stale_after=30,
+        on_error=errors.append,
+    )
     assert not r.fresh() and r.age() is None
     await r.refresh_once()
     assert r.fresh(now) and r.age(now) == pytest.approx(10)

@@ -26,16 +26,31 @@ def test_host_priority_uses_capitalised_keys():
 
 
 def test_filter_result_cache_capable_matches_go_marshal():
-    out = json.loads(encode(FilterResult(node_names=["node1"], failed_nodes={"foo": "bar"},
-                                         failed_and_unresolvable={"baz": "qux"}, error="myerror")))
-    assert out == {"Nodes": None, "NodeNames": ["node1"], "FailedNodes": {"foo": "bar"},
-                   "FailedAndUnresolvableNodes": {"baz": "qux"}, "Error": "myerror"}
+    out = json.loads(
+        encode(
+            FilterResult(
+                node_names=["node1"],
+                failed_nodes={"foo": "bar"},
+                failed_and_unresolvable={"baz": "qux"},
+                error="myerror",
+            )
+        )
+    )
+    assert out == {
+        "Nodes": None,
+        "NodeNames": ["node1"],
+        "FailedNodes": {"foo": "bar"},
+        "FailedAndUnresolvableNodes": {"baz": "qux"},
+        "Error": "myerror",
+    }
 
 
 def test_types_test_extender_args_document_decodes():
-    body = (b'{"Pod":{"metadata":{"name":"podname"},"spec":{"containers":null},"status":{}},'
-            b'"Nodes":{"metadata":{},"items":[{"metadata":{"name":"nodename"},"spec":{},'
-            b'"status":{"capacity":{"cpu":"4"}}}]},"NodeNames":["node1"]}')
+    body = (
+        b'{"Pod":{"metadata":{"name":"podname"},"spec":{"containers":null},"status":{}},'
+        b'"Nodes":{"metadata":{},"items":[{"metadata":{"name":"nodename"},"spec":{},'
+        b'"status":{"capacity":{"cpu":"4"}}}]},"NodeNames":["node1"]}'
+    )
     args = decode_args(body)
     assert args.pod is not None and args.pod.metadata.name == "podname"
     assert args.node_names == ["node1"]
@@ -50,8 +65,9 @@ def test_cache_capable_request_with_null_nodes():
 
 def test_full_node_items_are_echoed_byte_for_byte():
     node = node_json("n1", images=3)
-    raw = json.dumps({"Pod": pod_json(), "Nodes": {"metadata": {}, "items": [node]},
-                      "NodeNames": None}).encode()
+    raw = json.dumps(
+        {"Pod": pod_json(), "Nodes": {"metadata": {}, "items": [node]}, "NodeNames": None}
+    ).encode()
     args = decode_args(raw)
     out = json.loads(encode(FilterResult(nodes=NodeListOut(items=list(args.nodes.items)))))
     assert out["Nodes"]["items"][0] == node
@@ -60,12 +76,17 @@ def test_full_node_items_are_echoed_byte_for_byte():
 
 @pytest.mark.parametrize(
     ("body", "message"),
-    [(b"not json", "body is not JSON"), (b"[]", "Expected `object`, got `array`"),
-     (b'{"NodeNames":["a"]}', "no Pod in the request"),
-     (b'{"Pod":{},"NodeNames":"a"}', "at `$.NodeNames`"),
-     (b'{"Pod":{"spec":{"containers":[{"resources":{"requests":{"cpu":[1]}}}]}}}',
-      "at `$.Pod.spec.containers[0].resources.requests"),
-     (b'{"Pod":{"metadata":{"name":5}}}', "at `$.Pod.metadata.name`")],
+    [
+        (b"not json", "body is not JSON"),
+        (b"[]", "Expected `object`, got `array`"),
+        (b'{"NodeNames":["a"]}', "no Pod in the request"),
+        (b'{"Pod":{},"NodeNames":"a"}', "at `$.NodeNames`"),
+        (
+            b'{"Pod":{"spec":{"containers":[{"resources":{"requests":{"cpu":[1]}}}]}}}',
+            "at `$.Pod.spec.containers[0].resources.requests",
+        ),
+        (b'{"Pod":{"metadata":{"name":5}}}', "at `$.Pod.metadata.name`"),
+    ],
 )
 def test_bad_bodies_raise_wire_error_naming_the_problem(body, message):
     with pytest.raises(WireError, match=message.replace("[", r"\[").replace("$", r"\$")):
