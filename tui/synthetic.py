@@ -265,6 +265,8 @@ def synthetic_cluster(
                 continue  # NotReady: metrics-server has nothing for it
             wave = 0.12 * math.sin((p + k) / 2.5)
             load = min(0.98, max(0.03, heat[name] + wave + rng.uniform(-0.04, 0.04)))
+            if not used_m[name]:
+                load = 0.04 + 0.02 * rng.random()  # system daemons only
             items.append({
                 "metadata": {"name": name, "creationTimestamp": _ts(stamp),
                              "labels": {"kubernetes.io/hostname": name}},

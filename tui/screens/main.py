@@ -38,6 +38,8 @@ class MainScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
+    AUTO_FOCUS = "#nodes-table"
+
     filter_text: reactive[str] = reactive("", init=False)
     """Substring the visible table is narrowed to (name, role, state / pod, node)."""
     sort: reactive[NodeSort] = reactive(NodeSort.CPU, init=False)
@@ -153,11 +155,11 @@ class MainScreen(Screen[None]):
             self.descending = chosen not in (NodeSort.NAME, NodeSort.ROLE)
         self.action_tab("nodes")
 
-    @on(FilterBar.Changed)
-    def _filter_changed(self, message: FilterBar.Changed) -> None:
+    @on(FilterBar.FilterChanged)
+    def _filter_changed(self, message: FilterBar.FilterChanged) -> None:
         self.filter_text = message.text
 
-    @on(FilterBar.Done)
+    @on(FilterBar.FilterDone)
     def _filter_done(self) -> None:
         bar = self.query_one(FilterBar)
         bar.display = False

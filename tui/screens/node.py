@@ -31,6 +31,8 @@ class NodeDetailScreen(Screen[None]):
         Binding("N", "sort('name')", "Sort name", key_display="N"),
     ]
 
+    AUTO_FOCUS = "#pods-table"
+
     sort: reactive[str] = reactive("cpu", init=False)
     """Pod order: by CPU or memory use (requests when there are no metrics), or by name."""
 
@@ -54,7 +56,6 @@ class NodeDetailScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.watch(self.app, "revision", self.refresh_view, init=True)
-        self.query_one(PodsTable).focus()
 
     def watch_sort(self) -> None:
         self.refresh_view()

@@ -12,14 +12,14 @@ __all__ = ["FilterBar"]
 class FilterBar(Input):
     BINDINGS = [Binding("escape", "clear", "Clear filter", show=False)]
 
-    class Changed(Message):
+    class FilterChanged(Message):
         """The filter text changed (every keystroke)."""
 
         def __init__(self, text: str) -> None:
             super().__init__()
             self.text = text
 
-    class Done(Message):
+    class FilterDone(Message):
         """The operator left the filter line (enter keeps the text, escape cleared it)."""
 
     def __init__(self) -> None:
@@ -28,12 +28,12 @@ class FilterBar(Input):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
-        self.post_message(self.Changed(event.value))
+        self.post_message(self.FilterChanged(event.value))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self.post_message(self.Done())
+        self.post_message(self.FilterDone())
 
     def action_clear(self) -> None:
         self.value = ""
-        self.post_message(self.Done())
+        self.post_message(self.FilterDone())
