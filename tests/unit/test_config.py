@@ -1,0 +1,73 @@
+import pytest
+
+from extender.cli import build_parser, main, overrides_from
+from extender.config import ConfigError, load_settings
+
+
+def test_defaults():
+    s = load_settings(None, {"source.url": "http://127.0.0.1:2020"})
+    assert s.host_port == ("127.0.0.1", 8888) and s.policy == "least-used"
+    assert s.filter.thresholds == {"cpu": 90.0, "memory": 90.0}
+    assert not s.events_enabled
+
+
+def test_file_then_flags(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "listen: 0.0.0.0:9000\npolicy: target-load-packing\n"
+        "policy_args: {targetUtilization: 60, defaultRequestsMultiplier: 2}\n"
+        "source: {kind: load-watcher, url: 'http://lw:2020', refresh_seconds: 15}\n"
+        "kubeconfig: /etc/k\n"
+    )
+    ns = build_parser().parse_args(["--config", str(cfg), "--listen", "127.0.0.1:8001"])
+    s = load_settings(ns.config, overrides_from(ns))
+    assert s.listen == "127.0.0.1:8001" and s.source.refresh_seconds == 15
+    assert s.tlp_args().requests_multiplier == 2.0 and s.tlp_args().target_utilization == 60
+    assert s.events_enabled  # on by default with a kubeconfig
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "source: {refresh_seconds: soon}",
+            "Expected `float`, got `str` - at `$.source.refresh_seconds`",
+        ),
+        ("polcy: least-used", "unknown field `polcy`"),
+        ("policy: fastest", "unknown policy 'fastest'"),
+        ("source: {kind: load-watcher}", "source.url is required"),
+        ("source: {kind: file}", "source.file is required"),
+        ("source: {kind: metrics-server}", "needs a kubeconfig"),
+        ("source: {kind: snmp}", "Invalid enum value 'snmp' - at `$.source.kind`"),
+        ("filter: {thresholds: {cpu: 150}}", "filter.thresholds.cpu: must be in (0, 100]"),
+        ("filter: {thresholds: {gpu: 50}}", "unknown resource 'gpu'"),
+        ("listen: localhost", "listen: expected HOST:PORT"),
+        ("- a\n- b", "expected a mapping"),
+        ("{", "is not YAML"),
+    ],
+)
+def test_bad_config_fails_with_the_key_named(tmp_path, text, message):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(
+        text
+        + (
+            "\nsource: {url: 'http://x'}"
+            if "source" not in text and text != "{" and not text.startswith("-")
+            else ""
+        )
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(cfg)
+    assert message in str(info.value)
+
+
+def test_cli_reports_config_errors_and_exits_2(tmp_path, capsys):
+    assert main(["--config", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read config" in capsys.readouterr().err
+    assert main(["--policy", "least-used"]) == 2  # load-watcher source without a URL
+    assert "source.url is required" in capsys.readouterr().err
+
+
+def test_source_flags_are_exclusive(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--watcher-url", "http://a", "--load-file", "b"])
