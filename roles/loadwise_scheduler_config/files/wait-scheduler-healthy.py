@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Wait until a *new* kube-scheduler process has answered its health URL for a while.
+
+Run on the control-plane node by the loadwise_scheduler_config role after it changed the
+scheduler's configuration. "Healthy" means all of:
+
+- a process matching --process (a regex over its command line), or the MainPID of
+  --unit, started at or after --since (so the old scheduler, still serving until the
+  kubelet or systemd replaces it, does not count);
+- the health URL answered 200 on every poll for --stable seconds, with that same PID
+  (a scheduler that crash-loops, or exits after a few seconds, never gets there).
+
+On timeout it prints the reason and the scheduler's own last error lines, taken from the
+newest file matching --log-glob or from the journal of --unit, and exits 1.
+Standard library only: it runs on the node's system Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import re
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def boot_time() -> float:
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def start_time(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return boot_time() + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def find_pid(pattern: str | None, exclude: str | None, unit: str | None) -> int | None:
+    if unit:
+        out = subprocess.run(["systemctl", "show", "-p", "MainPID", "--value", unit],
+                             capture_output=True, text=True).stdout.strip()
+        return int(out) if out.isdigit() and int(out) > 0 else None
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if cmd and re.search(pattern, cmd) and not (exclude and re.search(exclude, cmd)):
+            found.append(int(entry))
+    return max(found, key=start_time) if found else None
+
+
+def probe(url: str, timeout: float) -> str:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # the scheduler serves a self-signed certificate
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=ctx) as resp:
+            return str(resp.status)
+    except urllib.error.HTTPError as e:
+        return f"{e.code} {e.read(200).decode(errors='replace').strip()}"
+    except (OSError, urllib.error.URLError) as e:
+        return f"unreachable ({getattr(e, 'reason', e)})"
+
+
+def scheduler_errors(log_glob: str | None, unit: str | None, since: float) -> str:
+    lines: list[str] = []
+    if log_glob:
+        files = sorted(glob.glob(log_glob), key=os.path.getmtime)
+        if files:
+            with open(files[-1], errors="replace") as f:
+                lines = f.read().splitlines()[-200:]
+    elif unit:
+        out = subprocess.run(["journalctl", "-u", unit, "--no-pager", "-o", "cat",
+                              "--since", f"@{int(since)}"], capture_output=True, text=True)
+        lines = out.stdout.splitlines()[-200:]
+    errors = [ln for ln in lines if re.search(r'(^E\d{4} |\berr(or)?[=:]|^Error:|exited)', ln, re.I)]
+    picked = (errors or lines)[-8:]
+    return "\n".join(picked) if picked else "(no scheduler log found)"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--since", type=float, required=True)
+    ap.add_argument("--process")
+    ap.add_argument("--exclude")
+    ap.add_argument("--unit")
+    ap.add_argument("--timeout", type=float, default=180)
+    ap.add_argument("--stable", type=float, default=20)
+    ap.add_argument("--interval", type=float, default=2)
+    ap.add_argument("--log-glob")
+    ap.add_argument("--log-unit")
+    a = ap.parse_args()
+    if not (a.process or a.unit):
+        ap.error("give --process or --unit")
+
+    deadline = time.monotonic() + a.timeout
+    streak_pid, streak_start, last = None, None, "no scheduler process yet"
+    while time.monotonic() < deadline:
+        pid = find_pid(a.process, a.exclude, a.unit)
+        try:
+            new_enough = pid is not None and start_time(pid) >= a.since - 1
+        except OSError:
+            new_enough = False
+        if not new_enough:
+            streak_pid, last = None, "the scheduler has not been restarted yet" if pid else "no scheduler process"
+        else:
+            status = probe(a.url, timeout=max(a.interval, 2))
+            if status == "200":
+                if streak_pid != pid:
+                    streak_pid, streak_start = pid, time.monotonic()
+                if time.monotonic() - streak_start >= a.stable:
+                    print(f"healthy: pid {pid} answered 200 on {a.url} for {a.stable:.0f}s")
+                    return 0
+                last = f"pid {pid} healthy for {time.monotonic() - streak_start:.0f}s"
+            else:
+                streak_pid, last = None, f"pid {pid}: {a.url} -> {status}"
+        time.sleep(a.interval)
+    print(f"kube-scheduler not healthy after {a.timeout:.0f}s: {last}")
+    print("scheduler's own last errors:")
+    print(scheduler_errors(a.log_glob, a.log_unit or a.unit, a.since))
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
