@@ -46,6 +46,8 @@ class MainScreen(Screen[None]):
     """Node order; CPU first because "which node is hottest" is the first question."""
     descending: reactive[bool] = reactive(True, init=False)
 
+    _nodes_signature: tuple[object, ...] = ()
+
     @property
     def lw(self) -> LoadwiseApp:
         from ..app import LoadwiseApp
@@ -92,10 +94,15 @@ class MainScreen(Screen[None]):
         self.query_one("#banner", Notice).say(banner_text(model))
         stale = is_stale(model)
         if self.active_tab == "nodes":
+            mstale = metrics_stale(model, now, app.refresh_seconds)
+            signature = (model.revision, self.sort, self.descending, self.filter_text, stale, mstale)
+            if signature == self._nodes_signature:
+                return  # nothing on this tab depends on the clock alone: skip the rebuild
+            self._nodes_signature = signature
             self.query_one("#nodes-notice", Notice).say(nodes_notice(model, now, app.refresh_seconds))
             nodes = model.node_list(self.sort, descending=self.descending, text=self.filter_text)
             table = self.nodes_table
-            table.render_model(model, nodes, stale=stale or metrics_stale(model, now, app.refresh_seconds))
+            table.render_model(model, nodes, stale=stale or mstale)
             table.border_title = self._title("Nodes", len(nodes), len(model.nodes))
             arrow = "↓" if self.descending else "↑"
             table.border_subtitle = f"sorted by {self.sort.value} {arrow}" + (" · STALE" if stale else "")
@@ -129,6 +136,7 @@ class MainScreen(Screen[None]):
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+        self._nodes_signature = ()
         self.refresh_view()
         (self.nodes_table if tab == "nodes" else self.feed_table).focus()
 

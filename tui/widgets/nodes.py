@@ -78,5 +78,5 @@ class NodesTable(KeyedTable):
 
     def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
-        if event.row_key.value is not None:
-            self.post_message(self.NodeChosen(event.row_key.value))
+        if 0 <= event.cursor_row < len(self._keys):
+            self.post_message(self.NodeChosen(self.key_at(event.cursor_row)))

@@ -153,7 +153,9 @@ class PlacementsTable(KeyedTable):
 
     def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
-        item = self.items.get(event.row_key.value or "")
+        if not 0 <= event.cursor_row < len(self._keys):
+            return
+        item = self.items.get(self.key_at(event.cursor_row))
         if item is None:
             return
         node = item.placement.node if item.placement is not None else (item.eviction.node if item.eviction else "")

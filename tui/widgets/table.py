@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 from rich.text import Text
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist
 
 __all__ = ["Column", "KeyedTable", "Row"]
 
@@ -22,7 +21,12 @@ Column = tuple[str, str, int | None]  # key, label, fixed width (None: fit conte
 
 
 class KeyedTable(DataTable[Cell]):
-    """Row-cursor table whose rows are replaced wholesale by `show`."""
+    """Row-cursor table whose rows are replaced wholesale by `show`.
+
+    Rows live at positional DataTable keys; the logical keys are kept beside them. A
+    re-sort (every metrics poll, on a CPU-sorted table) then costs cell updates on
+    the rows that moved instead of clearing and re-adding 500 rows.
+    """
 
     COLUMNS: Sequence[Column] = ()
 
@@ -37,30 +41,32 @@ class KeyedTable(DataTable[Cell]):
 
     @property
     def current_key(self) -> str | None:
-        """Key of the row under the cursor, if any."""
+        """Logical key of the row under the cursor, if any."""
         if not self._keys or not 0 <= self.cursor_row < len(self._keys):
             return None
         return self._keys[self.cursor_row]
 
+    def key_at(self, index: int) -> str:
+        return self._keys[index]
+
     def show(self, rows: Sequence[Row]) -> None:
-        keys = [key for key, _ in rows]
+        keep = self.current_key
         columns = [key for key, _, _ in self.COLUMNS]
-        if keys == self._keys:
-            for (key, cells), old in zip(rows, self._cells, strict=True):
-                if cells == old:
-                    continue
-                for column, new, previous in zip(columns, cells, old, strict=True):
-                    if new != previous:
-                        self.update_cell(key, column, new)
-        else:
-            keep = self.current_key
-            self.clear()
-            for key, cells in rows:
-                self.add_row(*cells, key=key)
-            if keep is not None:
-                try:
-                    self.move_cursor(row=self.get_row_index(keep), animate=False)
-                except RowDoesNotExist:
-                    pass
-        self._keys = keys
+        shared = min(len(rows), len(self._cells))
+        for index in range(shared):
+            cells, old = rows[index][1], self._cells[index]
+            if cells == old:
+                continue
+            for column, new, previous in zip(columns, cells, old, strict=True):
+                if new != previous:
+                    self.update_cell(str(index), column, new)
+        for index in range(len(self._cells) - 1, len(rows) - 1, -1):
+            self.remove_row(str(index))
+        for index in range(len(self._cells), len(rows)):
+            self.add_row(*rows[index][1], key=str(index))
+        self._keys = [key for key, _ in rows]
         self._cells = [cells for _, cells in rows]
+        if keep is not None and keep in self._keys:
+            wanted = self._keys.index(keep)
+            if wanted != self.cursor_row:
+                self.move_cursor(row=wanted, animate=False)

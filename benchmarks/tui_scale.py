@@ -1,0 +1,107 @@
+"""How the TUI copes with 500 nodes and 10,000 pods: model, table refresh, single events.
+
+    .venv/bin/python benchmarks/tui_scale.py [--nodes 500] [--pods 10000]
+
+Prints wall-clock figures for: parsing the raw JSON lists, applying the full snapshot to
+the model, one pod watch event, one metrics poll, and (headless Textual) the first render
+of the nodes table plus a steady-state refresh after a metrics poll.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tui.app import make_app  # noqa: E402
+from tui.fake import FakeSource  # noqa: E402
+from tui.model import ClusterModel  # noqa: E402
+from tui.objects import Resources, Usage  # noqa: E402
+from tui.screens import MainScreen  # noqa: E402
+from tui.source import MetricsPolled, PodUpserted  # noqa: E402
+from tui.synthetic import synthetic_cluster  # noqa: E402
+from tui.widgets import NodesTable  # noqa: E402
+
+NOW = datetime(2026, 5, 4, 10, 30, tzinfo=UTC)
+
+
+def timed(label: str, fn, repeat: int = 1) -> float:  # type: ignore[no-untyped-def]
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    value = statistics.median(samples)
+    unit = f"{value * 1000:9.2f} ms" if value >= 0.001 else f"{value * 1e6:9.1f} µs"
+    print(f"{label:<58}{unit}" + (f"  (median of {repeat})" if repeat > 1 else ""))
+    return value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--pods", type=int, default=10_000)
+    args = parser.parse_args()
+    print(f"cluster: {args.nodes} nodes, {args.pods} pods; python {sys.version.split()[0]}")
+    cluster = synthetic_cluster(nodes=args.nodes, pods=args.pods, now=NOW, polls=12)
+    changes: list = []
+    timed("parse raw JSON lists into typed records", lambda: changes.extend(cluster.changes(now=NOW)))
+    model = ClusterModel()
+    timed("apply full snapshot to a fresh model", lambda: model.apply_all(changes))
+    pods = list(model.pods.values())
+    timed("one pod watch event (MODIFIED)",
+          lambda: model.apply(PodUpserted(replace(pods[17], phase="Running"))), repeat=2000)
+    poll = MetricsPolled(NOW, tuple(Usage(n, usage=Resources(1234, 2**30)) for n in model.nodes))
+    timed("one NodeMetrics poll (all nodes)", lambda: model.apply(poll), repeat=50)
+    timed("feed: newest 200 of placements+evictions", lambda: model.feed(200), repeat=50)
+    timed("node list sorted by CPU", lambda: model.node_list(), repeat=50)
+
+    async def ui() -> None:
+        source = FakeSource(cluster, now=lambda: NOW)
+        app = make_app(source, clock=lambda: NOW, tick_seconds=3600)
+        start = time.perf_counter()
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.pause()
+            print(f"{'app start: apply snapshot + first nodes table render':<58}"
+                  f"{(time.perf_counter() - start) * 1000:9.2f} ms")
+            screen = app.screen
+            assert isinstance(screen, MainScreen)
+            table = screen.query_one(NodesTable)
+            assert table.row_count == args.nodes
+            samples = []
+            for i in range(10):
+                app.model.apply(MetricsPolled(NOW + timedelta(seconds=i), tuple(
+                    Usage(n, usage=Resources(100 * ((i * 7 + k) % 30), 2**30))
+                    for k, n in enumerate(app.model.nodes))))
+                t = time.perf_counter()
+                screen.refresh_view()
+                await pilot.pause()
+                samples.append(time.perf_counter() - t)
+            print(f"{'refresh nodes table after a metrics poll (re-sorts rows)':<58}"
+                  f"{statistics.median(samples) * 1000:9.2f} ms  (median of 10)")
+            samples = []
+            for _ in range(10):
+                t = time.perf_counter()
+                screen.refresh_view()
+                await pilot.pause()
+                samples.append(time.perf_counter() - t)
+            print(f"{'refresh nodes table, nothing changed (1 s tick)':<58}"
+                  f"{statistics.median(samples) * 1000:9.2f} ms  (median of 10)")
+            t = time.perf_counter()
+            await pilot.press("2")
+            await pilot.pause()
+            print(f"{'switch to placements tab (render 200-row feed)':<58}"
+                  f"{(time.perf_counter() - t) * 1000:9.2f} ms")
+
+    asyncio.run(ui())
+
+
+if __name__ == "__main__":
+    main()
