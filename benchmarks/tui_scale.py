@@ -52,12 +52,17 @@ def main() -> None:
     print(f"cluster: {args.nodes} nodes, {args.pods} pods; python {sys.version.split()[0]}")
     cluster = synthetic_cluster(nodes=args.nodes, pods=args.pods, now=NOW, polls=12)
     changes: list = []
-    timed("parse raw JSON lists into typed records", lambda: changes.extend(cluster.changes(now=NOW)))
+    timed(
+        "parse raw JSON lists into typed records", lambda: changes.extend(cluster.changes(now=NOW))
+    )
     model = ClusterModel()
     timed("apply full snapshot to a fresh model", lambda: model.apply_all(changes))
     pods = list(model.pods.values())
-    timed("one pod watch event (MODIFIED)",
-          lambda: model.apply(PodUpserted(replace(pods[17], phase="Running"))), repeat=2000)
+    timed(
+        "one pod watch event (MODIFIED)",
+        lambda: model.apply(PodUpserted(replace(pods[17], phase="Running"))),
+        repeat=2000,
+    )
     poll = MetricsPolled(NOW, tuple(Usage(n, usage=Resources(1234, 2**30)) for n in model.nodes))
     timed("one NodeMetrics poll (all nodes)", lambda: model.apply(poll), repeat=50)
     timed("feed: newest 200 of placements+evictions", lambda: model.feed(200), repeat=50)
@@ -69,36 +74,50 @@ def main() -> None:
         start = time.perf_counter()
         async with app.run_test(size=(140, 40)) as pilot:
             await pilot.pause()
-            print(f"{'app start: apply snapshot + first nodes table render':<58}"
-                  f"{(time.perf_counter() - start) * 1000:9.2f} ms")
+            print(
+                f"{'app start: apply snapshot + first nodes table render':<58}"
+                f"{(time.perf_counter() - start) * 1000:9.2f} ms"
+            )
             screen = app.screen
             assert isinstance(screen, MainScreen)
             table = screen.query_one(NodesTable)
             assert table.row_count == args.nodes
             samples = []
             for i in range(10):
-                app.model.apply(MetricsPolled(NOW + timedelta(seconds=i), tuple(
-                    Usage(n, usage=Resources(100 * ((i * 7 + k) % 30), 2**30))
-                    for k, n in enumerate(app.model.nodes))))
+                app.model.apply(
+                    MetricsPolled(
+                        NOW + timedelta(seconds=i),
+                        tuple(
+                            Usage(n, usage=Resources(100 * ((i * 7 + k) % 30), 2**30))
+                            for k, n in enumerate(app.model.nodes)
+                        ),
+                    )
+                )
                 t = time.perf_counter()
                 screen.refresh_view()
                 await pilot.pause()
                 samples.append(time.perf_counter() - t)
-            print(f"{'refresh nodes table after a metrics poll (re-sorts rows)':<58}"
-                  f"{statistics.median(samples) * 1000:9.2f} ms  (median of 10)")
+            print(
+                f"{'refresh nodes table after a metrics poll (re-sorts rows)':<58}"
+                f"{statistics.median(samples) * 1000:9.2f} ms  (median of 10)"
+            )
             samples = []
             for _ in range(10):
                 t = time.perf_counter()
                 screen.refresh_view()
                 await pilot.pause()
                 samples.append(time.perf_counter() - t)
-            print(f"{'refresh nodes table, nothing changed (1 s tick)':<58}"
-                  f"{statistics.median(samples) * 1000:9.2f} ms  (median of 10)")
+            print(
+                f"{'refresh nodes table, nothing changed (1 s tick)':<58}"
+                f"{statistics.median(samples) * 1000:9.2f} ms  (median of 10)"
+            )
             t = time.perf_counter()
             await pilot.press("2")
             await pilot.pause()
-            print(f"{'switch to placements tab (render 200-row feed)':<58}"
-                  f"{(time.perf_counter() - t) * 1000:9.2f} ms")
+            print(
+                f"{'switch to placements tab (render 200-row feed)':<58}"
+                f"{(time.perf_counter() - t) * 1000:9.2f} ms"
+            )
 
     asyncio.run(ui())
 

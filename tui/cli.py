@@ -14,15 +14,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="loadwise-tui",
         description="Live node load and pod placements, with the loadwise extender's reasons.",
     )
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
+    )
     parser.add_argument("--context", help="kubeconfig context (default: the current context)")
     parser.add_argument(
-        "--refresh", type=float, default=15.0, metavar="SECONDS",
+        "--refresh",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
         help="metrics.k8s.io poll interval; PodMetrics every second poll (default: 15, "
-             "metrics-server's own resolution)",
+        "metrics-server's own resolution)",
     )
     parser.add_argument(
-        "--demo", nargs="?", const="", metavar="DIR",
+        "--demo",
+        nargs="?",
+        const="",
+        metavar="DIR",
         help="no cluster: show a recorded cluster directory, or a synthetic one if DIR is omitted",
     )
     args = parser.parse_args(argv)
@@ -43,11 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         now = datetime.now(UTC)
         cluster = (
-            RecordedCluster.from_dir(args.demo) if args.demo
+            RecordedCluster.from_dir(args.demo)
+            if args.demo
             else synthetic_cluster(nodes=24, pods=400, now=now)
         )
-        source = FakeSource(cluster, now=lambda: datetime.now(UTC),
-                            description=f"demo {args.demo or 'synthetic'}")
+        source = FakeSource(
+            cluster, now=lambda: datetime.now(UTC), description=f"demo {args.demo or 'synthetic'}"
+        )
     else:
         from .kube import KubernetesSource, load_api_client
 
@@ -60,8 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         def reload() -> object:
             return load_api_client(args.kubeconfig, context)[0]
 
-        source = KubernetesSource(api_client, description=context, refresh=args.refresh,
-                                  reload=reload)
+        source = KubernetesSource(
+            api_client, description=context, refresh=args.refresh, reload=reload
+        )
     make_app(source, refresh_seconds=args.refresh).run()
     return 0
 

@@ -93,9 +93,7 @@ class RecordedCluster:
         for name, doc in docs.items():
             (root / name).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
-    def changes(
-        self, *, now: datetime, metrics: bool = True, events: bool = True
-    ) -> list[Change]:
+    def changes(self, *, now: datetime, metrics: bool = True, events: bool = True) -> list[Change]:
         """The changes a fresh connection to this cluster would produce, in order."""
         changes: list[Change] = [
             ApiReachable(now),
@@ -161,7 +159,9 @@ class FakeSource:
         if not self.reachable:
             sink(ApiUnreachable("connection refused (127.0.0.1:6443)", 1.0, self._now()))
             return
-        for change in self.cluster.changes(now=self._now(), metrics=self.metrics, events=self.events):
+        for change in self.cluster.changes(
+            now=self._now(), metrics=self.metrics, events=self.events
+        ):
             sink(change)
 
     def push(self, *changes: Change) -> None:
@@ -172,4 +172,3 @@ class FakeSource:
 
     def stop(self) -> None:
         self.stopped = True
-

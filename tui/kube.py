@@ -98,7 +98,7 @@ class Stream:
 
 def load_api_client(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
     """Build an ApiClient from a kubeconfig the way kubectl picks one; returns (client, context)."""
-    from kubernetes import client, config
+    from kubernetes import config
 
     contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
     name = context or (current or {}).get("name", "")
@@ -203,8 +203,9 @@ class KubernetesSource:
             header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
         )
-        response = self.api_client.call_api(method, url, header_params=headers,
-                                            _request_timeout=(10, read_timeout))
+        response = self.api_client.call_api(
+            method, url, header_params=headers, _request_timeout=(10, read_timeout)
+        )
         if response.status == 410:
             response.response.release_conn()
             raise _Gone()
@@ -349,15 +350,22 @@ class KubernetesSource:
             pods = self.get_json(f"{base}/pods") if with_pods else None
         except ApiError as exc:
             if exc.status in (404, 503):
-                sink(MetricsUnavailable(
-                    f"metrics.k8s.io answered {exc.status}: is metrics-server installed and ready?"))
+                sink(
+                    MetricsUnavailable(
+                        f"metrics.k8s.io answered {exc.status}: is metrics-server installed and ready?"
+                    )
+                )
                 return
             raise
-        sink(MetricsPolled(
-            self._now(),
-            tuple(parse_node_metrics(i) for i in nodes.get("items") or ()),
-            None if pods is None else tuple(parse_pod_metrics(i) for i in pods.get("items") or ()),
-        ))
+        sink(
+            MetricsPolled(
+                self._now(),
+                tuple(parse_node_metrics(i) for i in nodes.get("items") or ()),
+                None
+                if pods is None
+                else tuple(parse_pod_metrics(i) for i in pods.get("items") or ()),
+            )
+        )
 
     def _run_metrics(self, sink: Sink) -> None:
         polls = 0

@@ -205,7 +205,11 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
     except (TypeError, ValueError):
         pods = 0
     ip = next(
-        (a.get("address", "") for a in status.get("addresses") or () if a.get("type") == "InternalIP"),
+        (
+            a.get("address", "")
+            for a in status.get("addresses") or ()
+            if a.get("type") == "InternalIP"
+        ),
         "",
     )
     return NodeInfo(

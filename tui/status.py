@@ -6,7 +6,14 @@ from datetime import datetime, timedelta
 
 from .model import ClusterModel
 
-__all__ = ["banner_text", "is_stale", "metrics_stale", "nodes_notice", "placements_notice", "summary"]
+__all__ = [
+    "banner_text",
+    "is_stale",
+    "metrics_stale",
+    "nodes_notice",
+    "placements_notice",
+    "summary",
+]
 
 
 def _clock(at: datetime | None) -> str:
@@ -27,8 +34,11 @@ def metrics_stale(model: ClusterModel, now: datetime, refresh: float) -> bool:
 def banner_text(model: ClusterModel) -> str:
     if model.connected is not False:
         return ""
-    seen = "nothing received yet" if model.last_contact is None else (
-        f"showing STALE data as of {_clock(model.last_contact)}")
+    seen = (
+        "nothing received yet"
+        if model.last_contact is None
+        else (f"showing STALE data as of {_clock(model.last_contact)}")
+    )
     return (
         f"⚠ API server unreachable since {_clock(model.unreachable_since)}: {model.unreachable_reason}. "
         f"{seen}; reconnecting (next try in {model.retry_in:.0f}s)."

@@ -32,7 +32,11 @@ _APPS = [
     ("batch", "nightly-report", "1", "2Gi", "2", "4Gi"),
     ("monitoring", "node-exporter", "10m", "32Mi", "100m", "64Mi"),
 ]
-_STRATEGIES = ["LowNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint", "HighNodeUtilization"]
+_STRATEGIES = [
+    "LowNodeUtilization",
+    "RemovePodsViolatingTopologySpreadConstraint",
+    "HighNodeUtilization",
+]
 
 
 def _ts(at: datetime) -> str:
@@ -52,8 +56,17 @@ def _uid(rng: random.Random) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _node(name: str, *, control_plane: bool, cpu: int, mem_gi: int, created: datetime,
-          ready: bool, cordoned: bool, ip: str) -> JSON:
+def _node(
+    name: str,
+    *,
+    control_plane: bool,
+    cpu: int,
+    mem_gi: int,
+    created: datetime,
+    ready: bool,
+    cordoned: bool,
+    ip: str,
+) -> JSON:
     labels = {
         "beta.kubernetes.io/arch": "arm64" if cpu <= 4 else "amd64",
         "kubernetes.io/arch": "arm64" if cpu <= 4 else "amd64",
@@ -75,25 +88,49 @@ def _node(name: str, *, control_plane: bool, cpu: int, mem_gi: int, created: dat
         },
         "spec": {"podCIDR": "10.42.0.0/24", "podCIDRs": ["10.42.0.0/24"]},
         "status": {
-            "capacity": {"cpu": str(cpu), "memory": f"{mem_gi * 1024 * 1024}Ki", "pods": "110",
-                         "ephemeral-storage": "61202244Ki"},
-            "allocatable": {"cpu": f"{cpu * 1000 - reserved_m}m", "memory": f"{alloc_mem_ki}Ki",
-                            "pods": "110", "ephemeral-storage": "56403987978"},
+            "capacity": {
+                "cpu": str(cpu),
+                "memory": f"{mem_gi * 1024 * 1024}Ki",
+                "pods": "110",
+                "ephemeral-storage": "61202244Ki",
+            },
+            "allocatable": {
+                "cpu": f"{cpu * 1000 - reserved_m}m",
+                "memory": f"{alloc_mem_ki}Ki",
+                "pods": "110",
+                "ephemeral-storage": "56403987978",
+            },
             "conditions": [
-                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+                {
+                    "type": "MemoryPressure",
+                    "status": "False",
+                    "reason": "KubeletHasSufficientMemory",
+                },
                 {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure"},
                 {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID"},
-                {"type": "Ready", "status": "True" if ready else "Unknown",
-                 "reason": "KubeletReady" if ready else "NodeStatusUnknown"},
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "Unknown",
+                    "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+                },
             ],
-            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": "v1.33.4", "containerRuntimeVersion": "containerd://2.0.5",
-                         "osImage": "Debian GNU/Linux 12 (bookworm)", "architecture": labels["kubernetes.io/arch"]},
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "Hostname", "address": name},
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.33.4",
+                "containerRuntimeVersion": "containerd://2.0.5",
+                "osImage": "Debian GNU/Linux 12 (bookworm)",
+                "architecture": labels["kubernetes.io/arch"],
+            },
         },
     }
     if cordoned:
         node["spec"]["unschedulable"] = True
-        node["spec"]["taints"] = [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
+        node["spec"]["taints"] = [
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+        ]
     return node
 
 
@@ -117,17 +154,29 @@ def synthetic_cluster(
         control_plane = i == 0
         name = "cp-1" if control_plane else f"worker-{i:0{width}d}"
         cpu, mem = rng.choice([(4, 8), (4, 8), (8, 16), (16, 32)]) if not control_plane else (4, 8)
-        doc = _node(name, control_plane=control_plane, cpu=cpu, mem_gi=mem,
-                    created=now - timedelta(days=30 + i % 7), ready=not (nodes > 3 and i == nodes - 1),
-                    cordoned=nodes > 4 and i == nodes - 2, ip=f"10.0.{i // 250}.{10 + i % 250}")
+        doc = _node(
+            name,
+            control_plane=control_plane,
+            cpu=cpu,
+            mem_gi=mem,
+            created=now - timedelta(days=30 + i % 7),
+            ready=not (nodes > 3 and i == nodes - 1),
+            cordoned=nodes > 4 and i == nodes - 2,
+            ip=f"10.0.{i // 250}.{10 + i % 250}",
+        )
         rv += 1
         doc["metadata"]["uid"] = _uid(rng)
         doc["metadata"]["resourceVersion"] = str(rv)
         node_docs.append(doc)
         node_caps.append((name, cpu, mem))
     # Load skew: a few hot nodes, most moderate, so "which node is hottest" has an answer.
-    heat = {name: (0.9 if k % 7 == 1 else 0.25 + 0.5 * rng.random()) for k, (name, _, _) in enumerate(node_caps)}
-    schedulable = [n for k, n in enumerate(node_caps) if k != 0 and not (nodes > 4 and k >= nodes - 2)] or node_caps
+    heat = {
+        name: (0.9 if k % 7 == 1 else 0.25 + 0.5 * rng.random())
+        for k, (name, _, _) in enumerate(node_caps)
+    }
+    schedulable = [
+        n for k, n in enumerate(node_caps) if k != 0 and not (nodes > 4 and k >= nodes - 2)
+    ] or node_caps
 
     used_m = {name: 0.0 for name, _, _ in node_caps}
     pod_docs: list[JSON] = []
@@ -154,12 +203,22 @@ def synthetic_cluster(
         if limits:
             resources["limits"] = limits
         rv += 1
-        conditions: list[JSON] = [{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                                   "lastTransitionTime": _ts(scheduled)}]
+        conditions: list[JSON] = [
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": _ts(scheduled),
+            }
+        ]
         if not pending:
             conditions += [
                 {"type": "Initialized", "status": "True", "lastTransitionTime": _ts(scheduled)},
-                {"type": "Ready", "status": "True", "lastTransitionTime": _ts(scheduled + timedelta(seconds=4))},
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "lastTransitionTime": _ts(scheduled + timedelta(seconds=4)),
+                },
             ]
         pod: JSON = {
             "metadata": {
@@ -170,36 +229,69 @@ def synthetic_cluster(
                 "resourceVersion": str(rv),
                 "creationTimestamp": _ts(created),
                 "labels": {"app.kubernetes.io/name": app, "pod-template-hash": "7d9f"},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{app}-7d9f",
-                                     "uid": _uid(rng), "controller": True, "blockOwnerDeletion": True}],
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "ReplicaSet",
+                        "name": f"{app}-7d9f",
+                        "uid": _uid(rng),
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
             },
             "spec": {
-                "containers": [{"name": app, "image": f"registry.example/{namespace}/{app}:1.4.2",
-                                "resources": resources}],
+                "containers": [
+                    {
+                        "name": app,
+                        "image": f"registry.example/{namespace}/{app}:1.4.2",
+                        "resources": resources,
+                    }
+                ],
                 "nodeName": node_name,
                 "schedulerName": scheduler,
                 "restartPolicy": "Always",
                 "terminationGracePeriodSeconds": 30,
                 "priority": 0,
             },
-            "status": {"phase": "Pending" if pending else "Running", "conditions": conditions,
-                       "hostIP": "", "startTime": _ts(scheduled)},
+            "status": {
+                "phase": "Pending" if pending else "Running",
+                "conditions": conditions,
+                "hostIP": "",
+                "startTime": _ts(scheduled),
+            },
         }
         pod_docs.append(pod)
         if not pending:
             used_cpu = rng.uniform(0.2, 1.1) * heat[node_name] * 1.4 * _millis(cpu_req) / 1000
             used_mem = rng.uniform(0.5, 1.2) * heat[node_name] * 1.3
-            pod_metrics.append({
-                "metadata": {"name": name, "namespace": namespace, "creationTimestamp": _ts(now),
-                             "labels": {"app.kubernetes.io/name": app}},
-                "timestamp": _ts(now - timedelta(seconds=11)), "window": "15.012s",
-                "containers": [{"name": app, "usage": {"cpu": f"{int(used_cpu * 1e9)}n",
-                                                       "memory": f"{int(used_mem * 200_000)}Ki"}}],
-            })
+            pod_metrics.append(
+                {
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "creationTimestamp": _ts(now),
+                        "labels": {"app.kubernetes.io/name": app},
+                    },
+                    "timestamp": _ts(now - timedelta(seconds=11)),
+                    "window": "15.012s",
+                    "containers": [
+                        {
+                            "name": app,
+                            "usage": {
+                                "cpu": f"{int(used_cpu * 1e9)}n",
+                                "memory": f"{int(used_mem * 200_000)}Ki",
+                            },
+                        }
+                    ],
+                }
+            )
         if with_extender and scheduler == "loadwise-scheduler":
             candidates = rng.sample(schedulable, k=min(4, len(schedulable)))
             names = [c[0] for c in candidates if c[0] != node_name][:3] + [node_name]
-            scores = {n: max(0, min(10, round(10 * (1 - heat[n]) + rng.uniform(-1, 1)))) for n in names}
+            scores = {
+                n: max(0, min(10, round(10 * (1 - heat[n]) + rng.uniform(-1, 1)))) for n in names
+            }
             scores[node_name] = max(scores.values()) + (0 if rng.random() < 0.2 else 1)
             scores[node_name] = min(scores[node_name], 10)
             failed = {}
@@ -207,25 +299,55 @@ def synthetic_cluster(
             if hot:
                 failed[hot[0]] = f"cpu {int(heat[hot[0]] * 100 + 3)}% > 90% threshold"
             why = f"cpu {int(heat[node_name] * 55)}%, memory {int(heat[node_name] * 60)}% after placement"
-            decision = {"policy": "least-used", "source": "load-watcher", "stale": False,
-                        "scores": dict(sorted(scores.items())), "failed": failed, "best": node_name, "why": why}
-            msg_scores = " ".join(f"{n}={s}" for n, s in sorted(scores.items(), key=lambda kv: -kv[1]))
+            decision = {
+                "policy": "least-used",
+                "source": "load-watcher",
+                "stale": False,
+                "scores": dict(sorted(scores.items())),
+                "failed": failed,
+                "best": node_name,
+                "why": why,
+            }
+            msg_scores = " ".join(
+                f"{n}={s}" for n, s in sorted(scores.items(), key=lambda kv: -kv[1])
+            )
             message = f"scores {msg_scores}; best {node_name}: {why}"
             if failed:
                 message += "; " + "; ".join(f"filtered {n}: {r}" for n, r in failed.items())
             at = scheduled - timedelta(milliseconds=40)
             rv += 1
-            event_docs.append({
-                "metadata": {"name": f"{name}.{rng.getrandbits(60):x}", "namespace": namespace,
-                             "uid": _uid(rng), "resourceVersion": str(rv), "creationTimestamp": _ts(at),
-                             "annotations": {"loadwise.dev/decision": json.dumps(decision, separators=(",", ":"))}},
-                "involvedObject": {"kind": "Pod", "namespace": namespace, "name": name, "uid": uid,
-                                   "apiVersion": "v1", "resourceVersion": pod["metadata"]["resourceVersion"]},
-                "reason": "LoadwiseScored", "message": message, "type": "Normal",
-                "source": {"component": "loadwise-extender"},
-                "firstTimestamp": _ts(at), "lastTimestamp": _ts(at), "count": 1,
-                "eventTime": None, "reportingComponent": "loadwise-extender", "reportingInstance": "cp-1",
-            })
+            event_docs.append(
+                {
+                    "metadata": {
+                        "name": f"{name}.{rng.getrandbits(60):x}",
+                        "namespace": namespace,
+                        "uid": _uid(rng),
+                        "resourceVersion": str(rv),
+                        "creationTimestamp": _ts(at),
+                        "annotations": {
+                            "loadwise.dev/decision": json.dumps(decision, separators=(",", ":"))
+                        },
+                    },
+                    "involvedObject": {
+                        "kind": "Pod",
+                        "namespace": namespace,
+                        "name": name,
+                        "uid": uid,
+                        "apiVersion": "v1",
+                        "resourceVersion": pod["metadata"]["resourceVersion"],
+                    },
+                    "reason": "LoadwiseScored",
+                    "message": message,
+                    "type": "Normal",
+                    "source": {"component": "loadwise-extender"},
+                    "firstTimestamp": _ts(at),
+                    "lastTimestamp": _ts(at),
+                    "count": 1,
+                    "eventTime": None,
+                    "reportingComponent": "loadwise-extender",
+                    "reportingInstance": "cp-1",
+                }
+            )
     hot_nodes = [n for n, *_ in node_caps if heat[n] >= 0.9] or [node_caps[-1][0]]
     for k in range(evictions):
         namespace, app, *_ = _APPS[k % len(_APPS)]
@@ -233,28 +355,56 @@ def synthetic_cluster(
         node_name = hot_nodes[k % len(hot_nodes)]
         at = now - timedelta(seconds=95 * (k + 1) + 13)
         rv += 1
-        event_docs.append({
-            "metadata": {"name": f"{victim}.{rng.getrandbits(60):x}", "namespace": namespace, "uid": _uid(rng),
-                         "resourceVersion": str(rv), "creationTimestamp": _ts(at)},
-            "involvedObject": {"kind": "Pod", "namespace": namespace, "name": victim, "uid": _uid(rng),
-                               "apiVersion": "v1"},
-            "reason": _STRATEGIES[k % len(_STRATEGIES)],
-            "message": f"pod eviction from {node_name} node by sigs.k8s.io/descheduler",
-            "type": "Normal", "action": "Descheduled",
-            "source": {}, "firstTimestamp": None, "lastTimestamp": None, "count": 0,
-            "eventTime": _micro(at), "reportingComponent": "sigs.k8s.io.descheduler",
-            "reportingInstance": "sigs.k8s.io.descheduler-descheduler-6f7c9d-x2kqp",
-        })
+        event_docs.append(
+            {
+                "metadata": {
+                    "name": f"{victim}.{rng.getrandbits(60):x}",
+                    "namespace": namespace,
+                    "uid": _uid(rng),
+                    "resourceVersion": str(rv),
+                    "creationTimestamp": _ts(at),
+                },
+                "involvedObject": {
+                    "kind": "Pod",
+                    "namespace": namespace,
+                    "name": victim,
+                    "uid": _uid(rng),
+                    "apiVersion": "v1",
+                },
+                "reason": _STRATEGIES[k % len(_STRATEGIES)],
+                "message": f"pod eviction from {node_name} node by sigs.k8s.io/descheduler",
+                "type": "Normal",
+                "action": "Descheduled",
+                "source": {},
+                "firstTimestamp": None,
+                "lastTimestamp": None,
+                "count": 0,
+                "eventTime": _micro(at),
+                "reportingComponent": "sigs.k8s.io.descheduler",
+                "reportingInstance": "sigs.k8s.io.descheduler-descheduler-6f7c9d-x2kqp",
+            }
+        )
     rv += 1
-    event_docs.append({  # an unrelated event the TUI must ignore
-        "metadata": {"name": "worker-01.17f3a", "namespace": "default", "uid": _uid(rng),
-                     "resourceVersion": str(rv), "creationTimestamp": _ts(now - timedelta(minutes=20))},
-        "involvedObject": {"kind": "Node", "name": node_caps[-1][0], "uid": node_caps[-1][0]},
-        "reason": "NodeNotReady", "message": f"Node {node_caps[-1][0]} status is now: NodeNotReady",
-        "type": "Normal", "source": {"component": "node-controller"},
-        "firstTimestamp": _ts(now - timedelta(minutes=20)), "lastTimestamp": _ts(now - timedelta(minutes=20)),
-        "count": 1, "reportingComponent": "node-controller",
-    })
+    event_docs.append(
+        {  # an unrelated event the TUI must ignore
+            "metadata": {
+                "name": "worker-01.17f3a",
+                "namespace": "default",
+                "uid": _uid(rng),
+                "resourceVersion": str(rv),
+                "creationTimestamp": _ts(now - timedelta(minutes=20)),
+            },
+            "involvedObject": {"kind": "Node", "name": node_caps[-1][0], "uid": node_caps[-1][0]},
+            "reason": "NodeNotReady",
+            "message": f"Node {node_caps[-1][0]} status is now: NodeNotReady",
+            "type": "Normal",
+            "source": {"component": "node-controller"},
+            "firstTimestamp": _ts(now - timedelta(minutes=20)),
+            "lastTimestamp": _ts(now - timedelta(minutes=20)),
+            "count": 1,
+            "reportingComponent": "node-controller",
+        }
+    )
 
     node_polls: list[JSON] = []
     for p in range(polls):
@@ -267,23 +417,53 @@ def synthetic_cluster(
             load = min(0.98, max(0.03, heat[name] + wave + rng.uniform(-0.04, 0.04)))
             if not used_m[name]:
                 load = 0.04 + 0.02 * rng.random()  # system daemons only
-            items.append({
-                "metadata": {"name": name, "creationTimestamp": _ts(stamp),
-                             "labels": {"kubernetes.io/hostname": name}},
-                "timestamp": _ts(stamp - timedelta(seconds=4)), "window": "20.05s",
-                "usage": {"cpu": f"{int(load * cpu * 1e9)}n",
-                          "memory": f"{int(min(0.97, load * 0.9 + 0.08) * mem * 1024 * 1024)}Ki"},
-            })
-        node_polls.append({"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1",
-                           "metadata": {}, "items": items})
+            items.append(
+                {
+                    "metadata": {
+                        "name": name,
+                        "creationTimestamp": _ts(stamp),
+                        "labels": {"kubernetes.io/hostname": name},
+                    },
+                    "timestamp": _ts(stamp - timedelta(seconds=4)),
+                    "window": "20.05s",
+                    "usage": {
+                        "cpu": f"{int(load * cpu * 1e9)}n",
+                        "memory": f"{int(min(0.97, load * 0.9 + 0.08) * mem * 1024 * 1024)}Ki",
+                    },
+                }
+            )
+        node_polls.append(
+            {
+                "kind": "NodeMetricsList",
+                "apiVersion": "metrics.k8s.io/v1beta1",
+                "metadata": {},
+                "items": items,
+            }
+        )
     return RecordedCluster(
-        nodes={"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": str(rv)},
-               "items": node_docs},
-        pods={"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(rv)},
-              "items": pod_docs},
-        events={"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": str(rv)},
-                "items": event_docs},
+        nodes={
+            "kind": "NodeList",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": str(rv)},
+            "items": node_docs,
+        },
+        pods={
+            "kind": "PodList",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": str(rv)},
+            "items": pod_docs,
+        },
+        events={
+            "kind": "EventList",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": str(rv)},
+            "items": event_docs,
+        },
         node_metrics=node_polls,
-        pod_metrics={"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {},
-                     "items": pod_metrics},
+        pod_metrics={
+            "kind": "PodMetricsList",
+            "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {},
+            "items": pod_metrics,
+        },
     )

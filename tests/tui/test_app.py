@@ -10,9 +10,9 @@ from conftest import NOW, SIZE
 from tui.app import LoadwiseApp
 from tui.fake import FakeSource
 from tui.model import NodeSort
+from tui.objects import Eviction
 from tui.screens import HelpScreen, MainScreen, NodeDetailScreen
 from tui.source import ApiReachable, ApiUnreachable, EventsSeen
-from tui.objects import Eviction
 from tui.widgets import NodesTable, Notice, PlacementsTable, PodsTable
 
 AppFactory = Callable[..., LoadwiseApp]
@@ -51,7 +51,9 @@ async def test_filter_narrows_and_escape_clears(build_app: AppFactory) -> None:
     app = build_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("slash", *"cordon", "enter")
-        assert _node_names(app) == [n.name for n in app.model.nodes.values() if n.info.unschedulable]
+        assert _node_names(app) == [
+            n.name for n in app.model.nodes.values() if n.info.unschedulable
+        ]
         assert "filter: cordon" in str(app.screen.query_one(NodesTable).border_title)
         await pilot.press("escape")
         assert len(_node_names(app)) == 8
@@ -102,9 +104,21 @@ async def test_live_eviction_appears_on_top(build_app: AppFactory) -> None:
         await pilot.press("2")
         source = app.source
         assert isinstance(source, FakeSource)
-        source.push(EventsSeen((Eviction("live-1", "shop", "cart-x", "worker-03", "LowNodeUtilization",
-                                         "pod eviction from worker-03 node by sigs.k8s.io/descheduler",
-                                         at=NOW + timedelta(seconds=1)),)))
+        source.push(
+            EventsSeen(
+                (
+                    Eviction(
+                        "live-1",
+                        "shop",
+                        "cart-x",
+                        "worker-03",
+                        "LowNodeUtilization",
+                        "pod eviction from worker-03 node by sigs.k8s.io/descheduler",
+                        at=NOW + timedelta(seconds=1),
+                    ),
+                )
+            )
+        )
         app.drain()
         app.revision += 1
         await pilot.pause()
@@ -137,7 +151,9 @@ async def test_api_loss_shows_banner_and_stale_then_recovers(build_app: AppFacto
     async with app.run_test(size=SIZE) as pilot:
         source = app.source
         assert isinstance(source, FakeSource)
-        source.push(ApiUnreachable("credentials rejected (401 Unauthorized)", 4, NOW + timedelta(seconds=3)))
+        source.push(
+            ApiUnreachable("credentials rejected (401 Unauthorized)", 4, NOW + timedelta(seconds=3))
+        )
         app.drain()
         app.revision += 1
         await pilot.pause()

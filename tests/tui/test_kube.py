@@ -51,8 +51,12 @@ class FakeApiServer:
             "/api/v1/nodes": json.loads((CLUSTER / "nodes.json").read_text()),
             "/api/v1/pods": json.loads((CLUSTER / "pods.json").read_text()),
             "/api/v1/events": json.loads((CLUSTER / "events.json").read_text()),
-            "/apis/metrics.k8s.io/v1beta1/nodes": json.loads((CLUSTER / "nodemetrics.json").read_text())[-1],
-            "/apis/metrics.k8s.io/v1beta1/pods": json.loads((CLUSTER / "podmetrics.json").read_text()),
+            "/apis/metrics.k8s.io/v1beta1/nodes": json.loads(
+                (CLUSTER / "nodemetrics.json").read_text()
+            )[-1],
+            "/apis/metrics.k8s.io/v1beta1/pods": json.loads(
+                (CLUSTER / "podmetrics.json").read_text()
+            ),
         }
         server = self
 
@@ -84,10 +88,22 @@ class FakeApiServer:
         query = parse_qs(url.query)
         self.requests.append((url.path, query))
         if self.status != 200:
-            self._send(handler, self.status, {"kind": "Status", "code": self.status, "message": "Unauthorized"})
+            self._send(
+                handler,
+                self.status,
+                {"kind": "Status", "code": self.status, "message": "Unauthorized"},
+            )
             return
         if url.path.startswith("/apis/metrics.k8s.io") and not self.metrics:
-            self._send(handler, 404, {"kind": "Status", "code": 404, "message": "the server could not find the requested resource"})
+            self._send(
+                handler,
+                404,
+                {
+                    "kind": "Status",
+                    "code": 404,
+                    "message": "the server could not find the requested resource",
+                },
+            )
             return
         doc = self.docs.get(url.path)
         if doc is None:
@@ -103,7 +119,7 @@ class FakeApiServer:
             items = [i for i in items if _field(i, field) == value]
         start = int(query.get("continue", ["0"])[0])
         limit = int(query.get("limit", [str(len(items) or 1)])[0])
-        page = items[start:start + limit]
+        page = items[start : start + limit]
         meta = {"resourceVersion": doc.get("metadata", {}).get("resourceVersion", "1")}
         if start + limit < len(items):
             meta["continue"] = str(start + limit)
@@ -190,7 +206,8 @@ def test_threaded_source_feeds_the_model(api: FakeApiServer) -> None:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if {PodsListed, MetricsPolled} <= {type(c) for c in inbox} and sum(
-                isinstance(c, EventsSeen) for c in inbox) >= 3:
+                isinstance(c, EventsSeen) for c in inbox
+            ) >= 3:
                 break
             time.sleep(0.05)
     finally:
@@ -201,8 +218,11 @@ def test_threaded_source_feeds_the_model(api: FakeApiServer) -> None:
     assert len(model.nodes) == 8 and model.metrics_available and model.has_decisions
     assert model.evictions
     selectors = {q.get("fieldSelector", [""])[0] for p, q in api.requests if p == "/api/v1/events"}
-    assert selectors == {"reason=LoadwiseScored", "reportingComponent=sigs.k8s.io.descheduler",
-                         "source=sigs.k8s.io.descheduler"}
+    assert selectors == {
+        "reason=LoadwiseScored",
+        "reportingComponent=sigs.k8s.io.descheduler",
+        "source=sigs.k8s.io.descheduler",
+    }
     # relisted after the 410: more than one pods list
     assert sum(isinstance(c, PodsListed) for c in inbox) >= 2
 
@@ -227,7 +247,9 @@ def test_expired_credentials_are_reported_and_retried() -> None:
         changes: list[Change] = []
         source.start(changes.append)
         deadline = time.monotonic() + 10
-        while not any(isinstance(c, ApiUnreachable) for c in changes) and time.monotonic() < deadline:
+        while (
+            not any(isinstance(c, ApiUnreachable) for c in changes) and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         source.stop()
     failure = next(c for c in changes if isinstance(c, ApiUnreachable))

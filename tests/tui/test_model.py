@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from datetime import timedelta
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from tui.fake import RecordedCluster
 from tui.model import ClusterModel, NodeSort
@@ -18,7 +17,6 @@ from tui.source import (
     PodUpserted,
 )
 
-
 NOW = datetime(2026, 5, 4, 10, 30, 0, tzinfo=UTC)
 
 
@@ -26,9 +24,18 @@ def _node(name: str, cpu: float = 4000) -> NodeInfo:
     return NodeInfo(name, ready=True, allocatable=Resources(cpu, 8 * 2**30), pods_allocatable=110)
 
 
-def _pod(name: str, node: str = "n1", cpu: float = 500, uid: str = "", phase: str = "Running") -> PodInfo:
-    return PodInfo("ns", name, uid or f"uid-{name}", node, phase, requests=Resources(cpu, 2**20),
-                   scheduled_at=NOW - timedelta(seconds=len(name)))
+def _pod(
+    name: str, node: str = "n1", cpu: float = 500, uid: str = "", phase: str = "Running"
+) -> PodInfo:
+    return PodInfo(
+        "ns",
+        name,
+        uid or f"uid-{name}",
+        node,
+        phase,
+        requests=Resources(cpu, 2**20),
+        scheduled_at=NOW - timedelta(seconds=len(name)),
+    )
 
 
 def test_requests_are_kept_per_node_incrementally() -> None:
@@ -59,7 +66,9 @@ def test_feed_joins_decisions_by_uid_and_ignores_namesakes() -> None:
     model = ClusterModel()
     model.apply(NodesListed((_node("n1"),)))
     model.apply(PodsListed((_pod("web-0", uid="new"),)))
-    old = Decision("ns", "web-0", pod_uid="old", scores={"n1": 3}, best="n1", at=NOW - timedelta(hours=1))
+    old = Decision(
+        "ns", "web-0", pod_uid="old", scores={"n1": 3}, best="n1", at=NOW - timedelta(hours=1)
+    )
     model.apply(EventsSeen((old,)))
     [item] = model.feed()
     assert item.decision is None  # a StatefulSet namesake's decision is not this pod's
@@ -70,8 +79,14 @@ def test_feed_joins_decisions_by_uid_and_ignores_namesakes() -> None:
 
 def test_placements_are_capped_newest_kept() -> None:
     model = ClusterModel(placement_limit=10)
-    model.apply(PodsListed(tuple(
-        PodInfo("ns", f"p{i}", f"u{i}", "n1", scheduled_at=NOW - timedelta(seconds=i)) for i in range(100))))
+    model.apply(
+        PodsListed(
+            tuple(
+                PodInfo("ns", f"p{i}", f"u{i}", "n1", scheduled_at=NOW - timedelta(seconds=i))
+                for i in range(100)
+            )
+        )
+    )
     feed = model.feed(limit=1000)
     assert len(model.placements) <= 15
     assert feed[0].placement is not None and feed[0].placement.pod == "p0"

@@ -9,15 +9,28 @@ from tui.objects import Decision, Eviction, parse_event, parse_node, parse_pod, 
 
 
 def test_loadwise_event_is_a_decision() -> None:
-    decision = {"policy": "least-used", "source": "load-watcher", "stale": False,
-                "scores": {"node-a": 9, "node-b": 7}, "failed": {"node-c": "memory 93% > 90% threshold"},
-                "best": "node-a", "why": "cpu 12%, memory 30% after placement"}
+    decision = {
+        "policy": "least-used",
+        "source": "load-watcher",
+        "stale": False,
+        "scores": {"node-a": 9, "node-b": 7},
+        "failed": {"node-c": "memory 93% > 90% threshold"},
+        "best": "node-a",
+        "why": "cpu 12%, memory 30% after placement",
+    }
     event = {
-        "metadata": {"name": "web-1.17f", "namespace": "shop", "uid": "e1",
-                     "annotations": {"loadwise.dev/decision": json.dumps(decision)}},
+        "metadata": {
+            "name": "web-1.17f",
+            "namespace": "shop",
+            "uid": "e1",
+            "annotations": {"loadwise.dev/decision": json.dumps(decision)},
+        },
         "involvedObject": {"kind": "Pod", "namespace": "shop", "name": "web-1", "uid": "p1"},
-        "reason": "LoadwiseScored", "type": "Normal", "message": "scores node-a=9 node-b=7; …",
-        "source": {"component": "loadwise-extender"}, "reportingComponent": "loadwise-extender",
+        "reason": "LoadwiseScored",
+        "type": "Normal",
+        "message": "scores node-a=9 node-b=7; …",
+        "source": {"component": "loadwise-extender"},
+        "reportingComponent": "loadwise-extender",
         "lastTimestamp": "2026-05-04T10:00:00Z",
     }
     parsed = parse_event(event)
@@ -30,45 +43,72 @@ def test_loadwise_event_is_a_decision() -> None:
 
 
 def test_decision_with_broken_annotation_still_shows() -> None:
-    event = {"metadata": {"annotations": {"loadwise.dev/decision": "{not json"}},
-             "involvedObject": {"kind": "Pod", "namespace": "a", "name": "b"},
-             "reason": "LoadwiseScored", "message": "scores x=1"}
+    event = {
+        "metadata": {"annotations": {"loadwise.dev/decision": "{not json"}},
+        "involvedObject": {"kind": "Pod", "namespace": "a", "name": "b"},
+        "reason": "LoadwiseScored",
+        "message": "scores x=1",
+    }
     parsed = parse_event(event)
     assert isinstance(parsed, Decision) and parsed.scores == {} and parsed.message == "scores x=1"
 
 
 def test_descheduler_eviction_events_v1_style() -> None:
-    event = {"metadata": {"uid": "ev1", "namespace": "shop"},
-             "involvedObject": {"kind": "Pod", "namespace": "shop", "name": "cart-1"},
-             "reason": "LowNodeUtilization", "action": "Descheduled", "type": "Normal",
-             "message": "pod eviction from worker-03 node by sigs.k8s.io/descheduler",
-             "reportingComponent": "sigs.k8s.io.descheduler", "eventTime": "2026-05-04T10:00:00.123456Z"}
+    event = {
+        "metadata": {"uid": "ev1", "namespace": "shop"},
+        "involvedObject": {"kind": "Pod", "namespace": "shop", "name": "cart-1"},
+        "reason": "LowNodeUtilization",
+        "action": "Descheduled",
+        "type": "Normal",
+        "message": "pod eviction from worker-03 node by sigs.k8s.io/descheduler",
+        "reportingComponent": "sigs.k8s.io.descheduler",
+        "eventTime": "2026-05-04T10:00:00.123456Z",
+    }
     parsed = parse_event(event)
     assert isinstance(parsed, Eviction)
-    assert (parsed.node, parsed.strategy, parsed.failed) == ("worker-03", "LowNodeUtilization", False)
+    assert (parsed.node, parsed.strategy, parsed.failed) == (
+        "worker-03",
+        "LowNodeUtilization",
+        False,
+    )
     assert parsed.at is not None and parsed.at.microsecond == 123456
 
 
 def test_descheduler_eviction_old_core_recorder() -> None:
-    event = {"metadata": {"uid": "ev2"}, "involvedObject": {"kind": "Pod", "namespace": "a", "name": "b"},
-             "reason": "Descheduled", "message": "pod evicted by sigs.k8s.io/descheduler",
-             "source": {"component": "sigs.k8s.io.descheduler"}, "type": "Normal"}
+    event = {
+        "metadata": {"uid": "ev2"},
+        "involvedObject": {"kind": "Pod", "namespace": "a", "name": "b"},
+        "reason": "Descheduled",
+        "message": "pod evicted by sigs.k8s.io/descheduler",
+        "source": {"component": "sigs.k8s.io.descheduler"},
+        "type": "Normal",
+    }
     parsed = parse_event(event)
     assert isinstance(parsed, Eviction) and parsed.strategy == "" and parsed.node == ""
 
 
 def test_refused_eviction_is_marked_failed() -> None:
-    event = {"metadata": {"uid": "ev3"}, "involvedObject": {"kind": "Pod", "namespace": "a", "name": "b"},
-             "reason": "EvictionFailed", "action": "Descheduled", "type": "Warning",
-             "message": "pod eviction from n1 node by sigs.k8s.io/descheduler failed: total eviction limit exceeded (5)",
-             "reportingComponent": "sigs.k8s.io.descheduler"}
+    event = {
+        "metadata": {"uid": "ev3"},
+        "involvedObject": {"kind": "Pod", "namespace": "a", "name": "b"},
+        "reason": "EvictionFailed",
+        "action": "Descheduled",
+        "type": "Warning",
+        "message": "pod eviction from n1 node by sigs.k8s.io/descheduler failed: total eviction limit exceeded (5)",
+        "reportingComponent": "sigs.k8s.io.descheduler",
+    }
     parsed = parse_event(event)
     assert isinstance(parsed, Eviction) and parsed.failed and parsed.node == "n1"
 
 
 def test_other_events_are_ignored() -> None:
-    assert parse_event({"involvedObject": {"kind": "Node", "name": "n"}, "reason": "NodeNotReady"}) is None
-    assert parse_event({"involvedObject": {"kind": "Pod", "name": "p"}, "reason": "Scheduled"}) is None
+    assert (
+        parse_event({"involvedObject": {"kind": "Node", "name": "n"}, "reason": "NodeNotReady"})
+        is None
+    )
+    assert (
+        parse_event({"involvedObject": {"kind": "Pod", "name": "p"}, "reason": "Scheduled"}) is None
+    )
 
 
 def test_pod_effective_requests_follow_scheduler_rules() -> None:
@@ -78,11 +118,20 @@ def test_pod_effective_requests_follow_scheduler_rules() -> None:
             "nodeName": "n1",
             "initContainers": [
                 {"name": "migrate", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
-                {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+                {
+                    "name": "proxy",
+                    "restartPolicy": "Always",
+                    "resources": {"requests": {"cpu": "100m"}},
+                },
             ],
             "containers": [
-                {"name": "app", "resources": {"requests": {"cpu": "500m", "memory": "256Mi"},
-                                              "limits": {"memory": "512Mi"}}},
+                {
+                    "name": "app",
+                    "resources": {
+                        "requests": {"cpu": "500m", "memory": "256Mi"},
+                        "limits": {"memory": "512Mi"},
+                    },
+                },
                 {"name": "log", "resources": {"requests": {"cpu": "50m"}}},
             ],
             "overhead": {"cpu": "10m"},

@@ -39,8 +39,13 @@ class HelpScreen(ModalScreen[None]):
         sections = (
             ("Everywhere", LoadwiseApp.BINDINGS),
             ("Nodes and placements", MainScreen.BINDINGS),
-            ("Tables", [Binding("up,down,pageup,pagedown", "", "Move", key_display="↑ ↓ PgUp PgDn"),
-                        Binding("enter", "", "Open the node (detail: pods, usage, requests, limits)")]),
+            (
+                "Tables",
+                [
+                    Binding("up,down,pageup,pagedown", "", "Move", key_display="↑ ↓ PgUp PgDn"),
+                    Binding("enter", "", "Open the node (detail: pods, usage, requests, limits)"),
+                ],
+            ),
             ("Node detail", NodeDetailScreen.BINDINGS),
         )
         for title, bindings in sections:

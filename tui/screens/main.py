@@ -95,23 +95,36 @@ class MainScreen(Screen[None]):
         stale = is_stale(model)
         if self.active_tab == "nodes":
             mstale = metrics_stale(model, now, app.refresh_seconds)
-            signature = (model.revision, self.sort, self.descending, self.filter_text, stale, mstale)
+            signature = (
+                model.revision,
+                self.sort,
+                self.descending,
+                self.filter_text,
+                stale,
+                mstale,
+            )
             if signature == self._nodes_signature:
                 return  # nothing on this tab depends on the clock alone: skip the rebuild
             self._nodes_signature = signature
-            self.query_one("#nodes-notice", Notice).say(nodes_notice(model, now, app.refresh_seconds))
+            self.query_one("#nodes-notice", Notice).say(
+                nodes_notice(model, now, app.refresh_seconds)
+            )
             nodes = model.node_list(self.sort, descending=self.descending, text=self.filter_text)
             table = self.nodes_table
             table.render_model(model, nodes, stale=stale or mstale)
             table.border_title = self._title("Nodes", len(nodes), len(model.nodes))
             arrow = "↓" if self.descending else "↑"
-            table.border_subtitle = f"sorted by {self.sort.value} {arrow}" + (" · STALE" if stale else "")
+            table.border_subtitle = f"sorted by {self.sort.value} {arrow}" + (
+                " · STALE" if stale else ""
+            )
         else:
             self.query_one("#placements-notice", Notice).say(placements_notice(model))
             items = model.feed(app.feed_limit, self.filter_text)
             table = self.feed_table
             table.render_feed(items, now)
-            table.border_title = self._title("Placements and evictions, newest first", len(items), None)
+            table.border_title = self._title(
+                "Placements and evictions, newest first", len(items), None
+            )
             table.border_subtitle = "STALE" if stale else ""
             self._describe_current()
 
@@ -121,7 +134,9 @@ class MainScreen(Screen[None]):
         return f"{text} · filter: {self.filter_text}" if self.filter_text else text
 
     def _describe_current(self) -> None:
-        self.query_one(DecisionPanel).update(describe_item(self.feed_table.current_item, self.lw.clock()))
+        self.query_one(DecisionPanel).update(
+            describe_item(self.feed_table.current_item, self.lw.clock())
+        )
 
     def watch_filter_text(self) -> None:
         self.refresh_view()

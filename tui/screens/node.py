@@ -68,8 +68,13 @@ class NodeDetailScreen(Screen[None]):
         if self.sort == "name":
             return pods
         if self.sort == "memory":
-            return sorted(pods, key=lambda p: -(u.usage.memory if (u := usage.get(p.key)) else p.requests.memory))
-        return sorted(pods, key=lambda p: -(u.usage.cpu_m if (u := usage.get(p.key)) else p.requests.cpu_m))
+            return sorted(
+                pods,
+                key=lambda p: -(u.usage.memory if (u := usage.get(p.key)) else p.requests.memory),
+            )
+        return sorted(
+            pods, key=lambda p: -(u.usage.cpu_m if (u := usage.get(p.key)) else p.requests.cpu_m)
+        )
 
     def refresh_view(self, _revision: int = 0) -> None:
         app = self.lw
@@ -79,23 +84,43 @@ class NodeDetailScreen(Screen[None]):
         state = model.nodes.get(self.node)
         summary_widget = self.query_one("#node-summary", Static)
         if state is None:
-            summary_widget.update(Text(f"Node {self.node} is gone from the cluster.", style="bold red"))
+            summary_widget.update(
+                Text(f"Node {self.node} is gone from the cluster.", style="bold red")
+            )
             self.query_one(PodsTable).show([])
             return
         info = state.info
         stale = is_stale(model) or metrics_stale(model, now, app.refresh_seconds)
         text = Text()
         text.append(info.name, style="bold")
-        text.append(f"  {info.role}  {info.state}  {info.internal_ip}  kubelet {info.kubelet_version}\n",
-                    style="dim")
+        text.append(
+            f"  {info.role}  {info.state}  {info.internal_ip}  kubelet {info.kubelet_version}\n",
+            style="dim",
+        )
         metrics = model.metrics_available is not False and state.usage is not None
         for label, used, req, lim, alloc, frac, rfrac, hist, fmt in (
-            ("CPU", state.usage.usage.cpu_m if state.usage else 0, state.requests.cpu_m, state.limits.cpu_m,
-             info.allocatable.cpu_m, state.cpu_fraction(), state.cpu_fraction(requests=True),
-             state.cpu_history, cores),
-            ("MEM", state.usage.usage.memory if state.usage else 0, state.requests.memory,
-             state.limits.memory, info.allocatable.memory, state.memory_fraction(),
-             state.memory_fraction(requests=True), state.memory_history, compact_bytes),
+            (
+                "CPU",
+                state.usage.usage.cpu_m if state.usage else 0,
+                state.requests.cpu_m,
+                state.limits.cpu_m,
+                info.allocatable.cpu_m,
+                state.cpu_fraction(),
+                state.cpu_fraction(requests=True),
+                state.cpu_history,
+                cores,
+            ),
+            (
+                "MEM",
+                state.usage.usage.memory if state.usage else 0,
+                state.requests.memory,
+                state.limits.memory,
+                info.allocatable.memory,
+                state.memory_fraction(),
+                state.memory_fraction(requests=True),
+                state.memory_history,
+                compact_bytes,
+            ),
         ):
             text.append(f"{label}  used ")
             text.append_text(bar(frac if metrics else None, 20, dim=stale))

@@ -29,7 +29,9 @@ def level_style(fraction: float | None) -> str:
     return "green"
 
 
-def bar(fraction: float | None, width: int = 6, *, style: str | None = None, dim: bool = False) -> Text:
+def bar(
+    fraction: float | None, width: int = 6, *, style: str | None = None, dim: bool = False
+) -> Text:
     """`██████░░  62%`; an unknown fraction renders as a dim placeholder of the same width."""
     if fraction is None:
         return Text("·" * width + "    –", style="dim")

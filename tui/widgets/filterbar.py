@@ -23,8 +23,9 @@ class FilterBar(Input):
         """The operator left the filter line (enter keeps the text, escape cleared it)."""
 
     def __init__(self) -> None:
-        super().__init__(placeholder="filter: type to narrow, enter to keep, esc to clear",
-                         id="filter")
+        super().__init__(
+            placeholder="filter: type to narrow, enter to keep, esc to clear", id="filter"
+        )
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()

@@ -7,7 +7,7 @@ from textual.message import Message
 
 from ..model import ClusterModel, NodeState
 from .cells import bar, compact_bytes, cores, sparkline, triple
-from .table import Column, KeyedTable, Row
+from .table import KeyedTable, Row
 
 __all__ = ["NodesTable", "node_row"]
 
@@ -36,11 +36,19 @@ def node_row(state: NodeState, *, metrics: bool, stale: bool) -> Row:
         state.info.role,
         _state(state),
         cpu_bar,
-        triple(cores(usage.cpu_m) if usage else None, cores(state.requests.cpu_m), cores(alloc.cpu_m),
-               dim=stale),
+        triple(
+            cores(usage.cpu_m) if usage else None,
+            cores(state.requests.cpu_m),
+            cores(alloc.cpu_m),
+            dim=stale,
+        ),
         mem_bar,
-        triple(compact_bytes(usage.memory) if usage else None, compact_bytes(state.requests.memory),
-               compact_bytes(alloc.memory), dim=stale),
+        triple(
+            compact_bytes(usage.memory) if usage else None,
+            compact_bytes(state.requests.memory),
+            compact_bytes(alloc.memory),
+            dim=stale,
+        ),
         f"{state.pods}/{state.info.pods_allocatable}",
         sparkline(state.cpu_history),
         sparkline(state.memory_history),
@@ -63,7 +71,6 @@ class NodesTable(KeyedTable):
         ("cpu_t", "CPU~", 8),
         ("mem_t", "MEM~", 8),
     )
-    COLUMNS: tuple[Column, ...]
 
     class NodeChosen(Message):
         """The operator picked a node (enter): the screen opens its detail."""

@@ -12,7 +12,7 @@ from textual.widgets import Static
 from ..model import FeedItem
 from ..objects import Decision
 from .cells import age
-from .table import Column, KeyedTable, Row
+from .table import KeyedTable, Row
 
 __all__ = ["DecisionPanel", "PlacementsTable", "describe_item", "feed_row"]
 
@@ -35,7 +35,9 @@ def _score_summary(decision: Decision | None) -> Text:
 def feed_row(item: FeedItem, now: datetime) -> Row:
     if item.placement is not None:
         p, d = item.placement, item.decision
-        why = Text(d.why) if d is not None and d.why else Text("no LoadwiseScored Event", style="dim")
+        why = (
+            Text(d.why) if d is not None and d.why else Text("no LoadwiseScored Event", style="dim")
+        )
         if d is not None and d.failed:
             why.append(f"  ✗{len(d.failed)} filtered", style="yellow")
         cells = (
@@ -53,7 +55,10 @@ def feed_row(item: FeedItem, now: datetime) -> Row:
         assert e is not None
         cells = (
             age(e.at, now),
-            Text("evict-fail" if e.failed else "evicted", style="bold red" if not e.failed else "yellow"),
+            Text(
+                "evict-fail" if e.failed else "evicted",
+                style="bold red" if not e.failed else "yellow",
+            ),
             e.namespace,
             Text(e.pod, style="bold"),
             e.node or "?",
@@ -129,7 +134,6 @@ class PlacementsTable(KeyedTable):
         ("score", "SCORE", 12),
         ("why", "WHY", None),
     )
-    COLUMNS: tuple[Column, ...]
 
     class NodeChosen(Message):
         """Enter on a feed row: open the node the pod went to (or was evicted from)."""
@@ -158,7 +162,11 @@ class PlacementsTable(KeyedTable):
         item = self.items.get(self.key_at(event.cursor_row))
         if item is None:
             return
-        node = item.placement.node if item.placement is not None else (item.eviction.node if item.eviction else "")
+        node = (
+            item.placement.node
+            if item.placement is not None
+            else (item.eviction.node if item.eviction else "")
+        )
         if node:
             self.post_message(self.NodeChosen(node))
 

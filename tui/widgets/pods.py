@@ -9,7 +9,7 @@ from rich.text import Text
 from ..model import ClusterModel
 from ..objects import PodInfo
 from .cells import age, compact_bytes, cores
-from .table import Column, KeyedTable, Row
+from .table import KeyedTable, Row
 
 __all__ = ["PodsTable", "pod_row"]
 
@@ -53,4 +53,3 @@ class PodsTable(KeyedTable):
         ("sched", "SCHEDULER", None),
         ("age", "AGE", 5),
     )
-    COLUMNS: tuple[Column, ...]

@@ -41,15 +41,36 @@ def main() -> None:
     new["spec"]["nodeName"] = "worker-02"
     new["status"]["conditions"][0]["lastTransitionTime"] = "2026-05-04T10:30:05Z"
     stream = [
-        {"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1",
-                                        "metadata": {"resourceVersion": str(rv + 1)}}},
+        {
+            "type": "BOOKMARK",
+            "object": {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(rv + 1)},
+            },
+        },
         {"type": "MODIFIED", "object": moved},
         {"type": "ADDED", "object": new},
-        {"type": "DELETED", "object": pods[2] | {"metadata": pods[2]["metadata"] | {"resourceVersion": str(rv + 4)}}},
+        {
+            "type": "DELETED",
+            "object": pods[2]
+            | {"metadata": pods[2]["metadata"] | {"resourceVersion": str(rv + 4)}},
+        },
     ]
-    gone = [{"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                         "status": "Failure", "reason": "Expired", "code": 410,
-                                         "message": f"too old resource version: {rv} ({rv + 50})"}}]
+    gone = [
+        {
+            "type": "ERROR",
+            "object": {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "reason": "Expired",
+                "code": 410,
+                "message": f"too old resource version: {rv} ({rv + 50})",
+            },
+        }
+    ]
     (HERE / "watch").mkdir(exist_ok=True)
     (HERE / "watch" / "pods.jsonl").write_text("".join(json.dumps(e) + "\n" for e in stream))
     (HERE / "watch" / "pods-gone.jsonl").write_text("".join(json.dumps(e) + "\n" for e in gone))
