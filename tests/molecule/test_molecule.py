@@ -1,0 +1,87 @@
+"""Ansible checks and the molecule scenarios (molecule/<name>/ at the repository root).
+
+Each scenario boots a Debian systemd container (image built locally from Debian
+packages by build-node-image) that runs the REAL kube-scheduler, built from its Go module
+by tests/lab/build, under a test stand-in for the kubelet or k3s (tests/fixtures/nodes).
+The scenario converges playbooks/site.yml, checks idempotence, verifies, then breaks the
+scheduler config on purpose (automatic restore), rolls back twice and proves every file
+is byte-identical to before.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+SCENARIOS = ["kubeadm", "k3s"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("ANSIBLE_FORCE_COLOR", "0")
+    env.setdefault("PY_COLORS", "0")
+    env.update(extra)
+    return env
+
+
+def _run(argv: list[str], *, timeout: int, log: Path | None = None, **env: str):
+    proc = subprocess.run(argv, cwd=ROOT, env=_env(**env), capture_output=True, text=True,
+                          timeout=timeout)
+    if log is not None:
+        log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    return proc
+
+
+def _tail(text: str, lines: int = 80) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@pytest.fixture(scope="session")
+def node_image() -> str:
+    if shutil.which("podman") is None or os.geteuid() != 0:
+        pytest.skip("molecule nodes need root and podman (scripts/setup installs podman)")
+    proc = _run([str(ROOT / "tests/molecule/build-node-image")], timeout=900)
+    assert proc.returncode == 0, _tail(proc.stderr)
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def kube_scheduler() -> str:
+    build = ROOT / "tests/lab/build"
+    if not build.exists():
+        pytest.skip("tests/lab/build (the real kube-scheduler) is not there yet")
+    proc = _run([str(build), "kube-scheduler"], timeout=3600)
+    assert proc.returncode == 0, _tail(proc.stderr)
+    paths = [ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("kube-scheduler=")]
+    assert paths, f"tests/lab/build printed no kube-scheduler=PATH line: {proc.stdout!r}"
+    return paths[0]
+
+
+def test_ansible_lint_production_profile() -> None:
+    proc = _run([str(VENV_BIN / "ansible-lint")], timeout=600)
+    assert proc.returncode == 0, _tail(proc.stdout + proc.stderr)
+
+
+@pytest.mark.parametrize("playbook", ["playbooks/site.yml", "playbooks/rollback.yml"])
+def test_playbook_syntax(playbook: str) -> None:
+    proc = _run([str(VENV_BIN / "ansible-playbook"), "--syntax-check", "-i", "inventory.example", playbook],
+                timeout=300)
+    assert proc.returncode == 0, _tail(proc.stdout + proc.stderr)
+
+
+@pytest.mark.molecule
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_molecule_scenario(scenario: str, node_image: str, kube_scheduler: str, tmp_path: Path) -> None:
+    log = tmp_path / f"molecule-{scenario}.log"
+    proc = _run([str(VENV_BIN / "molecule"), "test", "-s", scenario], timeout=1200, log=log,
+                LOADWISE_NODE_IMAGE=node_image, LOADWISE_KUBE_SCHEDULER=kube_scheduler)
+    assert proc.returncode == 0, f"molecule test -s {scenario} failed (full log {log}):\n" + _tail(
+        proc.stdout + "\n" + proc.stderr, 120)
