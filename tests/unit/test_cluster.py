@@ -1,0 +1,214 @@
+"""The kubeconfig path: list+watch of nodes and pods, NodeMetrics and Events,
+through the real Kubernetes client against a small fake API server on loopback.
+(The real API server runs in the lab tests.)"""
+
+import asyncio
+import json
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from extender.cli import build_extender
+from extender.config import load_settings
+
+from .helpers import container, node_json, pod_json
+
+
+class FakeAPI:
+    def __init__(self):
+        self.nodes = [node_json("a", cpu="4", memory="8Gi"), node_json("b", cpu="4", memory="8Gi")]
+        self.pods = []
+        self.pod_events: asyncio.Queue = asyncio.Queue()
+        self.events = []
+        self.watch_calls = 0
+        self.closing = asyncio.Event()
+
+    def app(self):
+        app = web.Application()
+        app.router.add_get("/api/v1/nodes", self.list_or_watch_nodes)
+        app.router.add_get("/api/v1/pods", self.list_or_watch_pods)
+        app.router.add_get("/apis/metrics.k8s.io/v1beta1/nodes", self.node_metrics)
+        app.router.add_post("/api/v1/namespaces/{ns}/events", self.post_event)
+        return app
+
+    async def list_or_watch_nodes(self, request):
+        if request.query.get("watch") == "true":
+            return await self._hold(request)
+        return web.json_response(
+            {"kind": "NodeList", "metadata": {"resourceVersion": "10"}, "items": self.nodes}
+        )
+
+    async def list_or_watch_pods(self, request):
+        assert request.query["fieldSelector"].startswith("spec.nodeName!=")
+        if request.query.get("watch") != "true":
+            return web.json_response(
+                {"kind": "PodList", "metadata": {"resourceVersion": "10"}, "items": self.pods}
+            )
+        self.watch_calls += 1
+        response = web.StreamResponse()
+        await response.prepare(request)
+        if self.watch_calls == 1:
+            # the first watch expires at once: the client must list again
+            await response.write(
+                json.dumps(
+                    {
+                        "type": "ERROR",
+                        "object": {
+                            "kind": "Status",
+                            "code": 410,
+                            "message": "too old resource version",
+                        },
+                    }
+                ).encode()
+                + b"\n"
+            )
+            return response
+        while not self.closing.is_set():
+            try:
+                event = await asyncio.wait_for(self.pod_events.get(), 0.1)
+            except TimeoutError:
+                continue
+            await response.write(json.dumps(event).encode() + b"\n")
+        return response
+
+    async def _hold(self, request):
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await self.closing.wait()
+        return response
+
+    async def node_metrics(self, request):
+        return web.json_response(
+            {
+                "kind": "NodeMetricsList",
+                "items": [
+                    {
+                        "metadata": {"name": "a"},
+                        "timestamp": "2099-01-01T00:00:00Z",
+                        "window": "15s",
+                        "usage": {"cpu": "3000000000n", "memory": "1Gi"},
+                    },
+                    {
+                        "metadata": {"name": "b"},
+                        "timestamp": "2099-01-01T00:00:00Z",
+                        "window": "15s",
+                        "usage": {"cpu": "400m", "memory": "7680Mi"},
+                    },
+                ],
+            }
+        )
+
+    async def post_event(self, request):
+        assert request.headers["authorization"] == "Bearer t0ken"
+        self.events.append(await request.json())
+        return web.json_response({}, status=201)
+
+
+def kubeconfig(tmp_path, url):
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "fake", "cluster": {"server": url}}],
+                "users": [{"name": "u", "user": {"token": "t0ken"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "fake", "user": "u"}}],
+            }
+        )
+    )
+    return path
+
+
+async def wait_for(predicate, what, timeout=10.0):
+    for _ in range(int(timeout / 0.05)):
+        if predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+async def fake(tmp_path):
+    api = FakeAPI()
+    srv = TestServer(api.app(), host="127.0.0.1")
+    await srv.start_server()
+    api.kubeconfig = kubeconfig(tmp_path, str(srv.make_url("")).rstrip("/"))
+    yield api
+    api.closing.set()
+    await srv.close()
+
+
+async def test_watch_metrics_server_and_events(fake):
+    bound = pod_json(container({"cpu": "1", "memory": "1Gi"}), name="old", uid="old")
+    bound["spec"]["nodeName"] = "b"
+    fake.pods = [bound]
+    settings = load_settings(
+        None,
+        {
+            "kubeconfig": str(fake.kubeconfig),
+            "source.kind": "metrics-server",
+            "source.stale_after_seconds": 0,
+        },
+    )
+    ext = build_extender(settings)
+    ext.recorder._merge = 0.05
+    await ext.start()
+    try:
+        await wait_for(lambda: ext.readiness()[0], "readiness")
+        assert set(ext.cluster.nodes) == {"a", "b"} and ext.cluster.facts().pod_counts == {"b": 1}
+        snap = ext.refresher.snapshot
+        assert snap.nodes["a"].cpu.avg == pytest.approx(75.0)
+        assert snap.nodes["b"].memory.avg == pytest.approx(93.75)
+        await wait_for(lambda: fake.watch_calls >= 2, "re-list after 410 Gone")
+
+        # a pod bound elsewhere shows up through the watch and enters the ledger
+        new = pod_json(container({"cpu": "2", "memory": "1Gi"}), name="new", uid="new")
+        new["spec"]["nodeName"] = "a"
+        await fake.pod_events.put({"type": "ADDED", "object": new})
+        await wait_for(lambda: ext.cluster.facts().pod_counts.get("a") == 1, "watched pod")
+        assert ext.ledger.pending()["a"].pods == 1
+
+        from extender.wire import decode_args
+
+        args = decode_args(
+            json.dumps(
+                {
+                    "Pod": pod_json(
+                        container({"cpu": "100m"}), name="web", namespace="shop", uid="w1"
+                    ),
+                    "NodeNames": ["a", "b"],
+                }
+            ).encode()
+        )
+        result = ext.filter(args)
+        assert result.node_names == ["a"] and "memory" in result.failed_nodes["b"]
+        scores = ext.prioritize(args)
+        assert [h.host for h in scores] == ["a", "b"]
+        await wait_for(lambda: fake.events, "Event posted")
+        event = fake.events[0]
+        assert event["reason"] == "LoadwiseScored" and event["involvedObject"]["name"] == "web"
+        assert event["metadata"]["namespace"] == "shop"
+        decision = json.loads(event["metadata"]["annotations"]["loadwise.dev/decision"])
+        assert decision["source"] == "metrics-server" and "b" in decision["failed"]
+        assert set(decision["scores"]) == {"a", "b"}
+
+        await fake.pod_events.put({"type": "DELETED", "object": new})
+        await wait_for(lambda: "a" not in ext.cluster.facts().pod_counts, "pod deletion")
+    finally:
+        await ext.stop()
+
+
+async def test_unreachable_api_is_not_ready_but_serves(tmp_path):
+    cfg = kubeconfig(tmp_path, "http://127.0.0.1:9")  # discard port: nothing listens
+    settings = load_settings(None, {"kubeconfig": str(cfg), "source.kind": "metrics-server"})
+    ext = build_extender(settings)
+    await ext.start()
+    try:
+        await asyncio.sleep(0.3)
+        ready, why = ext.readiness()
+        assert not ready and "no load snapshot" in why and "watch not synced" in why
+    finally:
+        await ext.stop()
