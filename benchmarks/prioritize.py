@@ -1,0 +1,833 @@
+#!/usr/bin/env python3
+"""Benchmark of the extender's prioritize verb against a trivial aiohttp floor.
+
+    .venv/bin/python benchmarks/prioritize.py            # full run, ~3 minutes on 2 cores
+    .venv/bin/python benchmarks/prioritize.py --quick    # ~30 s
+
+What runs (all on loopback, three processes so client and servers don't share a GIL):
+
+- the real extender, ``loadwise-extender --config CFG --load-file FILE --listen
+  127.0.0.1:PORT``, fed a generated load-watcher document for the N nodes with
+  ``stale_after_seconds: 0`` so the data never goes stale;
+- the floor: this very script in ``--floor-server`` mode, a bare aiohttp app on
+  the same stack that reads the request body and answers a canned, correctly
+  sized ``[{"Host":..,"Score":..}]`` list (what any aiohttp handler costs at least);
+- the client (this process): one aiohttp ClientSession with keep-alive.
+
+For N in 10, 100, 1000 and both cache modes (``nodeCacheCapable: true`` -> the
+request carries ``NodeNames``; false -> full ``Nodes`` objects shaped like a real
+kubelet reports them, with labels, annotations, conditions, addresses, nodeInfo
+and 30-50 ``status.images``) it measures sequential latency (p50/p99) and the
+throughput of a few concurrent clients, alternating floor and extender rounds
+(ABAB) so machine noise hits both alike. Every pod is a distinct pod (its own
+UID), as in a real burst. Every answer is checked: status 200 and a
+``[{"Host":..,"Score":..}]`` list naming exactly the N nodes with integer
+scores 0..10; anything else aborts the run.
+
+Without a kubeconfig the extender sizes cache-capable requests (names only)
+from Node objects it saw in earlier full-Node requests, so the cache-capable
+cells are warmed up with one full-Node request for the same N nodes first.
+
+It is a measurement, not a test: the exit code is 0 even when a goal is missed
+(it says "GOAL MISSED"); it is non-zero only when something is broken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import os
+import platform
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+NODE_COUNTS = (10, 100, 1000)
+MODES = ("names", "full")  # names: nodeCacheCapable true; full: false
+MODE_LABEL = {"names": "cache-capable (NodeNames)", "full": "full Nodes"}
+GOAL_RATIO = 1.5  # extender p50 / floor p50, cache-capable, 100 nodes
+GOAL_FULL_P99_MS = 20.0  # full Nodes, 100 nodes
+CONCURRENCY = 4
+HEADER_N = "X-Bench-Nodes"
+
+
+# --------------------------------------------------------------------------- floor
+
+
+def floor_server(listen: str) -> None:
+    """The floor: aiohttp, read the body, answer a canned list of N hosts."""
+    from aiohttp import web
+
+    canned: dict[int, bytes] = {}
+
+    def answer(n: int) -> bytes:
+        body = canned.get(n)
+        if body is None:
+            body = msgspec.json.encode([{"Host": f"node-{i:04d}", "Score": 5} for i in range(n)])
+            canned[n] = body
+        return body
+
+    async def prioritize(request: web.Request) -> web.Response:
+        await request.read()
+        n = int(request.headers.get(HEADER_N, "0"))
+        return web.Response(body=answer(n), content_type="application/json")
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/scheduler/prioritize", prioritize)
+    app.router.add_get("/readyz", healthz)
+    host, _, port = listen.rpartition(":")
+    web.run_app(app, host=host, port=int(port), access_log=None, print=None)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def node_name(i: int) -> str:
+    return f"node-{i:04d}"
+
+
+_IMAGE_REPOS = """
+docker.io/library/nginx docker.io/library/redis docker.io/library/postgres
+docker.io/library/busybox docker.io/library/alpine docker.io/library/python
+docker.io/library/golang docker.io/library/node docker.io/library/mariadb
+docker.io/rancher/mirrored-coredns-coredns docker.io/rancher/local-path-provisioner
+docker.io/rancher/mirrored-metrics-server docker.io/rancher/klipper-helm
+docker.io/rancher/mirrored-library-traefik docker.io/rancher/klipper-lb
+docker.io/rancher/mirrored-pause registry.k8s.io/kube-proxy registry.k8s.io/pause
+registry.k8s.io/coredns/coredns registry.k8s.io/etcd
+registry.k8s.io/metrics-server/metrics-server registry.k8s.io/ingress-nginx/controller
+quay.io/prometheus/node-exporter quay.io/prometheus/prometheus
+quay.io/prometheus/alertmanager quay.io/prometheus-operator/prometheus-operator
+quay.io/prometheus-operator/prometheus-config-reloader
+quay.io/jetstack/cert-manager-controller quay.io/jetstack/cert-manager-webhook
+quay.io/jetstack/cert-manager-cainjector quay.io/cilium/cilium
+quay.io/cilium/operator-generic quay.io/cilium/hubble-relay ghcr.io/fluxcd/source-controller
+ghcr.io/fluxcd/kustomize-controller ghcr.io/fluxcd/helm-controller
+ghcr.io/home-assistant/home-assistant docker.io/grafana/grafana docker.io/grafana/loki
+docker.io/grafana/promtail docker.io/longhornio/longhorn-manager
+docker.io/longhornio/longhorn-engine docker.io/longhornio/longhorn-instance-manager
+docker.io/longhornio/csi-provisioner docker.io/jellyfin/jellyfin docker.io/pihole/pihole
+docker.io/vaultwarden/server docker.io/linuxserver/sonarr docker.io/linuxserver/radarr
+docker.io/nextcloud docker.io/bitnami/kubectl docker.io/bitnami/postgresql
+docker.io/bitnami/redis docker.io/minio/minio docker.io/traefik
+docker.io/portainer/portainer-ce
+""".split()
+
+
+def _hex(rng: random.Random, n: int) -> str:
+    return f"{rng.getrandbits(4 * n):0{n}x}"
+
+
+def make_node(i: int, rng: random.Random) -> dict:
+    """A v1.Node shaped like what kube-scheduler's informer holds for a real node."""
+    name = node_name(i)
+    cpus = rng.choice([4, 8, 16, 32, 64])
+    mem_ki = rng.choice([8, 16, 32, 64, 128, 256]) * 1024 * 1024 - rng.randrange(200_000, 900_000)
+    arch = rng.choice(["amd64", "amd64", "arm64"])
+    zone = f"zone-{'abc'[i % 3]}"
+    ip = f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
+    now = "2025-01-01T00:00:00Z"
+    images = []
+    for repo in rng.sample(_IMAGE_REPOS, rng.randint(30, 50)):
+        digest = _hex(rng, 64)
+        tag = f"v{rng.randint(0, 3)}.{rng.randint(0, 30)}.{rng.randint(0, 9)}"
+        names = [f"{repo}@sha256:{digest}", f"{repo}:{tag}"]
+        if rng.random() < 0.4:
+            names.append(f"{repo}:latest")
+        images.append({"names": names, "sizeBytes": rng.randint(700_000, 1_500_000_000)})
+    conditions = [
+        (
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+        ),
+        ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        ("Ready", "True", "KubeletReady", "kubelet is posting ready status. AppArmor enabled"),
+    ]
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"{_hex(rng, 8)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 12)}",
+            "resourceVersion": str(rng.randint(100_000, 9_999_999)),
+            "creationTimestamp": "2024-06-01T12:00:00Z",
+            "labels": {
+                "beta.kubernetes.io/arch": arch,
+                "beta.kubernetes.io/instance-type": "k3s",
+                "beta.kubernetes.io/os": "linux",
+                "kubernetes.io/arch": arch,
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "node-role.kubernetes.io/worker": "true",
+                "node.kubernetes.io/instance-type": "k3s",
+                "topology.kubernetes.io/region": "homelab",
+                "topology.kubernetes.io/zone": zone,
+                "longhorn.io/node": "true",
+            },
+            "annotations": {
+                "alpha.kubernetes.io/provided-node-ip": ip,
+                "flannel.alpha.coreos.com/backend-data": '{"VNI":1,"VtepMAC":"'
+                + ":".join(_hex(rng, 2) for _ in range(6))
+                + '"}',
+                "flannel.alpha.coreos.com/backend-type": "vxlan",
+                "flannel.alpha.coreos.com/kube-subnet-manager": "true",
+                "flannel.alpha.coreos.com/public-ip": ip,
+                "k3s.io/hostname": name,
+                "k3s.io/internal-ip": ip,
+                "k3s.io/node-args": '["agent","--node-label",'
+                '"node-role.kubernetes.io/worker=true"]',
+                "k3s.io/node-config-hash": _hex(rng, 52).upper() + "====",
+                "k3s.io/node-env": '{"K3S_URL":"https://10.0.0.1:6443"}',
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                "csi.volume.kubernetes.io/nodeid": '{"driver.longhorn.io":"' + name + '"}',
+            },
+        },
+        "spec": {
+            "podCIDR": f"10.42.{i % 256}.0/24",
+            "podCIDRs": [f"10.42.{i % 256}.0/24"],
+            "providerID": f"k3s://{name}",
+        },
+        "status": {
+            "capacity": {
+                "cpu": str(cpus),
+                "ephemeral-storage": f"{rng.randint(50, 2000) * 1024 * 1024}Ki",
+                "hugepages-1Gi": "0",
+                "hugepages-2Mi": "0",
+                "memory": f"{mem_ki}Ki",
+                "pods": "110",
+            },
+            "allocatable": {
+                "cpu": str(cpus),
+                "ephemeral-storage": str(rng.randint(50, 2000) * 1024**3),
+                "hugepages-1Gi": "0",
+                "hugepages-2Mi": "0",
+                "memory": f"{mem_ki - 100_000}Ki",
+                "pods": "110",
+            },
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": "2024-06-01T12:00:30Z",
+                    "reason": r,
+                    "message": m,
+                }
+                for t, s, r, m in conditions
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "Hostname", "address": name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": _hex(rng, 32),
+                "systemUUID": _hex(rng, 8)
+                + "-"
+                + _hex(rng, 4)
+                + "-"
+                + _hex(rng, 4)
+                + "-"
+                + _hex(rng, 4)
+                + "-"
+                + _hex(rng, 12),
+                "bootID": _hex(rng, 8)
+                + "-"
+                + _hex(rng, 4)
+                + "-"
+                + _hex(rng, 4)
+                + "-"
+                + _hex(rng, 4)
+                + "-"
+                + _hex(rng, 12),
+                "kernelVersion": "6.1.0-28-" + arch,
+                "osImage": "Debian GNU/Linux 12 (bookworm)",
+                "containerRuntimeVersion": "containerd://1.7.23-k3s2",
+                "kubeletVersion": "v1.31.4+k3s1",
+                "kubeProxyVersion": "v1.31.4+k3s1",
+                "operatingSystem": "linux",
+                "architecture": arch,
+            },
+            "images": images,
+        },
+    }
+
+
+def make_pod_template() -> bytes:
+    """A Deployment's pod as kube-scheduler sends it; ``@UID@`` is replaced per request."""
+    pod = {
+        "metadata": {
+            "name": "web-7d4b9c8f6d-@UID@",
+            "generateName": "web-7d4b9c8f6d-",
+            "namespace": "default",
+            "uid": "@UID@",
+            "resourceVersion": "123456",
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+            "labels": {"app": "web", "pod-template-hash": "7d4b9c8f6d"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "web-7d4b9c8f6d",
+                    "uid": "3f1c0d7e-5a8b-4c2d-9e6f-0a1b2c3d4e5f",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "web",
+                    "image": "docker.io/library/nginx:1.27",
+                    "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                    "resources": {
+                        "requests": {"cpu": "250m", "memory": "256Mi"},
+                        "limits": {"cpu": "1", "memory": "512Mi"},
+                    },
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "imagePullPolicy": "IfNotPresent",
+                }
+            ],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "schedulerName": "default-scheduler",
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+            ],
+            "priority": 0,
+            "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority",
+        },
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }
+    return msgspec.json.encode(pod)
+
+
+def make_watcher(n: int, rng: random.Random) -> bytes:
+    """A load-watcher v0.2.4 ``/watcher`` document for N nodes (see examples/watcher.json)."""
+    now = int(time.time())
+    nodes = {}
+    for i in range(n):
+        cpu, mem = rng.uniform(5, 85), rng.uniform(10, 85)
+        nodes[node_name(i)] = {
+            "metrics": [
+                {"name": "", "type": "CPU", "operator": "AVG", "rollup": "", "value": cpu},
+                {
+                    "name": "",
+                    "type": "CPU",
+                    "operator": "STD",
+                    "rollup": "",
+                    "value": rng.uniform(0, 10),
+                },
+                {"name": "", "type": "Memory", "operator": "AVG", "rollup": "", "value": mem},
+                {
+                    "name": "",
+                    "type": "Memory",
+                    "operator": "STD",
+                    "rollup": "",
+                    "value": rng.uniform(0, 5),
+                },
+            ],
+            "tags": {},
+            "metadata": {"dataCenter": ""},
+        }
+    doc = {
+        "timestamp": now,
+        "window": {"duration": "15m", "start": now - 900, "end": now},
+        "source": "KubernetesMetricsServer",
+        "data": {"NodeMetricsMap": nodes},
+    }
+    return msgspec.json.encode(doc)
+
+
+@dataclass
+class Bodies:
+    """Pre-encoded request parts for N nodes; a body differs per request only in the pod UID."""
+
+    n: int
+    names: list[str]
+    nodes_json: bytes  # {"metadata":{},"items":[...]}
+    names_json: bytes  # ["node-0000",...]
+    pod_template: bytes
+    counter: int = 0
+    same_pod: bool = False
+
+    def body(self, mode: str) -> bytes:
+        if not self.same_pod:
+            self.counter += 1
+        uid = f"00000000-0000-4000-8000-{self.counter:012d}".encode()
+        pod = self.pod_template.replace(b"@UID@", uid)
+        if mode == "full":
+            return b'{"Pod":' + pod + b',"Nodes":' + self.nodes_json + b',"NodeNames":null}'
+        return b'{"Pod":' + pod + b',"Nodes":null,"NodeNames":' + self.names_json + b"}"
+
+
+def make_bodies(n: int, pod_template: bytes, seed: int = 1) -> Bodies:
+    rng = random.Random(seed)
+    nodes = [make_node(i, rng) for i in range(n)]
+    names = [node_name(i) for i in range(n)]
+    return Bodies(
+        n=n,
+        names=names,
+        nodes_json=msgspec.json.encode({"metadata": {}, "items": nodes}),
+        names_json=msgspec.json.encode(names),
+        pod_template=pod_template,
+    )
+
+
+# --------------------------------------------------------------------------- checking
+
+
+class HostPriority(msgspec.Struct, forbid_unknown_fields=True):
+    Host: str
+    Score: int
+
+
+_answer_decoder = msgspec.json.Decoder(list[HostPriority])
+
+
+class BadAnswer(RuntimeError):
+    pass
+
+
+def check_answer(who: str, status: int, body: bytes, names: list[str]) -> None:
+    if status != 200:
+        raise BadAnswer(f"{who}: HTTP {status}: {body[:300]!r}")
+    try:
+        answer = _answer_decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise BadAnswer(f"{who}: not a [{{Host,Score}}] list: {exc}: {body[:300]!r}") from None
+    hosts = [a.Host for a in answer]
+    if len(hosts) != len(names) or set(hosts) != set(names):
+        raise BadAnswer(f"{who}: answered {len(hosts)} hosts, expected the {len(names)} asked")
+    for a in answer:
+        if type(a.Score) is not int or not 0 <= a.Score <= 10:
+            raise BadAnswer(f"{who}: score {a.Score!r} for {a.Host} not an integer 0..10")
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def extender_command(python: str) -> list[str]:
+    script = Path(python).parent / "loadwise-extender"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("loadwise-extender")
+    return [found] if found else [python, "-m", "extender"]
+
+
+@dataclass
+class Server:
+    name: str
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+async def wait_ready(session, server: Server, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise RuntimeError(
+                f"{server.name} exited with {server.proc.returncode}:\n{server.log.read_text()}"
+            )
+        try:
+            async with session.get(server.url + "/readyz") as resp:
+                last = f"{resp.status} {(await resp.text()).strip()}"
+                if resp.status == 200:
+                    return
+        except OSError as exc:
+            last = str(exc)
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"{server.name} not ready after {timeout:.0f}s: {last}")
+
+
+def start_floor(workdir: Path) -> Server:
+    port = free_port()
+    log = workdir / "floor.log"
+    proc = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "--floor-server", f"127.0.0.1:{port}"],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    return Server("floor", f"http://127.0.0.1:{port}", proc, log)
+
+
+def start_extender(workdir: Path, n: int) -> Server:
+    port = free_port()
+    load = workdir / f"watcher-{n}.json"
+    load.write_bytes(make_watcher(n, random.Random(n)))
+    cfg = workdir / f"extender-{n}.yaml"
+    cfg.write_text(
+        "log_level: warning\n"
+        "policy: least-used\n"
+        "source:\n"
+        "  kind: file\n"
+        f"  file: {load}\n"
+        "  refresh_seconds: 30\n"
+        "  stale_after_seconds: 0   # never stale: the benchmark's data must stay usable\n"
+    )
+    log = workdir / f"extender-{n}.log"
+    proc = subprocess.Popen(
+        [
+            *extender_command(sys.executable),
+            "--config",
+            str(cfg),
+            "--load-file",
+            str(load),
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    return Server("extender", f"http://127.0.0.1:{port}", proc, log)
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+@dataclass
+class Cell:
+    n: int
+    mode: str
+    lat: dict[str, list[float]] = field(default_factory=lambda: {"floor": [], "extender": []})
+    done: dict[str, int] = field(default_factory=lambda: {"floor": 0, "extender": 0})
+    busy: dict[str, float] = field(default_factory=lambda: {"floor": 0.0, "extender": 0.0})
+    body_bytes: int = 0
+    per_round: int = 0
+    pods: int = 0  # distinct pods the extender prioritized in this cell (its ledger size)
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    k = min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))
+    return s[k]
+
+
+SENT = {"floor": 0, "extender": 0}  # requests sent, by server (extender: per cell)
+
+
+async def one(session, server: Server, bodies: Bodies, mode: str) -> float:  # type: ignore[no-untyped-def]
+    body = bodies.body(mode)
+    SENT[server.name] += 1
+    headers = {"Content-Type": "application/json", HEADER_N: str(bodies.n)}
+    t0 = time.perf_counter()
+    async with session.post(server.url + "/scheduler/prioritize", data=body, headers=headers) as r:
+        answer = await r.read()
+        status = r.status
+    dt = time.perf_counter() - t0
+    check_answer(server.name, status, answer, bodies.names)
+    return dt
+
+
+async def latency_round(session, server: Server, bodies: Bodies, mode: str, count: int, out):  # type: ignore[no-untyped-def]
+    for _ in range(count):
+        out.append(await one(session, server, bodies, mode))
+
+
+async def throughput_round(session, server: Server, bodies: Bodies, mode: str, seconds: float):  # type: ignore[no-untyped-def]
+    deadline = time.perf_counter() + seconds
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            await one(session, server, bodies, mode)
+            done += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    return done, time.perf_counter() - t0
+
+
+@dataclass
+class Plan:
+    requests: dict[tuple[str, int], int]  # sequential requests per server per cell
+    rounds: int  # ABAB rounds the sequential requests are split into
+    warmup: int  # per server per cell, at most a quarter of the cell's requests
+    tput_seconds: float  # per server per throughput round
+    tput_rounds: int  # ABBA pairs of throughput rounds
+
+
+FULL = Plan(
+    requests={
+        ("names", 10): 2000,
+        ("names", 100): 2000,
+        ("names", 1000): 500,
+        ("full", 10): 1000,
+        ("full", 100): 1000,
+        ("full", 1000): 40,
+    },
+    rounds=10,
+    warmup=50,
+    tput_seconds=1.5,
+    tput_rounds=1,
+)
+QUICK = Plan(
+    requests={
+        ("names", 10): 300,
+        ("names", 100): 300,
+        ("names", 1000): 60,
+        ("full", 10): 200,
+        ("full", 100): 200,
+        ("full", 1000): 8,
+    },
+    rounds=4,
+    warmup=20,
+    tput_seconds=0.5,
+    tput_rounds=1,
+)
+
+
+async def run_cell(  # type: ignore[no-untyped-def]
+    session, floor: Server, ext: Server, bodies: Bodies, mode: str, plan: Plan
+) -> Cell:
+    cell = Cell(bodies.n, mode, body_bytes=len(bodies.body(mode)))
+    count = plan.requests[(mode, bodies.n)]
+    warm = min(plan.warmup, max(1, count // 4))
+    for server in (floor, ext):
+        await latency_round(session, server, bodies, mode, warm, [])
+    per_round = max(1, count // plan.rounds)
+    gc.collect()
+    gc.disable()
+    try:
+        for r in range(plan.rounds):
+            order = (floor, ext) if r % 2 == 0 else (ext, floor)  # ABBA...: no side always first
+            for server in order:
+                await latency_round(session, server, bodies, mode, per_round, cell.lat[server.name])
+        cell.per_round = per_round
+        for _ in range(plan.tput_rounds):
+            for server in (floor, ext, ext, floor):  # ABBA
+                done, took = await throughput_round(
+                    session, server, bodies, mode, plan.tput_seconds
+                )
+                cell.done[server.name] += done
+                cell.busy[server.name] += took
+                gc.collect()
+    finally:
+        gc.enable()
+    return cell
+
+
+# --------------------------------------------------------------------------- report
+
+
+def fmt_ms(seconds: float) -> str:
+    ms = seconds * 1000
+    return f"{ms:7.2f}" if ms < 100 else f"{ms:7.1f}"
+
+
+def size(nbytes: int) -> str:
+    return f"{nbytes / 1024:.0f} KiB" if nbytes < 1024 * 1024 else f"{nbytes / 1024**2:.1f} MiB"
+
+
+def report(cells: list[Cell]) -> list[str]:
+    lines = []
+    head = (
+        f"{'mode':<27} {'nodes':>5} {'body':>9} | {'floor p50':>9} {'p99':>7} {'req/s':>6} | "
+        f"{'ext p50':>7} {'p99':>7} {'req/s':>6} | {'p50 x':>5}"
+    )
+    lines.append(head)
+    lines.append("-" * len(head))
+    for c in cells:
+        f50, f99 = pct(c.lat["floor"], 50), pct(c.lat["floor"], 99)
+        e50, e99 = pct(c.lat["extender"], 50), pct(c.lat["extender"], 99)
+        ftp = c.done["floor"] / c.busy["floor"] if c.busy["floor"] else float("nan")
+        etp = c.done["extender"] / c.busy["extender"] if c.busy["extender"] else float("nan")
+        lines.append(
+            f"{MODE_LABEL[c.mode]:<27} {c.n:>5} {size(c.body_bytes):>9} | "
+            f"{fmt_ms(f50):>9} {fmt_ms(f99):>7} {ftp:>6.0f} | "
+            f"{fmt_ms(e50):>7} {fmt_ms(e99):>7} {etp:>6.0f} | {e50 / f50:>5.2f}"
+        )
+    return lines
+
+
+def verdicts(cells: list[Cell]) -> tuple[list[str], bool]:
+    by = {(c.mode, c.n): c for c in cells}
+    lines, ok = [], True
+    c = by.get(("names", 100))
+    if c:
+        f50, e50 = pct(c.lat["floor"], 50), pct(c.lat["extender"], 50)
+        ratio = e50 / f50
+        good = ratio <= GOAL_RATIO
+        ok &= good
+        lines.append(
+            f"ratio: cache-capable, 100 nodes: extender p50 {e50 * 1000:.2f} ms / floor p50 "
+            f"{f50 * 1000:.2f} ms = {ratio:.2f}x (goal <= {GOAL_RATIO}x): "
+            + ("PASS" if good else "GOAL MISSED")
+        )
+    c = by.get(("full", 100))
+    if c:
+        e99 = pct(c.lat["extender"], 99)
+        good = e99 * 1000 < GOAL_FULL_P99_MS
+        ok &= good
+        lines.append(
+            f"full Nodes, 100 realistic nodes ({size(c.body_bytes)} per request): extender p99 "
+            f"{e99 * 1000:.2f} ms (goal < {GOAL_FULL_P99_MS:.0f} ms): "
+            + ("PASS" if good else "GOAL MISSED")
+        )
+    return lines, ok
+
+
+# --------------------------------------------------------------------------- main
+
+
+async def bench(args: argparse.Namespace) -> int:
+    import aiohttp
+
+    plan = QUICK if args.quick else FULL
+    counts = [int(x) for x in args.nodes.split(",")]
+    modes = [m for m in MODES if m in args.modes.split(",")]
+    started = time.time()
+    print(
+        f"loadwise prioritize benchmark  {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  "
+        f"{'quick' if args.quick else 'full'} run\n"
+        f"machine: {os.cpu_count()} cores, {platform.machine()}, {platform.platform(terse=True)}, "
+        f"Python {platform.python_version()}\n"
+        f"client: aiohttp {aiohttp.__version__} ClientSession, keep-alive, one connection for "
+        f"sequential latency, {CONCURRENCY} concurrent clients for req/s; servers are "
+        f"subprocesses on loopback\n"
+        "cache-capable cells are warmed with one full-Node request first (no kubeconfig: "
+        "the extender knows node sizes only from full-Node requests it has seen)\n"
+        + (
+            "every request carries the same pod (--same-pod): the herding ledger stays at 1\n"
+            if args.same_pod
+            else "every request carries a distinct pod (own UID), as in a burst; a fresh "
+            "extender per cell, so its herding ledger grows from 0 over the cell\n"
+        ),
+        flush=True,
+    )
+    pod_template = make_pod_template()
+    cells: list[Cell] = []
+    workdir = Path(tempfile.mkdtemp(prefix="loadwise-bench-"))
+    floor = start_floor(workdir)
+    servers = [floor]
+    try:
+        connector = aiohttp.TCPConnector(limit=CONCURRENCY * 2)
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            await wait_ready(session, floor)
+            for n in counts:
+                bodies = make_bodies(n, pod_template)
+                bodies.same_pod = args.same_pod
+                for mode in modes:
+                    # A fresh extender per cell: its herding ledger (one assumed placement
+                    # per distinct pod, kept 5 minutes) holds only this cell's pods.
+                    ext = start_extender(workdir, n)
+                    servers.append(ext)
+                    await wait_ready(session, ext)
+                    if mode == "names":
+                        await one(session, ext, bodies, "full")  # teach it the node sizes
+                    cell = await run_cell(session, floor, ext, bodies, mode, plan)
+                    cell.pods = 1 if args.same_pod else SENT["extender"]
+                    SENT["extender"] = 0
+                    cells.append(cell)
+                    ext.stop()
+                    servers.remove(ext)
+                    e = cell.lat["extender"]
+                    first_p50 = pct(e[: cell.per_round], 50) * 1000
+                    last_p50 = pct(e[-cell.per_round :], 50) * 1000
+                    print(
+                        f"  {MODE_LABEL[mode]}, {n} nodes, {len(e)} sequential requests: "
+                        f"floor p50 {pct(cell.lat['floor'], 50) * 1000:.2f} ms, extender p50 "
+                        f"{pct(e, 50) * 1000:.2f} ms (first round {first_p50:.2f} ms, last "
+                        f"{last_p50:.2f} ms); ledger at the end: {cell.pods} pods",
+                        flush=True,
+                    )
+    except BadAnswer as exc:
+        print(f"\nBAD ANSWER: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for s in servers:
+            s.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    print()
+    print("\n".join(report(cells)))
+    print(
+        "(latency in ms, sequential requests over one keep-alive connection; req/s with "
+        f"{CONCURRENCY} concurrent clients; 'p50 x' = extender p50 / floor p50)"
+    )
+    print()
+    lines, ok = verdicts(cells)
+    print("\n".join(lines))
+    print(
+        f"\nall answers checked: HTTP 200, one integer score 0..10 per node asked; "
+        f"run took {time.time() - started:.0f} s"
+    )
+    if not ok:
+        print("GOAL MISSED (see above); this is a measurement, so the exit code stays 0")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="a ~30 s run with fewer requests")
+    p.add_argument("--nodes", default=",".join(map(str, NODE_COUNTS)), help="node counts")
+    p.add_argument("--modes", default=",".join(MODES), help="names,full")
+    p.add_argument(
+        "--same-pod",
+        action="store_true",
+        help="send one pod (same UID) every time, so the extender's herding ledger stays at "
+        "one entry (isolates the ledger's cost; default: a distinct pod per request)",
+    )
+    p.add_argument("--floor-server", metavar="HOST:PORT", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.floor_server:
+        with contextlib.suppress(KeyboardInterrupt):
+            floor_server(args.floor_server)
+        return 0
+    return asyncio.run(bench(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
