@@ -138,6 +138,12 @@ async def serve(settings: Settings) -> None:
     from .server import make_app
 
     ext = build_extender(settings)
+    if not settings.kubeconfig:
+        log.warning(
+            "no kubeconfig: node sizes are known only from full-Node requests "
+            "(nodeCacheCapable: false); with NodeNames alone, nodes are scored on "
+            "percentages and a pod cannot be weighed against a node's size"
+        )
     app = make_app(ext)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()

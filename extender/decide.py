@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from .estimate import PodFacts, go_round
+from .estimate import PodFacts, demand_after, go_round
 from .model import NodeState
 from .policies import NodeScore, Policy, to_extender_priority
 
@@ -20,25 +20,6 @@ class FilterOutcome:
     failed: dict[str, str]
 
 
-def _usage_after(resource: str, pod: PodFacts, node: NodeState) -> float | None:
-    """Percent of allocatable the node would use with the pod on it."""
-    load = node.load.cpu if resource == "cpu" else node.load.memory
-    if load.avg is None:
-        return None
-    info = node.info
-    if info is None:
-        return load.avg
-    if resource == "cpu":
-        capacity, allocatable = info.cpu_capacity_millis, info.cpu_allocatable_millis
-        extra = node.pending.cpu_millis + pod.usage.cpu_millis
-    else:
-        capacity, allocatable = info.memory_capacity_bytes, info.memory_allocatable_bytes
-        extra = node.pending.memory_bytes + pod.usage.memory_bytes
-    if not allocatable:
-        return None
-    return 100 * (load.avg * capacity / 100 + extra) / allocatable
-
-
 def filter_nodes(
     pod: PodFacts, nodes: Sequence[NodeState], thresholds: Mapping[str, float]
 ) -> FilterOutcome:
@@ -49,10 +30,10 @@ def filter_nodes(
     for node in nodes:
         reasons = []
         for resource, threshold in thresholds.items():
-            pct = _usage_after(resource, pod, node)
-            if pct is None:
+            demand = demand_after(resource, pod, node)
+            if demand is None or not demand.allocatable:
                 continue
-            rounded = go_round(pct)
+            rounded = go_round(demand.percent)
             if rounded > threshold:
                 est = ", estimated" if node.estimated else ""
                 reasons.append(f"{resource} {rounded}% > {threshold:g}% threshold{est}")

@@ -17,13 +17,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .model import Usage
+from .model import NodeState, Usage
 from .quantity import cpu_millis, memory_bytes
 from .wire import Container, Pod
 
 __all__ = [
     "DEFAULT_CPU_MILLIS",
     "DEFAULT_MEMORY_BYTES",
+    "Demand",
+    "demand_after",
     "EstimatorArgs",
     "PodFacts",
     "TLPArgs",
@@ -159,3 +161,37 @@ def pod_facts(
         cpu_request_millis=pod_requests(pod, "cpu"),
         memory_request_bytes=pod_requests(pod, "memory"),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """A node's use of one resource with the pod on it, against what it can give.
+
+    Absolute (millicores, bytes) when the node's size is known; when it is not,
+    only the measured percentage is, so ``used`` is that percentage of 100.
+    """
+
+    used: float
+    allocatable: float
+
+    @property
+    def percent(self) -> float:
+        return 100 * self.used / self.allocatable if self.allocatable else 100.0
+
+
+def demand_after(resource: str, pod: PodFacts, node: NodeState) -> Demand | None:
+    """Measured use (a percentage of capacity, as sources report it) plus pods
+    not yet measured plus this pod, for ``cpu`` or ``memory``; None without data."""
+    load = node.load.cpu if resource == "cpu" else node.load.memory
+    if load.avg is None:
+        return None
+    info = node.info
+    if info is None:
+        return Demand(load.avg, 100.0)
+    if resource == "cpu":
+        capacity, allocatable = info.cpu_capacity_millis, info.cpu_allocatable_millis
+        extra = node.pending.cpu_millis + pod.usage.cpu_millis
+    else:
+        capacity, allocatable = info.memory_capacity_bytes, info.memory_allocatable_bytes
+        extra = node.pending.memory_bytes + pod.usage.memory_bytes
+    return Demand(load.avg * capacity / 100 + extra, allocatable)

@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from .tasks import cancel
+
 __all__ = [
     "ANNOTATION",
     "REASON",
@@ -216,13 +218,8 @@ class EventRecorder:
             self._task = asyncio.create_task(self._run(), name="events")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel(self._task)
+        self._task = None
         for entry in list(self._pending.values()):
             await self._send(entry)
         self._pending.clear()

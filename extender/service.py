@@ -195,6 +195,11 @@ class Extender:
             self.recorder.note(
                 pod.key, meta.name, meta.namespace, meta.uid, update, self._decision(stale)
             )
+        if len(outcome.passed) == 1:
+            # kube-scheduler skips prioritize when one node is left: it goes there.
+            self.ledger.assume(
+                pod.key, outcome.passed[0], pod.usage, pod.tlp_cpu_millis, self.clock()
+            )
         passed = set(outcome.passed)
         if args.nodes is not None and args.nodes.items is not None:
             # Answer with the very Node objects we were given (names are in item order).

@@ -6,14 +6,13 @@ reports CPU in nanocores and memory in `Ki`. Parsing goes through `Decimal` so t
 `0.1` plus `100m` is exactly `200m`, then rounds once at the edge: CPU to millicores
 (float, because usage is fractional), memory to whole bytes.
 
-The lead's `extender/quantity.py` covers the same grammar; this module keeps the TUI
-installable and testable on its own until the two are unified.
+The grammar itself lives in `extender.quantity` (one parser for the whole
+distribution); this module adds the TUI's lenient conversions and cell formatting.
 """
 
 from __future__ import annotations
 
-import re
-from decimal import Decimal, InvalidOperation
+from extender.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "QuantityError",
@@ -23,55 +22,6 @@ __all__ = [
     "memory_bytes",
     "parse_quantity",
 ]
-
-_BINARY = {
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
-_DECIMAL = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
-# <sign><digits>[.<digits>] then either a decimal exponent (e3, E-2) or a suffix.
-# "1E" alone is exa, "1E3" is a thousand: the exponent needs digits, so the suffix
-# alternative catches a bare trailing E.
-_QUANTITY = re.compile(
-    r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"
-    r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$"
-)
-
-
-class QuantityError(ValueError):
-    """Raised for a string that is not a Kubernetes quantity."""
-
-
-def parse_quantity(text: str | int | float) -> Decimal:
-    """Return the exact value of a quantity in base units (cores, bytes)."""
-    if isinstance(text, int | float):
-        return Decimal(str(text))
-    match = _QUANTITY.match(text.strip())
-    if match is None:
-        raise QuantityError(f"not a Kubernetes quantity: {text!r}")
-    try:
-        number = Decimal(match["number"])
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
-        raise QuantityError(f"not a Kubernetes quantity: {text!r}") from exc
-    if match["exponent"]:
-        return number * (Decimal(10) ** int(match["exponent"][1:]))
-    suffix = match["suffix"] or ""
-    return number * (_BINARY.get(suffix) or _DECIMAL[suffix])
 
 
 def cpu_millicores(text: str | int | float | None) -> float:

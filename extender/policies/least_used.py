@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..estimate import PodFacts
+from ..estimate import PodFacts, demand_after
 from ..model import NodeState
 from .base import MAX_SCORE, NodeScore
 
@@ -41,22 +41,11 @@ class LeastUsed:
                 return None
             used = node.pod_count + node.pending_pods + 1
             return _least_used(info.pods_allocatable, used), f"pods {used}/{info.pods_allocatable}"
-        load = node.load.cpu if resource == "cpu" else node.load.memory
-        if load.avg is None:
+        demand = demand_after(resource, pod, node)
+        if demand is None:
             return None
-        if info is None:
-            # Size unknown: only the measured percentage can be used.
-            pct = load.avg
-            return _least_used(100, pct), f"{resource} {pct:.0f}%"
-        if resource == "cpu":
-            capacity, allocatable = info.cpu_capacity_millis, info.cpu_allocatable_millis
-            extra = node.pending.cpu_millis + pod.usage.cpu_millis
-        else:
-            capacity, allocatable = info.memory_capacity_bytes, info.memory_allocatable_bytes
-            extra = node.pending.memory_bytes + pod.usage.memory_bytes
-        used = load.avg * capacity / 100 + extra
-        pct = 100 * used / allocatable if allocatable else 100.0
-        return _least_used(allocatable, used), f"{resource} {pct:.0f}%"
+        score = _least_used(demand.allocatable, demand.used)
+        return score, f"{resource} {demand.percent:.0f}%"
 
     def score(self, pod: PodFacts, node: NodeState) -> NodeScore:
         total = 0.0

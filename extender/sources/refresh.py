@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from ..model import LoadSnapshot
+from ..tasks import cancel
 from .base import LoadSource, SourceError
 
 __all__ = ["Refresher"]
@@ -95,11 +96,6 @@ class Refresher:
             self._task = asyncio.create_task(self._run(), name=f"refresh-{self.source.name}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel(self._task)
+        self._task = None
         await self.source.close()

@@ -138,3 +138,12 @@ def test_new_node_receives_pods():
     nodes = [node_json(n) for n in ("a", "b", "fresh")]
     scores = {h.host: h.score for h in ext.prioritize(_args(pod_json(container()), nodes))}
     assert scores["fresh"] >= max(scores["a"], scores["b"]) and scores["fresh"] > 0
+
+
+def test_single_node_left_by_filter_is_counted_as_placed():
+    ext = _extender({"a": (10, 10), "b": (10, 95)})
+    nodes = [node_json("a"), node_json("b")]
+    pod = pod_json(container({"cpu": "1", "memory": "1Gi"}), uid="only")
+    result = ext.filter(_args(pod, nodes))
+    assert len(result.nodes.items) == 1
+    assert ext.ledger.pending()["a"].pods == 1
