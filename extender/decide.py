@@ -52,7 +52,9 @@ class Ranked:
     detail: NodeScore
 
 
-def prioritize(pod: PodFacts, nodes: Sequence[NodeState], policy: Policy) -> list[Ranked]:
+def prioritize(
+    pod: PodFacts, nodes: Sequence[NodeState], policy: Policy, *, explain: bool = False
+) -> list[Ranked]:
     """Score every node and map to 0..10.
 
     Rounding 0..100 to 0..10 hides differences under five points, and then the
@@ -63,11 +65,15 @@ def prioritize(pod: PodFacts, nodes: Sequence[NodeState], policy: Policy) -> lis
     """
     ranked = []
     for node in nodes:
-        detail = policy.score(pod, node)
+        detail = policy.score(pod, node, explain)
         ranked.append(Ranked(node.name, to_extender_priority(detail.score), detail))
     top = best(ranked)
     if top is None:
         return ranked
+    if not explain:  # the winner's reason, for its Event
+        index = ranked.index(top)
+        top = replace(top, detail=policy.score(pod, nodes[index], True))
+        ranked[index] = top
     rivals = [
         i
         for i, r in enumerate(ranked)

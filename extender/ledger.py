@@ -10,10 +10,18 @@ towards a node until the measurement window has covered it.
 Two ways in: ``bind`` from the extender's pod watch (what really happened), and
 ``assume`` from prioritize (the node the extender scored best) for when there is
 no watch, or before the watch event arrives. A bind replaces an assumption.
+
+Per-node totals are kept up to date on every change, and placements leave the
+"recent" totals through a time-ordered heap as the window moves on, so a
+request costs the same whether the ledger holds ten placements or ten thousand.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .model import Usage
@@ -34,28 +42,97 @@ class Placement:
     tlp_cpu_millis: float
     at: float
     confirmed: bool
+    seq: int = 0
 
 
-@dataclass(frozen=True, slots=True)
 class Pending:
-    usage: Usage
-    tlp_cpu_millis: float
-    pods: int
+    """Running totals of placements on one node."""
+
+    __slots__ = ("cpu_millis", "memory_bytes", "pods", "tlp_cpu_millis")
+
+    def __init__(self, usage: Usage | None = None, tlp_cpu_millis: float = 0.0, pods: int = 0):
+        self.cpu_millis = usage.cpu_millis if usage else 0.0
+        self.memory_bytes = usage.memory_bytes if usage else 0.0
+        self.tlp_cpu_millis = tlp_cpu_millis
+        self.pods = pods
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(self.cpu_millis, self.memory_bytes)
+
+    def add(self, p: Placement, sign: int) -> None:
+        self.pods += sign
+        if self.pods <= 0:  # exact zero, no float drift left behind
+            self.pods = 0
+            self.cpu_millis = self.memory_bytes = self.tlp_cpu_millis = 0.0
+            return
+        self.cpu_millis += sign * p.usage.cpu_millis
+        self.memory_bytes += sign * p.usage.memory_bytes
+        self.tlp_cpu_millis += sign * p.tlp_cpu_millis
+
+    def __repr__(self) -> str:
+        return f"Pending(pods={self.pods}, {self.usage}, tlp={self.tlp_cpu_millis})"
+
+
+class _Totals:
+    def __init__(self) -> None:
+        self.by_node: dict[str, Pending] = {}
+
+    def add(self, p: Placement, sign: int) -> None:
+        entry = self.by_node.get(p.node)
+        if entry is None:
+            if sign < 0:
+                return
+            entry = self.by_node[p.node] = Pending()
+        entry.add(p, sign)
+        if entry.pods == 0:
+            del self.by_node[p.node]
 
 
 class Ledger:
     def __init__(self, horizon: float = HORIZON_SECONDS) -> None:
         self._placements: dict[str, Placement] = {}
         self._horizon = horizon
+        self._seq = itertools.count(1)
+        self._all = _Totals()
+        self._unconfirmed = _Totals()
+        self._recent = _Totals()  # placements with at > self._cut
+        self._cut = -math.inf
+        self._heap: list[tuple[float, int, str]] = []  # (at, seq, key) of entries in _recent
 
     def __len__(self) -> int:
         return len(self._placements)
+
+    # -- changes ------------------------------------------------------------------
+
+    def _put(
+        self, key: str, node: str, usage: Usage, tlp: float, at: float, confirmed: bool
+    ) -> None:
+        self._remove(key)
+        p = Placement(node, usage, tlp, at, confirmed, next(self._seq))
+        self._placements[key] = p
+        self._all.add(p, +1)
+        if not confirmed:
+            self._unconfirmed.add(p, +1)
+        if at > self._cut:
+            self._recent.add(p, +1)
+            heapq.heappush(self._heap, (at, p.seq, key))
+
+    def _remove(self, key: str) -> None:
+        p = self._placements.pop(key, None)
+        if p is None:
+            return
+        self._all.add(p, -1)
+        if not p.confirmed:
+            self._unconfirmed.add(p, -1)
+        if p.at > self._cut:
+            self._recent.add(p, -1)  # its heap entry is now stale and will be skipped
 
     def assume(self, pod_key: str, node: str, usage: Usage, tlp_cpu: float, at: float) -> None:
         current = self._placements.get(pod_key)
         if current is not None and current.confirmed:
             return
-        self._placements[pod_key] = Placement(node, usage, tlp_cpu, at, confirmed=False)
+        self._put(pod_key, node, usage, tlp_cpu, at, confirmed=False)
 
     def bind(self, pod_key: str, node: str, usage: Usage, tlp_cpu: float, at: float) -> None:
         current = self._placements.get(pod_key)
@@ -63,34 +140,54 @@ class Ledger:
             return
         if current is not None and current.node == node:
             at = min(at, current.at)  # keep the earlier time: the pod was there already
-        self._placements[pod_key] = Placement(node, usage, tlp_cpu, at, confirmed=True)
+        self._put(pod_key, node, usage, tlp_cpu, at, confirmed=True)
 
     def forget(self, pod_key: str) -> None:
-        self._placements.pop(pod_key, None)
+        self._remove(pod_key)
 
     def prune(self, now: float) -> None:
         cutoff = now - self._horizon
-        stale = [key for key, p in self._placements.items() if p.at < cutoff]
-        for key in stale:
-            del self._placements[key]
+        for key in [k for k, p in self._placements.items() if p.at < cutoff]:
+            self._remove(key)
+
+    # -- reads ----------------------------------------------------------------------
+
+    def _advance(self, since: float) -> None:
+        if since < self._cut:
+            # The window moved back (a source restarted): rebuild from scratch.
+            self._cut = since
+            self._recent = _Totals()
+            self._heap = []
+            for key, p in self._placements.items():
+                if p.at > since:
+                    self._recent.add(p, +1)
+                    self._heap.append((p.at, p.seq, key))
+            heapq.heapify(self._heap)
+            return
+        self._cut = since
+        heap = self._heap
+        while heap and heap[0][0] <= since:
+            _, seq, key = heapq.heappop(heap)
+            p = self._placements.get(key)
+            if p is not None and p.seq == seq:
+                self._recent.add(p, -1)
+
+    def recent(self, since: float) -> Mapping[str, Pending]:
+        """Per node, placements made after ``since``."""
+        self._advance(since)
+        return self._recent.by_node
+
+    def unconfirmed(self) -> Mapping[str, Pending]:
+        """Per node, placements only assumed, not yet seen by the watch."""
+        return self._unconfirmed.by_node
+
+    def everything(self) -> Mapping[str, Pending]:
+        return self._all.by_node
 
     def pending(
         self, since: float | None = None, *, unconfirmed_only: bool = False
-    ) -> dict[str, Pending]:
-        """Per node, the placements made after ``since`` (all when None)."""
-        cpu: dict[str, float] = {}
-        mem: dict[str, float] = {}
-        tlp: dict[str, float] = {}
-        count: dict[str, int] = {}
-        for p in self._placements.values():
-            if since is not None and p.at <= since:
-                continue
-            if unconfirmed_only and p.confirmed:
-                continue
-            cpu[p.node] = cpu.get(p.node, 0.0) + p.usage.cpu_millis
-            mem[p.node] = mem.get(p.node, 0.0) + p.usage.memory_bytes
-            tlp[p.node] = tlp.get(p.node, 0.0) + p.tlp_cpu_millis
-            count[p.node] = count.get(p.node, 0) + 1
-        return {
-            node: Pending(Usage(cpu[node], mem[node]), tlp[node], count[node]) for node in count
-        }
+    ) -> Mapping[str, Pending]:
+        """Convenience for tests and callers that want one view by arguments."""
+        if unconfirmed_only:
+            return self.unconfirmed()
+        return self.everything() if since is None else self.recent(since)

@@ -27,7 +27,7 @@ class ClusterFacts:
     pod_tlp_cpu: Mapping[str, float]
 
 
-_EMPTY = Pending(Usage(), 0.0, 0)
+_EMPTY = Pending()
 
 
 def _floor(snapshot: LoadSnapshot | None) -> tuple[float, float]:
@@ -51,9 +51,9 @@ def build_states(
     trusted; a stale snapshot is treated as no measurement at all (unknown, not zero)."""
     measured = snapshot.nodes if (snapshot is not None and fresh) else {}
     since = snapshot.window_end - REPORT_INTERVAL_SECONDS if measured and snapshot else None
-    recent = ledger.pending(since)
-    unconfirmed = ledger.pending(unconfirmed_only=True) if cluster is not None else None
-    everything = ledger.pending() if cluster is None else None
+    recent = ledger.recent(since) if since is not None else ledger.everything()
+    unconfirmed = ledger.unconfirmed() if cluster is not None else None
+    everything = ledger.everything() if cluster is None else None
     floor_cpu, floor_mem = _floor(snapshot if measured else None)
 
     states: list[NodeState] = []

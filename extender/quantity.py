@@ -59,12 +59,33 @@ def parse_quantity(value: str | int | float) -> Decimal:
     return number * _DECIMAL[suffix]
 
 
+# Fast path for what the API almost always sends ("4", "250m", "16221172Ki"): plain
+# integers with a suffix need no Decimal. Anything else takes the exact path.
+_FAST = re.compile(r"^(\d{1,15})(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_FAST_FACTOR = {
+    None: 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    **{k: int(v) for k, v in _BINARY.items()},
+}
+
+
 def cpu_millis(value: str | int | float) -> int:
     """CPU in millicores, rounded up like the API server does for sub-milli values."""
+    if type(value) is str and (fast := _FAST.match(value)):
+        number, suffix = int(fast[1]), fast[2]
+        return number if suffix == "m" else number * _FAST_FACTOR[suffix] * 1000
     millis = parse_quantity(value) * 1000
     return int(millis.to_integral_value(rounding="ROUND_CEILING"))
 
 
 def memory_bytes(value: str | int | float) -> int:
     """Memory (or any count) in whole units, rounded up."""
+    if type(value) is str and (fast := _FAST.match(value)):
+        number, suffix = int(fast[1]), fast[2]
+        return -(-number // 1000) if suffix == "m" else number * _FAST_FACTOR[suffix]
     return int(parse_quantity(value).to_integral_value(rounding="ROUND_CEILING"))

@@ -40,7 +40,7 @@ async def _read_args(request: web.Request, verb: str, ext: Extender):  # type: i
         raise
     if not body:
         raise WireError("empty request body; expected ExtenderArgs JSON")
-    return decode_args(body)
+    return decode_args(body, raw_nodes=verb == "filter")
 
 
 def _handler(verb: str):  # type: ignore[no-untyped-def]

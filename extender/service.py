@@ -29,7 +29,9 @@ from .wire import (
     ExtenderArgs,
     FilterResult,
     HostPriority,
+    Node,
     NodeListOut,
+    PrioritizeArgs,
     decode_node,
 )
 
@@ -73,6 +75,7 @@ class Extender:
             on_error=lambda _msg: self.metrics.source_errors.inc(),
         )
         self._seen: dict[str, NodeInfo] = {}
+        self._seen_rv: dict[str, str] = {}
         self._prune_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
@@ -138,15 +141,30 @@ class Extender:
 
     # -- the answers ----------------------------------------------------------------
 
-    def _infos(self, args: ExtenderArgs) -> tuple[list[str], dict[str, NodeInfo]]:
+    def _info(self, node: Node) -> NodeInfo:
+        """NodeInfo for a Node object, reused while its resourceVersion is unchanged."""
+        meta = node.metadata
+        cached = self._seen.get(meta.name)
+        if (
+            cached is not None
+            and meta.resourceVersion
+            and self._seen_rv.get(meta.name) == meta.resourceVersion
+        ):
+            return cached
+        info = NodeInfo.from_node(node)
+        self._seen[meta.name] = info
+        self._seen_rv[meta.name] = meta.resourceVersion
+        return info
+
+    def _infos(self, args: ExtenderArgs | PrioritizeArgs) -> tuple[list[str], dict[str, NodeInfo]]:
         if args.nodes is not None and args.nodes.items is not None:
             names = []
             infos: dict[str, NodeInfo] = {}
-            for raw in args.nodes.items:
-                info = NodeInfo.from_node(decode_node(raw))
+            for item in args.nodes.items:
+                node = item if isinstance(item, Node) else decode_node(item)
+                info = self._info(node)
                 names.append(info.name)
                 infos[info.name] = info
-            self._seen.update(infos)
             return names, infos
         names = list(args.node_names or [])
         known = self.cluster.nodes if self.cluster is not None else {}  # type: ignore[attr-defined]
@@ -174,7 +192,7 @@ class Extender:
             stale=stale,
         )
 
-    def _facts(self, args: ExtenderArgs) -> PodFacts:
+    def _facts(self, args: ExtenderArgs | PrioritizeArgs) -> PodFacts:
         assert args.pod is not None
         return pod_facts(args.pod, self.estimator, self.tlp)
 
@@ -210,7 +228,7 @@ class Extender:
         kept = [name for name in names if name in passed]
         return FilterResult(node_names=kept, failed_nodes=outcome.failed)
 
-    def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
+    def prioritize(self, args: ExtenderArgs | PrioritizeArgs) -> list[HostPriority]:
         pod = self._facts(args)
         names, infos = self._infos(args)
         states, stale = self._states(names, infos)
@@ -257,9 +275,12 @@ class Extender:
             return FilterResult(nodes=NodeListOut(items=list(args.nodes.items)))
         return FilterResult(node_names=list(args.node_names or []))
 
-    def fallback_prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
+    def fallback_prioritize(self, args: ExtenderArgs | PrioritizeArgs) -> list[HostPriority]:
         if args.nodes is not None and args.nodes.items is not None:
-            names = [decode_node(raw).metadata.name for raw in args.nodes.items]
+            names = [
+                (n if isinstance(n, Node) else decode_node(n)).metadata.name
+                for n in args.nodes.items
+            ]
         else:
             names = list(args.node_names or [])
         return [HostPriority(name, NEUTRAL_PRIORITY) for name in names]

@@ -26,6 +26,7 @@ __all__ = [
     "Node",
     "NodeListOut",
     "Pod",
+    "PrioritizeArgs",
     "WireError",
     "decode_args",
     "decode_node",
@@ -47,6 +48,7 @@ class ObjectMeta(Struct, omit_defaults=True):
     name: str = ""
     namespace: str = ""
     uid: str = ""
+    resourceVersion: str = ""
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     ownerReferences: list[OwnerReference] | None = None
@@ -112,11 +114,24 @@ class _NodeListIn(Struct):
     items: list[Raw] | None = None
 
 
+class _NodeListDecoded(Struct):
+    items: list[Node] | None = None
+
+
 class ExtenderArgs(Struct):
     """Body of both ``filter`` and ``prioritize``."""
 
     pod: Pod | None = field(default=None, name="Pod")
     nodes: _NodeListIn | None = field(default=None, name="Nodes")
+    node_names: list[str] | None = field(default=None, name="NodeNames")
+
+
+class PrioritizeArgs(Struct):
+    """ExtenderArgs for prioritize: Node objects decoded in the same pass, since
+    prioritize never has to send them back."""
+
+    pod: Pod | None = field(default=None, name="Pod")
+    nodes: _NodeListDecoded | None = field(default=None, name="Nodes")
     node_names: list[str] | None = field(default=None, name="NodeNames")
 
 
@@ -147,14 +162,20 @@ class WireError(ValueError):
 
 
 _args_decoder = msgspec.json.Decoder(ExtenderArgs)
+_prioritize_decoder = msgspec.json.Decoder(PrioritizeArgs)
 _node_decoder = msgspec.json.Decoder(Node)
 _encoder = msgspec.json.Encoder()
 
 
-def decode_args(body: bytes) -> ExtenderArgs:
-    """Decode an ExtenderArgs body, or raise WireError saying what is wrong."""
+def decode_args(body: bytes, *, raw_nodes: bool = True) -> ExtenderArgs | PrioritizeArgs:
+    """Decode an ExtenderArgs body, or raise WireError saying what is wrong.
+
+    ``raw_nodes`` keeps each Node's bytes (the filter answers with them);
+    without it Nodes are decoded at once (prioritize).
+    """
+    decoder = _args_decoder if raw_nodes else _prioritize_decoder
     try:
-        args = _args_decoder.decode(body)
+        args = decoder.decode(body)
     except msgspec.ValidationError as exc:
         raise WireError(f"invalid ExtenderArgs: {exc}") from None
     except msgspec.DecodeError as exc:

@@ -24,7 +24,10 @@ class NodeScore:
 class Policy(Protocol):
     name: str
 
-    def score(self, pod: PodFacts, node: NodeState) -> NodeScore: ...
+    def score(self, pod: PodFacts, node: NodeState, explain: bool = True) -> NodeScore:
+        """Score one node; ``explain=False`` skips building the reason text, which
+        only the winner's Event needs and which costs more than the arithmetic."""
+        ...
 
 
 def to_extender_priority(score: int) -> int:

@@ -34,20 +34,23 @@ class LeastUsed:
     weights: Mapping[str, float] = field(default_factory=lambda: {"cpu": 1, "memory": 1})
     name: str = "least-used"
 
-    def _resource(self, resource: str, pod: PodFacts, node: NodeState) -> tuple[int, str] | None:
+    def _resource(
+        self, resource: str, pod: PodFacts, node: NodeState, explain: bool
+    ) -> tuple[int, str] | None:
         info = node.info
         if resource == "pods":
             if info is None or not info.pods_allocatable or node.pod_count is None:
                 return None
             used = node.pod_count + node.pending_pods + 1
-            return _least_used(info.pods_allocatable, used), f"pods {used}/{info.pods_allocatable}"
+            text = f"pods {used}/{info.pods_allocatable}" if explain else ""
+            return _least_used(info.pods_allocatable, used), text
         demand = demand_after(resource, pod, node)
         if demand is None:
             return None
         score = _least_used(demand.allocatable, demand.used)
-        return score, f"{resource} {demand.percent:.0f}%"
+        return score, f"{resource} {demand.percent:.0f}%" if explain else ""
 
-    def score(self, pod: PodFacts, node: NodeState) -> NodeScore:
+    def score(self, pod: PodFacts, node: NodeState, explain: bool = True) -> NodeScore:
         total = 0.0
         weight_sum = 0.0
         parts: list[str] = []
@@ -55,7 +58,7 @@ class LeastUsed:
             weight = self.weights.get(resource, 0)
             if not weight:
                 continue
-            result = self._resource(resource, pod, node)
+            result = self._resource(resource, pod, node, explain)
             if result is None:
                 continue
             score, text = result
@@ -64,6 +67,8 @@ class LeastUsed:
             parts.append(text)
         if not weight_sum:
             return NodeScore(MAX_SCORE // 2, "no usable load data; neutral")
+        if not explain:
+            return NodeScore(int(total // weight_sum), "")
         why = ", ".join(parts) + " after placement"
         if node.estimated:
             why += " (estimated, no fresh metrics)"

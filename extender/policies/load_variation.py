@@ -63,7 +63,7 @@ class LoadVariationRiskBalancing:
             capacity, request, avg, std, self.safe_variance_margin, self.safe_variance_sensitivity
         )
 
-    def score(self, pod: PodFacts, node: NodeState) -> NodeScore:
+    def score(self, pod: PodFacts, node: NodeState, explain: bool = True) -> NodeScore:
         info = node.info
         mib = 1024 * 1024
         cpu_cap = info.cpu_allocatable_millis if info else 100.0
@@ -75,13 +75,15 @@ class LoadVariationRiskBalancing:
         if node.load.cpu.avg is not None:
             pending = node.pending.cpu_millis if info else 0.0
             scores.append(self._one(node.load.cpu, cpu_cap, cpu_req, pending))
-            parts.append(f"cpu mean {node.load.cpu.avg:.0f}% sd {node.load.cpu.std or 0:.0f}%")
+            if explain:
+                parts.append(f"cpu mean {node.load.cpu.avg:.0f}% sd {node.load.cpu.std or 0:.0f}%")
         if node.load.memory.avg is not None:
             pending = node.pending.memory_bytes / mib if info else 0.0
             scores.append(self._one(node.load.memory, mem_cap, mem_req, pending))
-            parts.append(
-                f"memory mean {node.load.memory.avg:.0f}% sd {node.load.memory.std or 0:.0f}%"
-            )
+            if explain:
+                parts.append(
+                    f"memory mean {node.load.memory.avg:.0f}% sd {node.load.memory.std or 0:.0f}%"
+                )
         if not scores:
             return NodeScore(0, "no load data")
         total = min(scores) if len(scores) == 2 else scores[0]

@@ -33,7 +33,7 @@ class TargetLoadPacking:
     target_utilization: float = 40.0
     name: str = "target-load-packing"
 
-    def score(self, pod: PodFacts, node: NodeState) -> NodeScore:
+    def score(self, pod: PodFacts, node: NodeState, explain: bool = True) -> NodeScore:
         util = node.load.cpu.avg
         if util is None:
             return NodeScore(0, "no CPU data")
@@ -43,7 +43,10 @@ class TargetLoadPacking:
             predicted = 100 * (used + pod.tlp_cpu_millis + node.pending_tlp_cpu_millis) / capacity
         else:
             predicted = util
+        score = tlp_score(predicted, self.target_utilization)
+        if not explain:
+            return NodeScore(score, "")
         why = f"cpu {predicted:.0f}% predicted, target {self.target_utilization:.0f}%"
         if node.estimated:
             why += " (estimated, no fresh metrics)"
-        return NodeScore(tlp_score(predicted, self.target_utilization), why)
+        return NodeScore(score, why)

@@ -147,3 +147,46 @@ def test_single_node_left_by_filter_is_counted_as_placed():
     result = ext.filter(_args(pod, nodes))
     assert len(result.nodes.items) == 1
     assert ext.ledger.pending()["a"].pods == 1
+
+
+def test_ledger_running_totals_match_a_full_recount():
+    import random
+
+    rng = random.Random(7)
+    ledger = Ledger()
+    truth: dict[str, tuple[str, float, bool]] = {}
+    since = 0.0
+    for step in range(3000):
+        key = f"p{rng.randrange(400)}"
+        node = f"n{rng.randrange(5)}"
+        at = step + rng.uniform(-50, 0)
+        op = rng.random()
+        if op < 0.45:
+            ledger.assume(key, node, Usage(100, 10), 150, at)
+            if key not in truth or not truth[key][2]:
+                truth[key] = (node, at, False)
+        elif op < 0.8:
+            prev = truth.get(key)
+            ledger.bind(key, node, Usage(100, 10), 150, at)
+            if not (prev and prev[2] and prev[0] == node):
+                at2 = min(at, prev[1]) if prev and prev[0] == node else at
+                truth[key] = (node, at2, True)
+        elif op < 0.9:
+            ledger.forget(key)
+            truth.pop(key, None)
+        if step % 97 == 0:
+            since = step - rng.uniform(0, 200) if rng.random() < 0.2 else max(since, step - 100)
+            got = {n: p.pods for n, p in ledger.recent(since).items()}
+            want: dict[str, int] = {}
+            for n, t, _ in truth.values():
+                if t > since:
+                    want[n] = want.get(n, 0) + 1
+            assert got == want
+            unconf: dict[str, int] = {}
+            for n, _, confirmed in truth.values():
+                if not confirmed:
+                    unconf[n] = unconf.get(n, 0) + 1
+            assert {n: p.pods for n, p in ledger.unconfirmed().items()} == unconf
+            assert ledger.recent(since).get("n0") is None or ledger.recent(since)[
+                "n0"
+            ].cpu_millis == (100 * ledger.recent(since)["n0"].pods)

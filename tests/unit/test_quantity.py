@@ -54,3 +54,14 @@ def test_negative_and_decimal_exponent():
 def test_rejects_garbage_with_the_value_in_the_message(bad):
     with pytest.raises(QuantityError, match="not a quantity"):
         parse_quantity(bad)
+
+
+@pytest.mark.parametrize(
+    "text", ["4", "250m", "16221172Ki", "8Gi", "110", "1500m", "3k", "2M", "7E", "999999999999999"]
+)
+def test_fast_path_agrees_with_the_exact_parser(text):
+    from decimal import ROUND_CEILING
+
+    exact = parse_quantity(text)
+    assert cpu_millis(text) == int((exact * 1000).to_integral_value(rounding=ROUND_CEILING))
+    assert memory_bytes(text) == int(exact.to_integral_value(rounding=ROUND_CEILING))

@@ -197,3 +197,10 @@ def test_best_node_keeps_a_strict_lead_after_rounding():
     ranked = prioritize(pod_facts(pod()), nodes, LeastUsed())
     by = {r.node: r.priority for r in ranked}
     assert by["a"] == by["c"] > by["b"] > by["n"]  # a and c truly equal stay equal
+
+
+async def test_prioritize_full_nodes_decodes_and_sizes_them(server):
+    nodes = [node_json("n1", cpu="8", memory="32Gi", images=20), node_json("n2", images=20)]
+    r = await server.post("/scheduler/prioritize", content=_body(nodes=nodes))
+    assert r.status_code == 200 and [h["Host"] for h in r.json()] == ["n1", "n2"]
+    assert server.ext._seen["n1"].cpu_capacity_millis == 8000
