@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+
+import msgspec
+from msgspec.structs import replace
 
 from .estimate import PodFacts, demand_after, go_round
 from .model import NodeState
@@ -14,8 +16,7 @@ __all__ = ["DEFAULT_THRESHOLDS", "FilterOutcome", "Ranked", "filter_nodes", "pri
 DEFAULT_THRESHOLDS: Mapping[str, float] = {"cpu": 90.0, "memory": 90.0}
 
 
-@dataclass(frozen=True, slots=True)
-class FilterOutcome:
+class FilterOutcome(msgspec.Struct, frozen=True):
     passed: list[str]
     failed: dict[str, str]
 
@@ -44,8 +45,7 @@ def filter_nodes(
     return FilterOutcome(passed, failed)
 
 
-@dataclass(frozen=True, slots=True)
-class Ranked:
+class Ranked(msgspec.Struct, frozen=True):
     node: str
     priority: int
     """0..10, what the extender answers."""
@@ -63,10 +63,18 @@ def prioritize(
     fine score keeps a strict one-step lead over nodes that rounded into its step
     with a lower fine score; truly equal nodes stay equal.
     """
-    ranked = []
-    for node in nodes:
-        detail = policy.score(pod, node, explain)
-        ranked.append(Ranked(node.name, to_extender_priority(detail.score), detail))
+    rank = getattr(policy, "rank", None)
+    if rank is not None and not explain:
+        scores = rank(pod, nodes)
+        ranked = [
+            Ranked(n.name, to_extender_priority(s), NodeScore(s, ""))
+            for n, s in zip(nodes, scores, strict=True)
+        ]
+    else:
+        ranked = []
+        for node in nodes:
+            detail = policy.score(pod, node, explain)
+            ranked.append(Ranked(node.name, to_extender_priority(detail.score), detail))
     top = best(ranked)
     if top is None:
         return ranked

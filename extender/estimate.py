@@ -15,7 +15,8 @@ apply:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+import msgspec
 
 from .model import NodeState, Usage
 from .quantity import cpu_millis, memory_bytes
@@ -80,8 +81,7 @@ def pod_limits(pod: Pod, resource: str) -> int:
     return total + (_overhead(pod, resource) if total else 0)
 
 
-@dataclass(frozen=True, slots=True)
-class EstimatorArgs:
+class EstimatorArgs(msgspec.Struct, frozen=True):
     cpu_factor: float = 85.0
     memory_factor: float = 70.0
     default_cpu_millis: int = DEFAULT_CPU_MILLIS
@@ -98,7 +98,8 @@ def _estimate_one(request: int, limit: int, factor: float, default: int) -> int:
     return estimate
 
 
-def estimate_usage(pod: Pod, args: EstimatorArgs = EstimatorArgs()) -> Usage:
+def estimate_usage(pod: Pod, args: EstimatorArgs | None = None) -> Usage:
+    args = args or EstimatorArgs()
     return Usage(
         cpu_millis=_estimate_one(
             pod_requests(pod, "cpu"),
@@ -115,14 +116,14 @@ def estimate_usage(pod: Pod, args: EstimatorArgs = EstimatorArgs()) -> Usage:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class TLPArgs:
+class TLPArgs(msgspec.Struct, frozen=True):
     default_cpu_millis: int = 1000
     requests_multiplier: float = 1.5
     target_utilization: float = 40.0
 
 
-def predict_tlp_cpu(pod: Pod, args: TLPArgs = TLPArgs()) -> int:
+def predict_tlp_cpu(pod: Pod, args: TLPArgs | None = None) -> int:
+    args = args or TLPArgs()
     total = 0
     for container in pod.spec.containers or ():
         limit = _container_value(container, "limits", "cpu")
@@ -136,8 +137,7 @@ def predict_tlp_cpu(pod: Pod, args: TLPArgs = TLPArgs()) -> int:
     return total + _overhead(pod, "cpu")
 
 
-@dataclass(frozen=True, slots=True)
-class PodFacts:
+class PodFacts(msgspec.Struct, frozen=True):
     """A pod's numbers, computed once per request and shared by every node."""
 
     key: str
@@ -150,7 +150,7 @@ class PodFacts:
 
 
 def pod_facts(
-    pod: Pod, estimator: EstimatorArgs = EstimatorArgs(), tlp: TLPArgs = TLPArgs()
+    pod: Pod, estimator: EstimatorArgs | None = None, tlp: TLPArgs | None = None
 ) -> PodFacts:
     return PodFacts(
         key=pod.key,
@@ -163,8 +163,7 @@ def pod_facts(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Demand:
+class Demand(msgspec.Struct, frozen=True):
     """A node's use of one resource with the pod on it, against what it can give.
 
     Absolute (millicores, bytes) when the node's size is known; when it is not,

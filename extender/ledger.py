@@ -22,7 +22,8 @@ import heapq
 import itertools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from .model import Usage
 
@@ -35,8 +36,7 @@ REPORT_INTERVAL_SECONDS = 60.0
 HORIZON_SECONDS = 300.0
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(msgspec.Struct, frozen=True):
     node: str
     usage: Usage
     tlp_cpu_millis: float

@@ -1,10 +1,12 @@
 """What the extender knows about nodes: their size, their measured load, and the
-state a policy scores. Plain frozen dataclasses; no I/O here."""
+state a policy scores. Frozen msgspec structs (cheap to build on the request path); no I/O here."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from typing import Protocol
+
+import msgspec
 
 from .quantity import QuantityError, cpu_millis, memory_bytes
 from .wire import Node
@@ -12,8 +14,7 @@ from .wire import Node
 __all__ = ["LoadSnapshot", "NodeInfo", "NodeLoad", "NodeState", "ResourceLoad", "Usage"]
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(msgspec.Struct, frozen=True):
     """An absolute amount of CPU (millicores) and memory (bytes)."""
 
     cpu_millis: float = 0.0
@@ -23,8 +24,7 @@ class Usage:
         return Usage(self.cpu_millis + other.cpu_millis, self.memory_bytes + other.memory_bytes)
 
 
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
+class NodeInfo(msgspec.Struct, frozen=True):
     """A node's size, from its Node object."""
 
     name: str
@@ -60,8 +60,7 @@ class NodeInfo:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceLoad:
+class ResourceLoad(msgspec.Struct, frozen=True):
     """Measured use of one resource, in percent of the node's capacity.
 
     ``avg`` is the mean over the source's window (or the latest value),
@@ -72,14 +71,12 @@ class ResourceLoad:
     std: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NodeLoad:
-    cpu: ResourceLoad = field(default_factory=ResourceLoad)
-    memory: ResourceLoad = field(default_factory=ResourceLoad)
+class NodeLoad(msgspec.Struct, frozen=True):
+    cpu: ResourceLoad = msgspec.field(default_factory=ResourceLoad)
+    memory: ResourceLoad = msgspec.field(default_factory=ResourceLoad)
 
 
-@dataclass(frozen=True, slots=True)
-class LoadSnapshot:
+class LoadSnapshot(msgspec.Struct, frozen=True):
     """One reading of a load source.
 
     ``window_end`` is the wall-clock time (unix seconds) the measurements cover
@@ -93,8 +90,17 @@ class LoadSnapshot:
     nodes: Mapping[str, NodeLoad]
 
 
-@dataclass(frozen=True, slots=True)
-class NodeState:
+class Amount(Protocol):
+    """Anything with CPU millicores and memory bytes (a Usage, or the ledger's totals)."""
+
+    @property
+    def cpu_millis(self) -> float: ...
+
+    @property
+    def memory_bytes(self) -> float: ...
+
+
+class NodeState(msgspec.Struct, frozen=True):
     """Everything a policy may use to score one node for one pod.
 
     ``load`` is the measured load when fresh, or an estimate (``estimated``) for
@@ -108,7 +114,7 @@ class NodeState:
     info: NodeInfo | None
     load: NodeLoad
     estimated: bool = False
-    pending: Usage = field(default_factory=Usage)
+    pending: Amount = msgspec.field(default_factory=Usage)
     pending_tlp_cpu_millis: float = 0.0
     pending_pods: int = 0
     pod_count: int | None = None

@@ -10,7 +10,8 @@ estimated use of the pods known to run on it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from .ledger import REPORT_INTERVAL_SECONDS, Ledger, Pending
 from .model import LoadSnapshot, NodeInfo, NodeLoad, NodeState, ResourceLoad, Usage
@@ -18,8 +19,7 @@ from .model import LoadSnapshot, NodeInfo, NodeLoad, NodeState, ResourceLoad, Us
 __all__ = ["ClusterFacts", "build_states"]
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterFacts:
+class ClusterFacts(msgspec.Struct, frozen=True):
     """What the pod watch knows per node: running pods and their estimated use."""
 
     pod_counts: Mapping[str, int]
@@ -68,7 +68,7 @@ def build_states(
                     name=name,
                     info=info,
                     load=load,
-                    pending=pending.usage,
+                    pending=pending,  # running totals, read like a Usage
                     pending_tlp_cpu_millis=pending.tlp_cpu_millis,
                     pending_pods=pending.pods,
                     pod_count=pod_count,

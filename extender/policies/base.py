@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from ..estimate import PodFacts, go_round
 from ..model import NodeState
@@ -13,8 +14,7 @@ __all__ = ["MAX_SCORE", "NodeScore", "Policy", "to_extender_priority"]
 MAX_SCORE = 100
 
 
-@dataclass(frozen=True, slots=True)
-class NodeScore:
+class NodeScore(msgspec.Struct, frozen=True):
     score: int
     """0..100, the scale of kube-scheduler's own plugins."""
     why: str
@@ -32,4 +32,6 @@ class Policy(Protocol):
 
 def to_extender_priority(score: int) -> int:
     """Map 0..100 to the extender's integer 0..10 (kube-scheduler multiplies by 10)."""
-    return max(0, min(10, go_round(score / 10)))
+    if score <= 0:
+        return 0
+    return 10 if score >= 100 else go_round(score / 10)

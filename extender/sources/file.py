@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from ..model import LoadSnapshot
 from .base import SourceError

@@ -195,3 +195,40 @@ def test_tlp_args_change_prediction():
     p = pod_facts(pod(container({"cpu": "1"})), tlp=TLPArgs(requests_multiplier=2.0))
     assert p.tlp_cpu_millis == 2000
     assert GI == 2**30
+
+
+def test_least_used_batch_rank_equals_per_node_score():
+    import random
+
+    rng = random.Random(3)
+    for weights in (
+        {"cpu": 1, "memory": 1},
+        {"memory": 1},
+        {"pods": 1},
+        {"cpu": 2, "memory": 1, "pods": 3},
+    ):
+        policy = LeastUsed(weights)
+        nodes = []
+        for i in range(300):
+            info = (
+                None
+                if i % 7 == 0
+                else node_info(
+                    f"n{i}",
+                    cpu=str(rng.choice([1, 2, 4, 96])),
+                    memory=rng.choice(["1Gi", "8Gi", "512Gi"]),
+                    pods=rng.choice(["0", "10", "110"]),
+                )
+            )
+            nodes.append(
+                state(
+                    info,
+                    rng.choice([None, rng.uniform(0, 120)]),
+                    rng.choice([None, rng.uniform(0, 120)]),
+                    pending=Usage(rng.uniform(0, 5000), rng.uniform(0, 4 * GI)),
+                    pending_pods=rng.randrange(5),
+                    pod_count=rng.choice([None, rng.randrange(120)]),
+                )
+            )
+        p = pod_facts(pod(container({"cpu": f"{rng.randrange(1, 4000)}m", "memory": "300Mi"})))
+        assert policy.rank(p, nodes) == [policy.score(p, n).score for n in nodes]
