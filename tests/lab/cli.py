@@ -1,0 +1,126 @@
+"""scripts/lab: start, stop and inspect the lab (tests/lab/cluster.py). See docs/lab.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cluster import PORTS, Lab, LabError, build_binaries  # noqa: E402
+
+
+def cmd_up(lab: Lab, args) -> int:
+    if lab.running():
+        print(f"lab already up (run dir {lab.run}); `scripts/lab down` to stop it", file=sys.stderr)
+        return cmd_status(lab, args)
+    lab.up()
+    print(f"export KUBECONFIG={lab.kubeconfig}")
+    print(f"# load-watcher: {lab.load_watcher_url}/watcher   logs: {lab.logs}/")
+    return 0
+
+
+def cmd_down(lab: Lab, args) -> int:
+    lab.down()
+    return 0
+
+
+def cmd_status(lab: Lab, args) -> int:
+    st = lab.status()
+    if getattr(args, "json", False):
+        print(json.dumps(st, indent=2))
+    else:
+        print(f"run dir: {st['run_dir']}")
+        for name, pid in st["processes"].items():
+            port = PORTS.get(name) or PORTS.get(f"{name}-client")
+            state = f"running, pid {pid}" if pid else "not running"
+            print(f"  {name:24} {state}" + (f", port {port}" if pid and port else ""))
+        for check, result in st["checks"].items():
+            if isinstance(result, dict):
+                print(f"{check}:")
+                for k, v in result.items():
+                    print(f"  {k:24} {v}")
+            else:
+                print(f"{check}: {result}")
+    core = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "metrics-server",
+            "load-watcher"]
+    return 0 if all(st["processes"][n] for n in core) else 3
+
+
+def cmd_scheduler(lab: Lab, args) -> int:
+    if args.stop:
+        print("stopped" if lab.stop("kube-scheduler") else "no kube-scheduler was running")
+        return 0
+    if not lab.running().get("kube-apiserver"):
+        print("the lab is not up: run `scripts/lab up` first", file=sys.stderr)
+        return 1
+    if lab.pid("kube-scheduler"):
+        lab.stop("kube-scheduler")
+    extra = [a for a in args.extra if a != "--"]
+    pid = lab.start_scheduler(args.config, extra)
+    log = lab.logs / "kube-scheduler.log"
+    print(f"kube-scheduler running (pid {pid}), log {log}; `scripts/lab scheduler --stop` stops it")
+    if args.foreground:
+        try:
+            with open(log) as f:
+                f.seek(0, os.SEEK_END)
+                while lab.pid("kube-scheduler"):
+                    line = f.readline()
+                    if line:
+                        sys.stdout.write(line)
+                    else:
+                        time.sleep(0.2)
+        except KeyboardInterrupt:
+            lab.stop("kube-scheduler")
+    return 0
+
+
+def cmd_kubeconfig(lab: Lab, args) -> int:
+    print(lab.kubeconfig)
+    return 0
+
+
+def cmd_build(lab: Lab, args) -> int:
+    for k, v in build_binaries(args.names).items():
+        print(f"{k}={v}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="scripts/lab",
+        description="The loadwise lab: a real Kubernetes control plane on 127.0.0.1 with "
+                    "kwok fake nodes, metrics-server and load-watcher (docs/lab.md).")
+    p.add_argument("--run-dir",
+                   help="state directory (default $LOADWISE_LAB_RUN or /tmp/loadwise-lab)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("up", help="build if needed, start everything, register the fake nodes")
+    sub.add_parser("down", help="stop every lab process")
+    s = sub.add_parser("status", help="what runs, and health of API, nodes, metrics, load-watcher")
+    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("scheduler", help="run the real kube-scheduler against the lab")
+    s.add_argument("--config", help="KubeSchedulerConfiguration file (clientConnection.kubeconfig "
+                                    "is filled in with the lab's when empty)")
+    s.add_argument("--foreground", action="store_true", help="follow its log; Ctrl-C stops it")
+    s.add_argument("--stop", action="store_true", help="stop the lab's kube-scheduler")
+    s.add_argument("extra", nargs=argparse.REMAINDER, help="-- further kube-scheduler flags")
+    sub.add_parser("kubeconfig", help="print the admin kubeconfig path")
+    s = sub.add_parser("build", help="build (or find cached) binaries: tests/lab/build")
+    s.add_argument("names", nargs="*")
+    args = p.parse_args(argv)
+    lab = Lab(args.run_dir)
+    handler = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "scheduler": cmd_scheduler,
+               "kubeconfig": cmd_kubeconfig, "build": cmd_build}[args.cmd]
+    try:
+        return handler(lab, args)
+    except LabError as e:
+        print(f"lab: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

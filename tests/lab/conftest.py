@@ -1,0 +1,35 @@
+"""Fixtures for tests against the lab (tests/lab/cluster.py).
+
+`lab` is session-scoped: the first test that asks for it builds what is missing
+(tests/lab/build; never skipped, so CI pays for a cold build instead of skipping) and
+brings the lab up; the session ends with `down`. A lab that is already up (someone ran
+`scripts/lab up`) is reused and left running.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cluster import Lab  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def lab():
+    lab = Lab()
+    if lab.running():
+        st = lab.status()
+        missing = [n for n, pid in st["processes"].items() if not pid and n != "kube-scheduler"]
+        if not missing:
+            yield lab
+            return
+        lab.down(quiet=True)
+    lab.up()
+    try:
+        yield lab
+    finally:
+        lab.down()

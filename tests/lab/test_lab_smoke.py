@@ -1,0 +1,155 @@
+"""Smoke tests of the lab itself: the real programs start, fake nodes work, metrics flow.
+
+kwok -> metrics-server (metrics.k8s.io) -> load-watcher (/watcher), with the background
+usage declared on each node visible at every step.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+
+import pytest
+from cluster import DEFAULT_NODES, USAGE_CPU, USAGE_MEMORY, build_binaries, parse_quantity
+
+pytestmark = pytest.mark.lab
+
+NODES = {n.name: n for n in DEFAULT_NODES}
+GI = 2**30
+
+
+def _poll(fn, timeout=90, interval=2):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            v = fn()
+            if v:
+                return v
+        except AssertionError as e:
+            last = e
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s: {last}")
+
+
+@pytest.fixture
+def namespace(lab):
+    from kubernetes import client
+
+    name = f"smoke-{uuid.uuid4().hex[:6]}"
+    core = lab.core()
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+def _pod(name, *, node=None, cpu="100m", memory="128Mi", usage_cpu=None, usage_memory=None):
+    ann = {}
+    if usage_cpu:
+        ann[USAGE_CPU] = usage_cpu
+    if usage_memory:
+        ann[USAGE_MEMORY] = usage_memory
+    spec = {"containers": [{"name": "app", "image": "registry.invalid/never-pulled:0",
+                            "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "annotations": ann}, "spec": spec}
+
+
+def test_nodes_ready_with_declared_capacity(lab):
+    nodes = {n.metadata.name: n for n in lab.core().list_node().items}
+    for name, spec in NODES.items():
+        assert name in nodes, f"{name} not registered"
+        n = nodes[name]
+        ready = [c for c in n.status.conditions if c.type == "Ready"]
+        assert ready and ready[0].status == "True", f"{name} not Ready: {n.status.conditions}"
+        assert parse_quantity(n.status.allocatable["cpu"]) == parse_quantity(spec.cpu)
+        assert parse_quantity(n.status.allocatable["memory"]) == parse_quantity(spec.memory)
+
+
+def test_node_metrics_reflect_background_usage(lab):
+    nm = lab.wait_node_metrics(NODES)
+    for name, spec in NODES.items():
+        mem = nm[name]["memory"]
+        # Background memory is a gauge: exact, plus whatever pods on the node use.
+        assert mem >= parse_quantity(spec.background_memory), (name, mem)
+    hog = nm["lab-hog"]["memory"] / parse_quantity(NODES["lab-hog"].memory)
+    others = [nm[n]["memory"] / parse_quantity(NODES[n].memory) for n in NODES if n != "lab-hog"]
+    assert hog > 0.7 and all(o < 0.2 for o in others), (hog, others)
+    # Background CPU is a counter growing at the declared rate; metrics-server reports the rate.
+    cpu = _poll(lambda: (c := lab.node_metrics()["lab-hog"]["cpu"]) > 0 and c)
+    assert 0.35 <= cpu <= 0.65, cpu
+
+
+def test_pod_goes_running_and_its_usage_is_measured(lab, namespace):
+    core = lab.core()
+    core.create_namespaced_pod(namespace, _pod("busy", node="lab-large", usage_cpu="1500m",
+                                               usage_memory="2Gi"))
+
+    def running():
+        p = core.read_namespaced_pod("busy", namespace)
+        assert p.status.phase == "Running", p.status.phase
+        return p
+
+    pod = _poll(running, timeout=60, interval=1)
+    assert pod.status.pod_ip, "kwok gives running pods an IP"
+
+    def pod_metrics():
+        doc = lab.api_get(f"/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods/busy")
+        usage = doc["containers"][0]["usage"]
+        return parse_quantity(usage["cpu"]), parse_quantity(usage["memory"])
+
+    def measured():
+        try:
+            cpu, mem = pod_metrics()
+        except Exception as e:  # 404 until metrics-server has scraped twice
+            raise AssertionError(str(e)) from e
+        assert mem == 2 * GI and 1.2 <= cpu <= 1.8, (cpu, mem)
+        return True
+
+    _poll(measured, timeout=120)
+    # The node's usage is its pods' plus its background.
+    bg = parse_quantity(NODES["lab-large"].background_memory)
+    _poll(lambda: lab.node_metrics()["lab-large"]["memory"] >= 2 * GI + bg, timeout=60)
+
+
+def test_load_watcher_serves_every_node(lab):
+    def complete():
+        nmm = lab.watcher()["data"]["NodeMetricsMap"]
+        for name in NODES:
+            assert name in nmm, f"{name} missing from load-watcher: {sorted(nmm)}"
+            kinds = {(m["type"], m["operator"]) for m in nmm[name]["metrics"]}
+            assert {("CPU", "Latest"), ("Memory", "Latest")} <= kinds, (name, kinds)
+        return nmm
+
+    nmm = _poll(complete, timeout=90)
+    mem = {n: next(m["value"] for m in v["metrics"] if m["type"] == "Memory")
+           for n, v in nmm.items() if n in NODES}
+    assert max(mem, key=mem.get) == "lab-hog", mem
+    assert mem["lab-hog"] > 70, mem
+
+
+def test_real_kube_scheduler_binds_a_pod(lab, namespace):
+    lab.start_scheduler()
+    try:
+        core = lab.core()
+        core.create_namespaced_pod(namespace, _pod("scheduled"))
+
+        def bound():
+            p = core.read_namespaced_pod("scheduled", namespace)
+            assert p.spec.node_name in NODES, p.spec.node_name
+            assert p.status.phase == "Running", p.status.phase
+            return p
+
+        _poll(bound, timeout=60, interval=1)
+    finally:
+        lab.stop("kube-scheduler")
+
+
+def test_descheduler_binary_runs():
+    path = build_binaries(["descheduler"])["descheduler"]
+    r = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--policy-config-file" in r.stdout
