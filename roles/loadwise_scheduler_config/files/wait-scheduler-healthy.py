@@ -4,7 +4,7 @@
 Run on the control-plane node by the loadwise_scheduler_config role after it changed the
 scheduler's configuration. "Healthy" means all of:
 
-- a process matching --process (a regex over its command line), or the MainPID of
+- a process whose program name (argv[0] without its directory) is --process, or the MainPID of
   --unit, started at or after --since (so the old scheduler, still serving until the
   kubelet or systemd replaces it, does not count);
 - the health URL answered 200 on every poll for --stable seconds, with that same PID
@@ -57,7 +57,7 @@ def find_pid(pattern: str | None, exclude: str | None, unit: str | None) -> int 
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        if cmd and re.search(pattern, cmd) and not (exclude and re.search(exclude, cmd)):
+        if cmd and os.path.basename(cmd.split()[0]) == pattern and not (exclude and exclude in cmd):
             found.append(int(entry))
     return max(found, key=start_time) if found else None
 
@@ -86,8 +86,9 @@ def scheduler_errors(log_glob: str | None, unit: str | None, since: float) -> st
         out = subprocess.run(["journalctl", "-u", unit, "--no-pager", "-o", "cat",
                               "--since", f"@{int(since)}"], capture_output=True, text=True)
         lines = out.stdout.splitlines()[-200:]
-    errors = [ln for ln in lines if re.search(r'(^E\d{4} |\berr(or)?[=:]|^Error:|exited)', ln, re.I)]
-    picked = (errors or lines)[-8:]
+    fatal = [ln for ln in lines if re.search(r'"command failed"|^Error:|scheduler exited', ln)]
+    errors = [ln for ln in lines if re.search(r'^E\d{4} ', ln)]
+    picked = fatal[-3:] or errors[-5:] or lines[-8:]
     return "\n".join(picked) if picked else "(no scheduler log found)"
 
 
