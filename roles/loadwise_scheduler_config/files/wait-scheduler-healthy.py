@@ -75,18 +75,26 @@ def probe(url: str, timeout: float) -> str:
         return f"unreachable ({getattr(e, 'reason', e)})"
 
 
-def scheduler_errors(log_glob: str | None, unit: str | None, since: float) -> str:
+def scheduler_log(log_glob: str | None, unit: str | None, since: float) -> list[str]:
     lines: list[str] = []
     if log_glob:
         files = sorted(glob.glob(log_glob), key=os.path.getmtime)
-        if files:
+        if files and os.path.getmtime(files[-1]) >= since:
             with open(files[-1], errors="replace") as f:
                 lines = f.read().splitlines()[-200:]
     elif unit:
         out = subprocess.run(["journalctl", "-u", unit, "--no-pager", "-o", "cat",
                               "--since", f"@{int(since)}"], capture_output=True, text=True)
         lines = out.stdout.splitlines()[-200:]
-    fatal = [ln for ln in lines if re.search(r'"command failed"|^Error:|scheduler exited', ln)]
+    return lines
+
+
+FATAL = re.compile(r'"command failed"|^Error:|scheduler exited')
+
+
+def scheduler_errors(log_glob: str | None, unit: str | None, since: float) -> str:
+    lines = scheduler_log(log_glob, unit, since)
+    fatal = [ln for ln in lines if FATAL.search(ln)]
     errors = [ln for ln in lines if re.search(r'^E\d{4} ', ln)]
     picked = fatal[-3:] or errors[-5:] or lines[-8:]
     return "\n".join(picked) if picked else "(no scheduler log found)"
@@ -102,13 +110,16 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=180)
     ap.add_argument("--stable", type=float, default=20)
     ap.add_argument("--interval", type=float, default=2)
+    ap.add_argument("--fatal-grace", type=float, default=15,
+                    help="after this long without health, a fatal line in the log ends the wait early")
     ap.add_argument("--log-glob")
     ap.add_argument("--log-unit")
     a = ap.parse_args()
     if not (a.process or a.unit):
         ap.error("give --process or --unit")
 
-    deadline = time.monotonic() + a.timeout
+    t0 = time.monotonic()
+    deadline = t0 + a.timeout
     streak_pid, streak_start, last = None, None, "no scheduler process yet"
     while time.monotonic() < deadline:
         pid = find_pid(a.process, a.exclude, a.unit)
@@ -116,6 +127,13 @@ def main() -> int:
             new_enough = pid is not None and start_time(pid) >= a.since - 1
         except OSError:
             new_enough = False
+        if streak_pid is None and time.monotonic() - t0 > a.fatal_grace and any(FATAL.search(ln) for ln in scheduler_log(a.log_glob, a.log_unit or a.unit, a.since)):
+            # The scheduler started after the change and already died of its config:
+            # no point waiting for the timeout.
+            print("kube-scheduler exited with a fatal error after the change")
+            print("scheduler's own last errors:")
+            print(scheduler_errors(a.log_glob, a.log_unit or a.unit, a.since))
+            return 1
         if not new_enough:
             streak_pid, last = None, "the scheduler has not been restarted yet" if pid else "no scheduler process"
         else:
