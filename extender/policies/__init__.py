@@ -58,7 +58,9 @@ def make_policy(name: str, args: Mapping[str, Any] | None = None) -> Policy:
         clean = {k: _number(weights, k, 0, low=0) for k in weights}
         if not any(clean.values()):
             raise PolicyError("policy_args.resources: at least one weight must be > 0")
-        policy: Policy = LeastUsed(weights=clean)
+        dominant = _number(args, "dominantResourceWeight", 0, low=0)
+        args.pop("dominantResourceWeight", None)
+        policy: Policy = LeastUsed(weights=clean, dominant_weight=dominant)
     elif name == "target-load-packing":
         target = _number(args, "targetUtilization", 40)
         if not 0 < target < 100:
@@ -80,6 +82,6 @@ def make_policy(name: str, args: Mapping[str, Any] | None = None) -> Policy:
     else:
         raise PolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
     args.pop("resources", None)
-    if args and name != "least-used":
+    if args:
         raise PolicyError(f"policy {name}: unknown policy_args {sorted(args)}")
     return policy

@@ -32,6 +32,10 @@ def _least_used(capacity: float, used: float) -> int:
 @dataclass(frozen=True)
 class LeastUsed:
     weights: Mapping[str, float] = field(default_factory=lambda: {"cpu": 1, "memory": 1})
+    dominant_weight: float = 0.0
+    """Koordinator's dominantResourceWeight: the weight of the *worst* resource's
+    score, so a node short of one resource (a memory hog) scores low even when
+    the others are free."""
     name: str = "least-used"
 
     def _resource(
@@ -56,47 +60,45 @@ class LeastUsed:
         a randomized test (tests/unit/test_policies.py)."""
         w = self.weights
         wc, wm, wp = w.get("cpu", 0), w.get("memory", 0), w.get("pods", 0)
+        dw = self.dominant_weight
         pod_cpu, pod_mem = pod.usage.cpu_millis, pod.usage.memory_bytes
         out = []
         for node in nodes:
-            total = 0.0
-            weights = 0.0
+            total = weights = 0.0
+            worst = MAX_SCORE
             info = node.info
             if wc and (avg := node.load.cpu.avg) is not None:
                 if info is None:
                     cap, used = 100.0, avg
                 else:
                     cap = info.cpu_allocatable_millis
-                    used = avg * info.cpu_capacity_millis / 100 + (
-                        node.pending.cpu_millis + pod_cpu
-                    )
-                total += (
-                    0 if cap <= 0 or used > cap else int((cap - used) * MAX_SCORE // cap)
-                ) * wc
-                weights += wc
+                    used = avg * info.cpu_capacity_millis / 100 + node.pending.cpu_millis + pod_cpu
+                part = 0 if cap <= 0 or used > cap else int((cap - used) * MAX_SCORE // cap)
+                total, weights, worst = total + part * wc, weights + wc, min(worst, part)
             if wm and (avg := node.load.memory.avg) is not None:
                 if info is None:
                     cap, used = 100.0, avg
                 else:
                     cap = info.memory_allocatable_bytes
-                    used = avg * info.memory_capacity_bytes / 100 + (
-                        node.pending.memory_bytes + pod_mem
+                    used = (
+                        avg * info.memory_capacity_bytes / 100 + node.pending.memory_bytes + pod_mem
                     )
-                total += (
-                    0 if cap <= 0 or used > cap else int((cap - used) * MAX_SCORE // cap)
-                ) * wm
-                weights += wm
+                part = 0 if cap <= 0 or used > cap else int((cap - used) * MAX_SCORE // cap)
+                total, weights, worst = total + part * wm, weights + wm, min(worst, part)
             if wp and info is not None and info.pods_allocatable and node.pod_count is not None:
                 cap = info.pods_allocatable
                 used = node.pod_count + node.pending_pods + 1
-                total += (0 if used > cap else int((cap - used) * MAX_SCORE // cap)) * wp
-                weights += wp
+                part = 0 if used > cap else int((cap - used) * MAX_SCORE // cap)
+                total, weights, worst = total + part * wp, weights + wp, min(worst, part)
+            if weights and dw:
+                total, weights = total + worst * dw, weights + dw
             out.append(int(total // weights) if weights else MAX_SCORE // 2)
         return out
 
     def score(self, pod: PodFacts, node: NodeState, explain: bool = True) -> NodeScore:
         total = 0.0
         weight_sum = 0.0
+        worst = MAX_SCORE
         parts: list[str] = []
         for resource in RESOURCES:
             weight = self.weights.get(resource, 0)
@@ -108,9 +110,13 @@ class LeastUsed:
             score, text = result
             total += score * weight
             weight_sum += weight
+            worst = min(worst, score)
             parts.append(text)
         if not weight_sum:
             return NodeScore(MAX_SCORE // 2, "no usable load data; neutral")
+        if self.dominant_weight:
+            total += worst * self.dominant_weight
+            weight_sum += self.dominant_weight
         if not explain:
             return NodeScore(int(total // weight_sum), "")
         why = ", ".join(parts) + " after placement"

@@ -202,12 +202,13 @@ def test_least_used_batch_rank_equals_per_node_score():
 
     rng = random.Random(3)
     for weights in (
-        {"cpu": 1, "memory": 1},
+        {"cpu": 1, "memory": 1, "dominant": 2},
         {"memory": 1},
         {"pods": 1},
         {"cpu": 2, "memory": 1, "pods": 3},
     ):
-        policy = LeastUsed(weights)
+        dominant = weights.pop("dominant", 0)
+        policy = LeastUsed(weights, dominant_weight=dominant)
         nodes = []
         for i in range(300):
             info = (
@@ -232,3 +233,15 @@ def test_least_used_batch_rank_equals_per_node_score():
             )
         p = pod_facts(pod(container({"cpu": f"{rng.randrange(1, 4000)}m", "memory": "300Mi"})))
         assert policy.rank(p, nodes) == [policy.score(p, n).score for n in nodes]
+
+
+def test_dominant_resource_weight_sinks_a_node_short_of_one_resource():
+    info = node_info(cpu="4", memory="8Gi")
+    hog = state(info, 10, 80)
+    plain, drf = LeastUsed(), LeastUsed(dominant_weight=1)
+    # an empty pod is estimated at 250m / 200Mi: cpu 83, memory 17
+    assert plain.score(EMPTY, hog).score == (83 + 17) // 2
+    assert drf.score(EMPTY, hog).score == (83 + 17 + 17) // 3
+    assert make_policy("least-used", {"dominantResourceWeight": 1}).dominant_weight == 1.0
+    with pytest.raises(PolicyError, match="unknown policy_args"):
+        make_policy("least-used", {"dominant": 1})
