@@ -46,8 +46,14 @@ def cmd_status(lab: Lab, args) -> int:
                     print(f"  {k:24} {v}")
             else:
                 print(f"{check}: {result}")
-    core = ["etcd", "kube-apiserver", "kube-controller-manager", "kwok", "metrics-server",
-            "load-watcher"]
+    core = [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kwok",
+        "metrics-server",
+        "load-watcher",
+    ]
     return 0 if all(st["processes"][n] for n in core) else 3
 
 
@@ -94,17 +100,22 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="scripts/lab",
         description="The loadwise lab: a real Kubernetes control plane on 127.0.0.1 with "
-                    "kwok fake nodes, metrics-server and load-watcher (docs/lab.md).")
-    p.add_argument("--run-dir",
-                   help="state directory (default $LOADWISE_LAB_RUN or /tmp/loadwise-lab)")
+        "kwok fake nodes, metrics-server and load-watcher (docs/lab.md).",
+    )
+    p.add_argument(
+        "--run-dir", help="state directory (default $LOADWISE_LAB_RUN or /tmp/loadwise-lab)"
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("up", help="build if needed, start everything, register the fake nodes")
     sub.add_parser("down", help="stop every lab process")
     s = sub.add_parser("status", help="what runs, and health of API, nodes, metrics, load-watcher")
     s.add_argument("--json", action="store_true")
     s = sub.add_parser("scheduler", help="run the real kube-scheduler against the lab")
-    s.add_argument("--config", help="KubeSchedulerConfiguration file (clientConnection.kubeconfig "
-                                    "is filled in with the lab's when empty)")
+    s.add_argument(
+        "--config",
+        help="KubeSchedulerConfiguration file (clientConnection.kubeconfig "
+        "is filled in with the lab's when empty)",
+    )
     s.add_argument("--foreground", action="store_true", help="follow its log; Ctrl-C stops it")
     s.add_argument("--stop", action="store_true", help="stop the lab's kube-scheduler")
     s.add_argument("extra", nargs=argparse.REMAINDER, help="-- further kube-scheduler flags")
@@ -113,8 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("names", nargs="*")
     args = p.parse_args(argv)
     lab = Lab(args.run_dir)
-    handler = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "scheduler": cmd_scheduler,
-               "kubeconfig": cmd_kubeconfig, "build": cmd_build}[args.cmd]
+    handler = {
+        "up": cmd_up,
+        "down": cmd_down,
+        "status": cmd_status,
+        "scheduler": cmd_scheduler,
+        "kubeconfig": cmd_kubeconfig,
+        "build": cmd_build,
+    }[args.cmd]
     try:
         return handler(lab, args)
     except LabError as e:

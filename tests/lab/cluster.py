@@ -28,6 +28,7 @@ load-watcher port makes two impossible).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import json
@@ -120,8 +121,18 @@ class LabError(RuntimeError):
 # ---------------------------------------------------------------------------- quantities
 
 _BIN = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DEC = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-        "P": 1e15, "E": 1e18}
+_DEC = {
+    "n": 1e-9,
+    "u": 1e-6,
+    "m": 1e-3,
+    "": 1,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+}
 
 
 def parse_quantity(q: str | int | float) -> float:
@@ -182,8 +193,9 @@ def _wait(what: str, check, timeout: float, interval: float = 0.5, proc_check=No
         except Exception as e:  # noqa: BLE001 - reported if the wait times out
             last = e
         time.sleep(interval)
-    raise LabError(f"timed out after {timeout:.0f}s waiting for {what}"
-                   + (f": {last}" if last else ""))
+    raise LabError(
+        f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last}" if last else "")
+    )
 
 
 def build_binaries(names: Iterable[str] = (), env: dict[str, str] | None = None) -> dict[str, str]:
@@ -211,19 +223,40 @@ def _openssl(*args: str, cwd: Path) -> None:
 def _make_ca(pki: Path, name: str, cn: str) -> None:
     _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", f"{name}.key", cwd=pki)
     _openssl(
-        "req", "-x509", "-new", "-key", f"{name}.key", "-out", f"{name}.crt", "-days", "3650",
-        "-subj", f"/CN={cn}",
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        f"{name}.key",
+        "-out",
+        f"{name}.crt",
+        "-days",
+        "3650",
+        "-subj",
+        f"/CN={cn}",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
         cwd=pki,
     )
 
 
-def _make_cert(pki: Path, name: str, ca: str, subj: str, *, server_sans: list[str] | None = None,
-               client: bool = True) -> None:
-    ext = ["basicConstraints=critical,CA:FALSE",
-           "keyUsage=critical,digitalSignature,keyEncipherment",
-           "subjectKeyIdentifier=hash", "authorityKeyIdentifier=keyid,issuer"]
+def _make_cert(
+    pki: Path,
+    name: str,
+    ca: str,
+    subj: str,
+    *,
+    server_sans: list[str] | None = None,
+    client: bool = True,
+) -> None:
+    ext = [
+        "basicConstraints=critical,CA:FALSE",
+        "keyUsage=critical,digitalSignature,keyEncipherment",
+        "subjectKeyIdentifier=hash",
+        "authorityKeyIdentifier=keyid,issuer",
+    ]
     usages = []
     if server_sans:
         usages.append("serverAuth")
@@ -235,8 +268,21 @@ def _make_cert(pki: Path, name: str, ca: str, subj: str, *, server_sans: list[st
     _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", f"{name}.key", cwd=pki)
     _openssl("req", "-new", "-key", f"{name}.key", "-out", f"{name}.csr", "-subj", subj, cwd=pki)
     _openssl(
-        "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
-        "-CAcreateserial", "-out", f"{name}.crt", "-days", "3650", "-extfile", f"{name}.ext",
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        f"{ca}.crt",
+        "-CAkey",
+        f"{ca}.key",
+        "-CAcreateserial",
+        "-out",
+        f"{name}.crt",
+        "-days",
+        "3650",
+        "-extfile",
+        f"{name}.ext",
         cwd=pki,
     )
     (pki / f"{name}.csr").unlink()
@@ -244,18 +290,34 @@ def _make_cert(pki: Path, name: str, ca: str, subj: str, *, server_sans: list[st
 
 
 def _kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, user: str) -> None:
+    """A self-contained kubeconfig (certificates embedded, like kubeadm's scheduler.conf), so
+    it can be copied into a container or another host directory as is."""
+
+    def b64(p: Path) -> str:
+        return base64.b64encode(p.read_bytes()).decode()
+
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "loadwise-lab", "cluster": {
-            "server": server, "certificate-authority": str(ca)}}],
-        "users": [{"name": user, "user": {
-            "client-certificate": str(cert), "client-key": str(key)}}],
-        "contexts": [{"name": "loadwise-lab",
-                      "context": {"cluster": "loadwise-lab", "user": user}}],
+        "clusters": [
+            {
+                "name": "loadwise-lab",
+                "cluster": {"server": server, "certificate-authority-data": b64(ca)},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {"client-certificate-data": b64(cert), "client-key-data": b64(key)},
+            }
+        ],
+        "contexts": [
+            {"name": "loadwise-lab", "context": {"cluster": "loadwise-lab", "user": user}}
+        ],
         "current-context": "loadwise-lab",
     }
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.chmod(0o600)
 
 
 # ---------------------------------------------------------------------------- kwok config
@@ -264,9 +326,13 @@ def _kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, user: 
 def _kwok_module_dir() -> Path:
     """Where Go keeps the kwok module source: its stage YAMLs are read from there."""
     env = dict(os.environ, GOFLAGS="-mod=mod", GOWORK="off", GOTOOLCHAIN="local")
+    go = shutil.which("go") or "/usr/local/go/bin/go"
     r = subprocess.run(
-        ["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
-        cwd=HERE / "go" / "kwok", env=env, capture_output=True, text=True,
+        [go, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
+        cwd=HERE / "go" / "kwok",
+        env=env,
+        capture_output=True,
+        text=True,
     )
     if r.returncode != 0 or not r.stdout.strip():
         raise LabError(f"cannot locate the kwok module: {r.stderr.strip()}")
@@ -284,12 +350,17 @@ def _metric_doc() -> dict:
     Node values add the node's background usage to the sum of its pods' usage; the CPU
     counter grows by the background cores for every second since the node was created.
     """
-    def ann(key: str) -> str:
-        return (f'("{key}" in node.metadata.annotations ? '
-                f'double(node.metadata.annotations["{key}"]) : 0.0)')
 
-    pod_labels = [{"name": "namespace", "value": "pod.metadata.namespace"},
-                  {"name": "pod", "value": "pod.metadata.name"}]
+    def ann(key: str) -> str:
+        return (
+            f'("{key}" in node.metadata.annotations ? '
+            f'double(node.metadata.annotations["{key}"]) : 0.0)'
+        )
+
+    pod_labels = [
+        {"name": "namespace", "value": "pod.metadata.namespace"},
+        {"name": "pod", "value": "pod.metadata.name"},
+    ]
     ctr_labels = [{"name": "container", "value": "container.name"}, *pod_labels]
     return {
         "apiVersion": "kwok.x-k8s.io/v1alpha1",
@@ -298,31 +369,67 @@ def _metric_doc() -> dict:
         "spec": {
             "path": "/metrics/nodes/{nodeName}/metrics/resource",
             "metrics": [
-                {"name": "scrape_error", "dimension": "node", "kind": "gauge", "value": "0",
-                 "help": "1 if there was an error while getting metrics from the node"},
-                {"name": "container_start_time_seconds", "dimension": "container",
-                 "kind": "gauge", "labels": ctr_labels, "value": "pod.SinceSecond()",
-                 "help": "Start time of the container since unix epoch in seconds"},
-                {"name": "container_cpu_usage_seconds_total", "dimension": "container",
-                 "kind": "counter", "labels": ctr_labels,
-                 "value": 'pod.CumulativeUsage("cpu", container.name)',
-                 "help": "Cumulative cpu time consumed by the container in core-seconds"},
-                {"name": "container_memory_working_set_bytes", "dimension": "container",
-                 "kind": "gauge", "labels": ctr_labels,
-                 "value": 'pod.Usage("memory", container.name)',
-                 "help": "Current working set of the container in bytes"},
-                {"name": "pod_cpu_usage_seconds_total", "dimension": "pod", "kind": "counter",
-                 "labels": pod_labels, "value": 'pod.CumulativeUsage("cpu")',
-                 "help": "Cumulative cpu time consumed by the pod in core-seconds"},
-                {"name": "pod_memory_working_set_bytes", "dimension": "pod", "kind": "gauge",
-                 "labels": pod_labels, "value": 'pod.Usage("memory")',
-                 "help": "Current working set of the pod in bytes"},
-                {"name": "node_cpu_usage_seconds_total", "dimension": "node", "kind": "counter",
-                 "value": f'node.CumulativeUsage("cpu") + {ann(BG_CPU)} * node.SinceSecond()',
-                 "help": "Cumulative cpu time consumed by the node in core-seconds"},
-                {"name": "node_memory_working_set_bytes", "dimension": "node", "kind": "gauge",
-                 "value": f'node.Usage("memory") + {ann(BG_MEMORY)}',
-                 "help": "Current working set of the node in bytes"},
+                {
+                    "name": "scrape_error",
+                    "dimension": "node",
+                    "kind": "gauge",
+                    "value": "0",
+                    "help": "1 if there was an error while getting metrics from the node",
+                },
+                {
+                    "name": "container_start_time_seconds",
+                    "dimension": "container",
+                    "kind": "gauge",
+                    "labels": ctr_labels,
+                    "value": "pod.SinceSecond()",
+                    "help": "Start time of the container since unix epoch in seconds",
+                },
+                {
+                    "name": "container_cpu_usage_seconds_total",
+                    "dimension": "container",
+                    "kind": "counter",
+                    "labels": ctr_labels,
+                    "value": 'pod.CumulativeUsage("cpu", container.name)',
+                    "help": "Cumulative cpu time consumed by the container in core-seconds",
+                },
+                {
+                    "name": "container_memory_working_set_bytes",
+                    "dimension": "container",
+                    "kind": "gauge",
+                    "labels": ctr_labels,
+                    "value": 'pod.Usage("memory", container.name)',
+                    "help": "Current working set of the container in bytes",
+                },
+                {
+                    "name": "pod_cpu_usage_seconds_total",
+                    "dimension": "pod",
+                    "kind": "counter",
+                    "labels": pod_labels,
+                    "value": 'pod.CumulativeUsage("cpu")',
+                    "help": "Cumulative cpu time consumed by the pod in core-seconds",
+                },
+                {
+                    "name": "pod_memory_working_set_bytes",
+                    "dimension": "pod",
+                    "kind": "gauge",
+                    "labels": pod_labels,
+                    "value": 'pod.Usage("memory")',
+                    "help": "Current working set of the pod in bytes",
+                },
+                {
+                    "name": "node_cpu_usage_seconds_total",
+                    "dimension": "node",
+                    "kind": "counter",
+                    "value": f'node.CumulativeUsage("cpu") + {ann(BG_CPU)} * node.SinceSecond()',
+                    "help": "Cumulative cpu time consumed by the node in core-seconds",
+                },
+                {
+                    "name": "node_memory_working_set_bytes",
+                    "dimension": "node",
+                    "kind": "gauge",
+                    "value": f'node.Usage("memory") + {ann(BG_MEMORY)}',
+                    "help": "Current working set of the node in bytes",
+                },
             ],
         },
     }
@@ -330,18 +437,27 @@ def _metric_doc() -> dict:
 
 def _usage_doc() -> dict:
     """kwok ClusterResourceUsage: every container uses what its pod's annotations say."""
+
     def expr(key: str, default: str) -> str:
-        return (f'"{key}" in pod.metadata.annotations ? '
-                f'Quantity(pod.metadata.annotations["{key}"]) : Quantity("{default}")')
+        return (
+            f'"{key}" in pod.metadata.annotations ? '
+            f'Quantity(pod.metadata.annotations["{key}"]) : Quantity("{default}")'
+        )
 
     return {
         "apiVersion": "kwok.x-k8s.io/v1alpha1",
         "kind": "ClusterResourceUsage",
         "metadata": {"name": "loadwise-lab-usage-from-annotations"},
-        "spec": {"usages": [{"usage": {
-            "cpu": {"expression": expr(USAGE_CPU, "1m")},
-            "memory": {"expression": expr(USAGE_MEMORY, "1Mi")},
-        }}]},
+        "spec": {
+            "usages": [
+                {
+                    "usage": {
+                        "cpu": {"expression": expr(USAGE_CPU, "1m")},
+                        "memory": {"expression": expr(USAGE_MEMORY, "1Mi")},
+                    }
+                }
+            ]
+        },
     }
 
 
@@ -351,8 +467,12 @@ def _usage_doc() -> dict:
 class Lab:
     """One lab on this machine. `Lab().up()` starts it; `down()` stops every process."""
 
-    def __init__(self, run_dir: str | os.PathLike | None = None, *,
-                 log=lambda msg: print(f"lab: {msg}", file=sys.stderr, flush=True)):
+    def __init__(
+        self,
+        run_dir: str | os.PathLike | None = None,
+        *,
+        log=lambda msg: print(f"lab: {msg}", file=sys.stderr, flush=True),
+    ):
         self.run = Path(run_dir or os.environ.get("LOADWISE_LAB_RUN", "/tmp/loadwise-lab"))
         self.pki = self.run / "pki"
         self.logs = self.run / "logs"
@@ -382,6 +502,7 @@ class Lab:
         return f"http://{HOST}:{PORTS['load-watcher']}"
 
     def binaries(self, names: Iterable[str] = ()) -> dict[str, str]:
+        names = list(names)
         want = [n for n in names if n not in self._bins] if names else []
         if not names or want:
             self._bins.update(build_binaries(want))
@@ -407,8 +528,9 @@ class Lab:
 
     def api_get(self, path: str, timeout: float = 5) -> Any:
         """GET a path on the API server as admin; JSON-decoded when it is JSON."""
-        with urllib.request.urlopen(self.server + path, context=self._ssl_context(),
-                                    timeout=timeout) as r:
+        with urllib.request.urlopen(
+            self.server + path, context=self._ssl_context(), timeout=timeout
+        ) as r:
             body = r.read()
         try:
             return json.loads(body)
@@ -438,8 +560,14 @@ class Lab:
         logf.write(f"--- {time.strftime('%FT%T')} {' '.join(argv)}\n".encode())
         logf.flush()
         p = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-            cwd=self.run, env=env, start_new_session=True, close_fds=True,
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            cwd=self.run,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
         )
         logf.close()
         start = None
@@ -457,14 +585,18 @@ class Lab:
         def check():
             p = getattr(self, "_children", {}).get(name)
             if p is not None and p.poll() is not None:
-                raise LabError(f"{name} exited with status {p.returncode}; "
-                               f"last lines of {self.logs / (name + '.log')}:\n{self.tail(name)}")
+                raise LabError(
+                    f"{name} exited with status {p.returncode}; "
+                    f"last lines of {self.logs / (name + '.log')}:\n{self.tail(name)}"
+                )
+
         return check
 
     def tail(self, name: str, lines: int = 25) -> str:
         try:
             return "\n".join(
-                (self.logs / f"{name}.log").read_text(errors="replace").splitlines()[-lines:])
+                (self.logs / f"{name}.log").read_text(errors="replace").splitlines()[-lines:]
+            )
         except OSError:
             return "(no log)"
 
@@ -508,11 +640,22 @@ class Lab:
     def up(self, nodes: Iterable[NodeSpec] = DEFAULT_NODES, *, timeout: float = 180) -> Lab:
         """Start the lab from scratch (a fresh run directory) and wait until metrics flow."""
         t0 = time.monotonic()
+        nodes = list(nodes)
         if self.running():
-            raise LabError(f"a lab already runs from {self.run} ({', '.join(self.running())}); "
-                           "run `scripts/lab down` first")
-        bins = self.binaries(["etcd", "kube-apiserver", "kube-controller-manager", "kwok",
-                              "metrics-server", "load-watcher"])
+            raise LabError(
+                f"a lab already runs from {self.run} ({', '.join(self.running())}); "
+                "run `scripts/lab down` first"
+            )
+        bins = self.binaries(
+            [
+                "etcd",
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kwok",
+                "metrics-server",
+                "load-watcher",
+            ]
+        )
         busy = [f"{n}:{p}" for n, p in PORTS.items() if n != "kube-scheduler" and _port_open(p)]
         if busy:
             raise LabError(f"ports already in use on {HOST}: {', '.join(busy)}")
@@ -566,16 +709,22 @@ class Lab:
         try:
             nodes = self.core().list_node().items
             checks["nodes"] = {
-                n.metadata.name: next((c.status for c in n.status.conditions or []
-                                       if c.type == "Ready"), "Unknown") == "True"
-                and "Ready" or "NotReady" for n in nodes}
+                n.metadata.name: next(
+                    (c.status for c in n.status.conditions or [] if c.type == "Ready"), "Unknown"
+                )
+                == "True"
+                and "Ready"
+                or "NotReady"
+                for n in nodes
+            }
         except Exception as e:  # noqa: BLE001
             checks["nodes"] = f"error: {e}"
         try:
             nm = self.node_metrics()
             checks["metrics.k8s.io nodes"] = {
                 k: f"cpu {v['cpu']:.3f} cores, memory {v['memory'] / 2**30:.2f}Gi"
-                for k, v in nm.items()}
+                for k, v in nm.items()
+            }
         except Exception as e:  # noqa: BLE001
             checks["metrics.k8s.io nodes"] = f"error: {e}"
         try:
@@ -583,7 +732,8 @@ class Lab:
             nmm = w.get("data", {}).get("NodeMetricsMap") or {}
             checks["load-watcher /watcher"] = {
                 node: ", ".join(f"{m['type']} {m['value']:.1f}%" for m in v.get("metrics", []))
-                for node, v in nmm.items()}
+                for node, v in nmm.items()
+            }
         except Exception as e:  # noqa: BLE001
             checks["load-watcher /watcher"] = f"error: {e}"
         return st
@@ -594,9 +744,15 @@ class Lab:
         pki = self.pki
         _make_ca(pki, "ca", "loadwise-lab-ca")
         _make_ca(pki, "front-proxy-ca", "loadwise-lab-front-proxy-ca")
-        sans = ["IP:127.0.0.1", "DNS:localhost", "IP:10.96.0.1", "DNS:kubernetes",
-                "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
-                "DNS:kubernetes.default.svc.cluster.local"]
+        sans = [
+            "IP:127.0.0.1",
+            "DNS:localhost",
+            "IP:10.96.0.1",
+            "DNS:kubernetes",
+            "DNS:kubernetes.default",
+            "DNS:kubernetes.default.svc",
+            "DNS:kubernetes.default.svc.cluster.local",
+        ]
         _make_cert(pki, "apiserver", "ca", "/CN=kube-apiserver", server_sans=sans, client=False)
         _make_cert(pki, "admin", "ca", "/O=system:masters/CN=loadwise-lab-admin")
         _make_cert(pki, "controller-manager", "ca", "/CN=system:kube-controller-manager")
@@ -608,23 +764,38 @@ class Lab:
         _openssl("ec", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
         for f in pki.glob("*.key"):
             f.chmod(0o600)
-        for name, user in (("admin", "loadwise-lab-admin"),
-                           ("controller-manager", "system:kube-controller-manager"),
-                           ("scheduler", "system:kube-scheduler")):
-            _kubeconfig(self.run / f"{name}.kubeconfig", self.server, pki / "ca.crt",
-                        pki / f"{name}.crt", pki / f"{name}.key", user)
+        for name, user in (
+            ("admin", "loadwise-lab-admin"),
+            ("controller-manager", "system:kube-controller-manager"),
+            ("scheduler", "system:kube-scheduler"),
+        ):
+            _kubeconfig(
+                self.run / f"{name}.kubeconfig",
+                self.server,
+                pki / "ca.crt",
+                pki / f"{name}.crt",
+                pki / f"{name}.key",
+                user,
+            )
 
     def _start_etcd(self, binary: str) -> None:
         c, p = PORTS["etcd-client"], PORTS["etcd-peer"]
-        self._spawn("etcd", [
-            binary, "--name=lab", f"--data-dir={self.run / 'etcd'}",
-            f"--listen-client-urls=http://{HOST}:{c}", f"--advertise-client-urls=http://{HOST}:{c}",
-            f"--listen-peer-urls=http://{HOST}:{p}",
-            f"--initial-advertise-peer-urls=http://{HOST}:{p}",
-            f"--initial-cluster=lab=http://{HOST}:{p}",
-            "--unsafe-no-fsync=true",  # a throwaway test store; fsync only slows the lab down
-            "--quota-backend-bytes=2147483648", "--log-level=warn",
-        ])
+        self._spawn(
+            "etcd",
+            [
+                binary,
+                "--name=lab",
+                f"--data-dir={self.run / 'etcd'}",
+                f"--listen-client-urls=http://{HOST}:{c}",
+                f"--advertise-client-urls=http://{HOST}:{c}",
+                f"--listen-peer-urls=http://{HOST}:{p}",
+                f"--initial-advertise-peer-urls=http://{HOST}:{p}",
+                f"--initial-cluster=lab=http://{HOST}:{p}",
+                "--unsafe-no-fsync=true",  # a throwaway test store; fsync only slows the lab down
+                "--quota-backend-bytes=2147483648",
+                "--log-level=warn",
+            ],
+        )
 
         def healthy():
             with urllib.request.urlopen(f"http://{HOST}:{c}/health", timeout=2) as r:
@@ -634,77 +805,117 @@ class Lab:
 
     def _start_apiserver(self, binary: str) -> None:
         pki = self.pki
-        self._spawn("kube-apiserver", [
-            binary,
-            f"--etcd-servers=http://{HOST}:{PORTS['etcd-client']}",
-            f"--bind-address={HOST}", f"--secure-port={PORTS['kube-apiserver']}",
-            # Loopback advertise address: accepted because no Endpoints object is written for
-            # it (--endpoint-reconciler-type=none); also avoids needing a default route.
-            f"--advertise-address={HOST}", "--endpoint-reconciler-type=none",
-            f"--cert-dir={pki}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            "--authorization-mode=Node,RBAC",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--allow-privileged=true",
-            # Aggregation layer, so that metrics-server's APIService works.
-            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
-            "--requestheader-allowed-names=front-proxy-client",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-username-headers=X-Remote-User",
-            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
-            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
-            "--enable-aggregator-routing=false",
-            "--profiling=false",
-        ])
+        self._spawn(
+            "kube-apiserver",
+            [
+                binary,
+                f"--etcd-servers=http://{HOST}:{PORTS['etcd-client']}",
+                f"--bind-address={HOST}",
+                f"--secure-port={PORTS['kube-apiserver']}",
+                # Loopback advertise address: accepted because no Endpoints object is written for
+                # it (--endpoint-reconciler-type=none); also avoids needing a default route.
+                f"--advertise-address={HOST}",
+                "--endpoint-reconciler-type=none",
+                f"--cert-dir={pki}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--allow-privileged=true",
+                # Aggregation layer, so that metrics-server's APIService works.
+                f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-username-headers=X-Remote-User",
+                f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+                f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+                "--enable-aggregator-routing=false",
+                "--profiling=false",
+            ],
+        )
 
         def ready():
             return self.api_get("/readyz") == "ok"
 
-        _wait("kube-apiserver /readyz", ready, 90, interval=1,
-              proc_check=self._check_running("kube-apiserver"))
+        _wait(
+            "kube-apiserver /readyz",
+            ready,
+            90,
+            interval=1,
+            proc_check=self._check_running("kube-apiserver"),
+        )
 
     def _bootstrap_objects(self) -> None:
         """metrics-server's Service and APIService (as kwokctl does: ExternalName -> 127.0.0.1)."""
         from kubernetes import client
 
         api = self.api_client()
-        client.CoreV1Api(api).create_namespaced_service("kube-system", {
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": "metrics-server", "labels": {LAB_LABEL: "true"}},
-            "spec": {"type": "ExternalName", "externalName": HOST,
-                     "ports": [{"name": "https", "port": PORTS["metrics-server"],
-                                "targetPort": PORTS["metrics-server"]}]},
-        })
-        client.ApiregistrationV1Api(api).create_api_service({
-            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-            "metadata": {"name": "v1beta1.metrics.k8s.io", "labels": {LAB_LABEL: "true"}},
-            "spec": {"group": "metrics.k8s.io", "version": "v1beta1",
-                     "groupPriorityMinimum": 100, "versionPriority": 100,
-                     "insecureSkipTLSVerify": True,
-                     "service": {"namespace": "kube-system", "name": "metrics-server",
-                                 "port": PORTS["metrics-server"]}},
-        })
+        client.CoreV1Api(api).create_namespaced_service(
+            "kube-system",
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "metrics-server", "labels": {LAB_LABEL: "true"}},
+                "spec": {
+                    "type": "ExternalName",
+                    "externalName": HOST,
+                    "ports": [
+                        {
+                            "name": "https",
+                            "port": PORTS["metrics-server"],
+                            "targetPort": PORTS["metrics-server"],
+                        }
+                    ],
+                },
+            },
+        )
+        client.ApiregistrationV1Api(api).create_api_service(
+            {
+                "apiVersion": "apiregistration.k8s.io/v1",
+                "kind": "APIService",
+                "metadata": {"name": "v1beta1.metrics.k8s.io", "labels": {LAB_LABEL: "true"}},
+                "spec": {
+                    "group": "metrics.k8s.io",
+                    "version": "v1beta1",
+                    "groupPriorityMinimum": 100,
+                    "versionPriority": 100,
+                    "insecureSkipTLSVerify": True,
+                    "service": {
+                        "namespace": "kube-system",
+                        "name": "metrics-server",
+                        "port": PORTS["metrics-server"],
+                    },
+                },
+            }
+        )
 
     def _start_controller_manager(self, binary: str) -> None:
         pki, kc = self.pki, self.run / "controller-manager.kubeconfig"
-        self._spawn("kube-controller-manager", [
-            binary, f"--kubeconfig={kc}",
-            f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-            f"--bind-address={HOST}", f"--secure-port={PORTS['kube-controller-manager']}",
-            "--leader-elect=false", "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}",
-            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
-            f"--cluster-signing-key-file={pki / 'ca.key'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--allocate-node-cidrs=false", "--profiling=false",
-        ])
+        self._spawn(
+            "kube-controller-manager",
+            [
+                binary,
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                f"--bind-address={HOST}",
+                f"--secure-port={PORTS['kube-controller-manager']}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+                f"--cluster-signing-key-file={pki / 'ca.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allocate-node-cidrs=false",
+                "--profiling=false",
+            ],
+        )
 
         def healthy():
             ctx = ssl.create_default_context()
@@ -713,8 +924,13 @@ class Lab:
             with urllib.request.urlopen(url, context=ctx, timeout=2) as r:
                 return r.read() == b"ok"
 
-        _wait("kube-controller-manager /healthz", healthy, 60, interval=1,
-              proc_check=self._check_running("kube-controller-manager"))
+        _wait(
+            "kube-controller-manager /healthz",
+            healthy,
+            60,
+            interval=1,
+            proc_check=self._check_running("kube-controller-manager"),
+        )
 
     def _start_kwok(self, binary: str) -> None:
         mod = _kwok_module_dir()
@@ -722,37 +938,61 @@ class Lab:
         for d in ("node/fast", "node/heartbeat-with-lease", "pod/fast"):
             stages += _kustomize_resources(mod / "kustomize" / "stage" / d)
         docs = "\n---\n".join(
-            [s.strip() for s in stages] + [yaml.safe_dump(_metric_doc(), sort_keys=False),
-                                           yaml.safe_dump(_usage_doc(), sort_keys=False)])
+            [s.strip() for s in stages]
+            + [
+                yaml.safe_dump(_metric_doc(), sort_keys=False),
+                yaml.safe_dump(_usage_doc(), sort_keys=False),
+            ]
+        )
         cfg = self.run / "kwok.yaml"
         cfg.write_text(
             "# Written by tests/lab/cluster.py. Stages: kwok's own node/fast,\n"
-            f"# node/heartbeat-with-lease and pod/fast, read from {mod}.\n" + docs + "\n")
+            f"# node/heartbeat-with-lease and pod/fast, read from {mod}.\n" + docs + "\n"
+        )
         k, v = KWOK_NODE_ANNOTATION
-        self._spawn("kwok", [
-            binary, f"--kubeconfig={self.kubeconfig}", f"--config={cfg}",
-            "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={k}={v}",
-            f"--node-ip={HOST}", f"--node-port={PORTS['kwok']}",
-            f"--server-address={HOST}:{PORTS['kwok']}",
-            f"--tls-cert-file={self.pki / 'kwok.crt'}",
-            f"--tls-private-key-file={self.pki / 'kwok.key'}",
-            f"--cidr={POD_CIDR}", "--node-lease-duration-seconds=40",
-        ])
-        _wait("kwok listening", lambda: _port_open(PORTS["kwok"]), 30,
-              proc_check=self._check_running("kwok"))
+        self._spawn(
+            "kwok",
+            [
+                binary,
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={cfg}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={k}={v}",
+                f"--node-ip={HOST}",
+                f"--node-port={PORTS['kwok']}",
+                f"--server-address={HOST}:{PORTS['kwok']}",
+                f"--tls-cert-file={self.pki / 'kwok.crt'}",
+                f"--tls-private-key-file={self.pki / 'kwok.key'}",
+                f"--cidr={POD_CIDR}",
+                "--node-lease-duration-seconds=40",
+            ],
+        )
+        _wait(
+            "kwok listening",
+            lambda: _port_open(PORTS["kwok"]),
+            30,
+            proc_check=self._check_running("kwok"),
+        )
 
     def _start_metrics_server(self, binary: str) -> None:
         kc = self.kubeconfig
-        self._spawn("metrics-server", [
-            binary, f"--kubeconfig={kc}",
-            f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-            f"--bind-address={HOST}", f"--secure-port={PORTS['metrics-server']}",
-            f"--cert-dir={self.run / 'metrics-server'}",
-            # kwokctl's flags for scraping kwok's emulated kubelets.
-            "--kubelet-use-node-status-port", "--kubelet-insecure-tls",
-            "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
-            "--metric-resolution=15s",
-        ])
+        self._spawn(
+            "metrics-server",
+            [
+                binary,
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                f"--bind-address={HOST}",
+                f"--secure-port={PORTS['metrics-server']}",
+                f"--cert-dir={self.run / 'metrics-server'}",
+                # kwokctl's flags for scraping kwok's emulated kubelets.
+                "--kubelet-use-node-status-port",
+                "--kubelet-insecure-tls",
+                "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+                "--metric-resolution=15s",
+            ],
+        )
 
     def _start_load_watcher(self, binary: str) -> None:
         env = dict(os.environ, KUBE_CONFIG=self.kubeconfig)
@@ -763,11 +1003,20 @@ class Lab:
             nmm = self.watcher().get("data", {}).get("NodeMetricsMap") or {}
             return len(nmm) > 0
 
-        _wait("load-watcher /watcher", serving, 60, interval=1,
-              proc_check=self._check_running("load-watcher"))
+        _wait(
+            "load-watcher /watcher",
+            serving,
+            60,
+            interval=1,
+            proc_check=self._check_running("load-watcher"),
+        )
 
-    def start_scheduler(self, config: str | os.PathLike | None = None,
-                        extra_args: Iterable[str] = (), binary: str | None = None) -> int:
+    def start_scheduler(
+        self,
+        config: str | os.PathLike | None = None,
+        extra_args: Iterable[str] = (),
+        binary: str | None = None,
+    ) -> int:
         """Start the real kube-scheduler against the lab (stopped by down()).
 
         With a config file whose clientConnection.kubeconfig is empty, a copy with the lab's
@@ -777,7 +1026,8 @@ class Lab:
         binary = binary or self.binaries(["kube-scheduler"])["kube-scheduler"]
         argv = [binary, f"--bind-address={HOST}", f"--secure-port={PORTS['kube-scheduler']}"]
         if config:
-            cfg = yaml.safe_load(Path(config).read_text())
+            config = Path(config).resolve()  # the scheduler runs in the run directory
+            cfg = yaml.safe_load(config.read_text())
             cc = cfg.setdefault("clientConnection", {})
             if not cc.get("kubeconfig"):
                 cc["kubeconfig"] = self.scheduler_kubeconfig
@@ -788,8 +1038,11 @@ class Lab:
         else:
             argv += [f"--kubeconfig={self.scheduler_kubeconfig}", "--leader-elect=false"]
         kc = self.scheduler_kubeconfig
-        argv += [f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-                 *extra_args]
+        argv += [
+            f"--authentication-kubeconfig={kc}",
+            f"--authorization-kubeconfig={kc}",
+            *extra_args,
+        ]
         pid = self._spawn("kube-scheduler", argv)
 
         def healthy():
@@ -799,8 +1052,13 @@ class Lab:
             with urllib.request.urlopen(url, context=ctx, timeout=2) as r:
                 return r.read() == b"ok"
 
-        _wait("kube-scheduler /healthz", healthy, 60, interval=0.5,
-              proc_check=self._check_running("kube-scheduler"))
+        _wait(
+            "kube-scheduler /healthz",
+            healthy,
+            60,
+            interval=0.5,
+            proc_check=self._check_running("kube-scheduler"),
+        )
         return pid
 
     # -- nodes and metrics ------------------------------------------------------------
@@ -811,16 +1069,25 @@ class Lab:
         k, v = KWOK_NODE_ANNOTATION
         cap = {"cpu": spec.cpu, "memory": spec.memory, "pods": str(spec.pods)}
         body = {
-            "apiVersion": "v1", "kind": "Node",
+            "apiVersion": "v1",
+            "kind": "Node",
             "metadata": {
                 "name": spec.name,
-                "labels": {"kubernetes.io/hostname": spec.name, "kubernetes.io/os": "linux",
-                           "kubernetes.io/arch": "amd64", "type": "kwok", LAB_LABEL: "true",
-                           **spec.labels},
+                "labels": {
+                    "kubernetes.io/hostname": spec.name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "type": "kwok",
+                    LAB_LABEL: "true",
+                    **spec.labels,
+                },
                 "annotations": {
-                    k: v, "node.alpha.kubernetes.io/ttl": "0",
-                    "metrics.k8s.io/resource-metrics-path":
-                        f"/metrics/nodes/{spec.name}/metrics/resource",
+                    k: v,
+                    "node.alpha.kubernetes.io/ttl": "0",
+                    # metrics-server (>= 0.7) scrapes this path instead of /metrics/resource.
+                    "metrics.k8s.io/resource-metrics-path": (
+                        f"/metrics/nodes/{spec.name}/metrics/resource"
+                    ),
                     BG_CPU: _num(parse_quantity(spec.background_cpu)),
                     BG_MEMORY: _num(parse_quantity(spec.background_memory)),
                 },
@@ -832,9 +1099,20 @@ class Lab:
             self.wait_nodes_ready([spec.name])
         return spec
 
-    def set_background(self, node: str, *, cpu: str | None = None,
-                       memory: str | None = None) -> None:
-        """Change a node's background usage (what no pod requests) while the lab runs."""
+    def remove_node(self, name: str) -> None:
+        """Delete a fake node (kwok stops managing it; its pods are garbage-collected)."""
+        self.core().delete_node(name)
+
+    def set_background(
+        self, node: str, *, cpu: str | None = None, memory: str | None = None
+    ) -> None:
+        """Change a node's background usage (what no pod requests) while the lab runs.
+
+        Memory changes show in the next metrics-server scrape. The CPU counter is computed
+        as cores x seconds since the node was created, so a change of background CPU makes
+        one scrape interval's rate wrong (or dropped, when the counter goes backwards);
+        the one after is right again. Allow ~30 s.
+        """
         ann = {}
         if cpu is not None:
             ann[BG_CPU] = _num(parse_quantity(cpu))
@@ -866,9 +1144,13 @@ class Lab:
     def node_metrics(self) -> dict[str, dict[str, float]]:
         """metrics.k8s.io NodeMetrics: {node: {"cpu": cores, "memory": bytes}}."""
         doc = self.api_get("/apis/metrics.k8s.io/v1beta1/nodes")
-        return {i["metadata"]["name"]: {"cpu": parse_quantity(i["usage"]["cpu"]),
-                                        "memory": parse_quantity(i["usage"]["memory"])}
-                for i in doc.get("items", [])}
+        return {
+            i["metadata"]["name"]: {
+                "cpu": parse_quantity(i["usage"]["cpu"]),
+                "memory": parse_quantity(i["usage"]["memory"]),
+            }
+            for i in doc.get("items", [])
+        }
 
     def wait_node_metrics(self, names: Iterable[str], timeout: float = 120) -> dict:
         names = list(names)
@@ -880,8 +1162,13 @@ class Lab:
                 raise LabError(f"no NodeMetrics yet for {sorted(missing)}")
             return nm
 
-        return _wait("metrics.k8s.io NodeMetrics", have, timeout, interval=2,
-                     proc_check=self._check_running("metrics-server"))
+        return _wait(
+            "metrics.k8s.io NodeMetrics",
+            have,
+            timeout,
+            interval=2,
+            proc_check=self._check_running("metrics-server"),
+        )
 
     def watcher(self) -> dict:
         """load-watcher's GET /watcher document."""

@@ -50,12 +50,23 @@ def _pod(name, *, node=None, cpu="100m", memory="128Mi", usage_cpu=None, usage_m
         ann[USAGE_CPU] = usage_cpu
     if usage_memory:
         ann[USAGE_MEMORY] = usage_memory
-    spec = {"containers": [{"name": "app", "image": "registry.invalid/never-pulled:0",
-                            "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+    spec = {
+        "containers": [
+            {
+                "name": "app",
+                "image": "registry.invalid/never-pulled:0",
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ]
+    }
     if node:
         spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "annotations": ann}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": ann},
+        "spec": spec,
+    }
 
 
 def test_nodes_ready_with_declared_capacity(lab):
@@ -85,8 +96,9 @@ def test_node_metrics_reflect_background_usage(lab):
 
 def test_pod_goes_running_and_its_usage_is_measured(lab, namespace):
     core = lab.core()
-    core.create_namespaced_pod(namespace, _pod("busy", node="lab-large", usage_cpu="1500m",
-                                               usage_memory="2Gi"))
+    core.create_namespaced_pod(
+        namespace, _pod("busy", node="lab-large", usage_cpu="1500m", usage_memory="2Gi")
+    )
 
     def running():
         p = core.read_namespaced_pod("busy", namespace)
@@ -125,8 +137,11 @@ def test_load_watcher_serves_every_node(lab):
         return nmm
 
     nmm = _poll(complete, timeout=90)
-    mem = {n: next(m["value"] for m in v["metrics"] if m["type"] == "Memory")
-           for n, v in nmm.items() if n in NODES}
+    mem = {
+        n: next(m["value"] for m in v["metrics"] if m["type"] == "Memory")
+        for n, v in nmm.items()
+        if n in NODES
+    }
     assert max(mem, key=mem.get) == "lab-hog", mem
     assert mem["lab-hog"] > 70, mem
 
