@@ -168,3 +168,23 @@ def test_descheduler_binary_runs():
     r = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "--policy-config-file" in r.stdout
+
+
+def test_lab_listens_on_loopback_only(lab):
+    """Every lab listener is on 127.0.0.1, except load-watcher's hard-coded :2020."""
+    pids = {pid: name for name, pid in lab.running().items()}
+    out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout
+    seen = set()
+    for line in out.splitlines():
+        fields = line.split()
+        local, procs = fields[3], " ".join(fields[5:])
+        for pid, name in pids.items():
+            if f"pid={pid}," not in procs:
+                continue
+            seen.add(name)
+            addr, _, port = local.rpartition(":")
+            if name == "load-watcher":
+                assert port == "2020", local
+            else:
+                assert addr == "127.0.0.1", f"{name} listens on {local}"
+    assert {"etcd", "kube-apiserver", "kwok", "metrics-server", "load-watcher"} <= seen, seen
