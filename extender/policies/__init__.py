@@ -58,7 +58,10 @@ def make_policy(name: str, args: Mapping[str, Any] | None = None) -> Policy:
         clean = {k: _number(weights, k, 0, low=0) for k in weights}
         if not any(clean.values()):
             raise PolicyError("policy_args.resources: at least one weight must be > 0")
-        dominant = _number(args, "dominantResourceWeight", 0, low=0)
+        # Default 1, not Koordinator's 0: measured in the lab (tests/lab/test_e2e_scheduling.py),
+        # averaging a free CPU with an exhausted memory let the real scheduler keep
+        # placing pods on seed 000's memory hog; counting the worst resource again stops it.
+        dominant = _number(args, "dominantResourceWeight", 1, low=0)
         args.pop("dominantResourceWeight", None)
         policy: Policy = LeastUsed(weights=clean, dominant_weight=dominant)
     elif name == "target-load-packing":

@@ -242,6 +242,7 @@ def test_dominant_resource_weight_sinks_a_node_short_of_one_resource():
     # an empty pod is estimated at 250m / 200Mi: cpu 83, memory 17
     assert plain.score(EMPTY, hog).score == (83 + 17) // 2
     assert drf.score(EMPTY, hog).score == (83 + 17 + 17) // 3
-    assert make_policy("least-used", {"dominantResourceWeight": 1}).dominant_weight == 1.0
+    assert make_policy("least-used").dominant_weight == 1.0  # our default, see policies/__init__.py
+    assert make_policy("least-used", {"dominantResourceWeight": 0}).dominant_weight == 0.0
     with pytest.raises(PolicyError, match="unknown policy_args"):
         make_policy("least-used", {"dominant": 1})
