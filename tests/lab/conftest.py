@@ -33,3 +33,20 @@ def lab():
         yield lab
     finally:
         lab.down()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("e2e")
+
+
+@pytest.fixture(scope="module")
+def extender(lab, workdir):
+    """loadwise-extender on loopback, fed by the lab's load-watcher, watching the lab's API."""
+    from e2e import Extender
+
+    ext = Extender(lab, workdir)
+    ext.start()
+    yield ext
+    ext.stop()
+    lab.stop("kube-scheduler")
