@@ -96,6 +96,12 @@ def cmd_build(lab: Lab, args) -> int:
     return 0
 
 
+def cmd_demo(lab: Lab, args) -> int:
+    from demo import run
+
+    return run(lab, args.replicas)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="scripts/lab",
@@ -120,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--stop", action="store_true", help="stop the lab's kube-scheduler")
     s.add_argument("extra", nargs=argparse.REMAINDER, help="-- further kube-scheduler flags")
     sub.add_parser("kubeconfig", help="print the admin kubeconfig path")
+    s = sub.add_parser(
+        "demo", help="up, then the extender and the real scheduler calling it, and a workload"
+    )
+    s.add_argument("--replicas", type=int, default=24)
     s = sub.add_parser("build", help="build (or find cached) binaries: tests/lab/build")
     s.add_argument("names", nargs="*")
     args = p.parse_args(argv)
@@ -131,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         "scheduler": cmd_scheduler,
         "kubeconfig": cmd_kubeconfig,
         "build": cmd_build,
+        "demo": cmd_demo,
     }[args.cmd]
     try:
         return handler(lab, args)

@@ -76,6 +76,7 @@ COMPONENTS = [
     "kwok",
     "metrics-server",
     "load-watcher",
+    "loadwise-extender",  # started only by `scripts/lab demo` (tests/lab/demo.py)
     "kube-scheduler",
 ]
 

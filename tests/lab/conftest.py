@@ -23,7 +23,11 @@ def lab():
     lab = Lab()
     if lab.running():
         st = lab.status()
-        missing = [n for n, pid in st["processes"].items() if not pid and n != "kube-scheduler"]
+        missing = [
+            n
+            for n, pid in st["processes"].items()
+            if not pid and n not in ("kube-scheduler", "loadwise-extender")
+        ]
         if not missing:
             yield lab
             return
