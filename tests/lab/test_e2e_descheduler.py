@@ -1,0 +1,122 @@
+"""The upstream descheduler (built from its Go module) with the policy the Ansible role
+derives from the extender's thresholds: a node made hot sheds its pods to cool nodes,
+and over several descheduling cycles no pod is evicted back and forth."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+import yaml
+from e2e import delete, deploy, placements, restart_scheduler, scheduler_config
+
+pytestmark = pytest.mark.lab
+
+HOT = "lab-medium"
+FILTER = {"cpu": 90, "memory": 90}  # the extender's default filter thresholds
+MARGIN = 30  # roles/loadwise_descheduler: loadwise_descheduler_margin
+
+
+def policy() -> dict:
+    """What roles/loadwise_descheduler/templates/descheduler.yaml.j2 renders for 1.33+."""
+    return {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "maxNoOfPodsToEvictPerNode": 2,
+        "metricsProviders": [{"source": "KubernetesMetrics"}],
+        "profiles": [
+            {
+                "name": "loadwise",
+                "pluginConfig": [
+                    {"name": "DefaultEvictor", "args": {"nodeFit": True}},
+                    {
+                        "name": "LowNodeUtilization",
+                        "args": {
+                            "thresholds": {k: max(v - MARGIN, 1) for k, v in FILTER.items()},
+                            "targetThresholds": dict(FILTER),
+                            "metricsUtilization": {"source": "KubernetesMetrics"},
+                        },
+                    },
+                ],
+                "plugins": {"balance": {"enabled": ["LowNodeUtilization"]}},
+            }
+        ],
+    }
+
+
+def pods_by_uid(lab, app: str) -> dict[str, str]:
+    items = lab.core().list_namespaced_pod("default", label_selector=f"app={app}").items
+    return {
+        p.metadata.uid: p.spec.node_name or "" for p in items if not p.metadata.deletion_timestamp
+    }
+
+
+def hot_memory_seen(lab) -> bool:
+    nmm = lab.watcher().get("data", {}).get("NodeMetricsMap", {})
+    return any(
+        m["type"] == "Memory" and m["value"] > FILTER["memory"]
+        for m in nmm.get(HOT, {}).get("metrics", [])
+    )
+
+
+def test_hot_node_sheds_pods_and_nothing_comes_back(lab, extender, workdir):
+    restart_scheduler(lab, scheduler_config(workdir, with_extender=True))
+    deploy(lab, "shed", 12)
+    descheduler = None
+    try:
+        before = placements(lab, "shed", 12)
+        assert before[HOT] > 0, f"nothing to shed: {dict(before)}"
+        # Something no pod requests takes the node's memory (seed 000's hog, appearing later).
+        lab.set_background(HOT, memory="7680Mi")
+        deadline = time.monotonic() + 150  # metrics-server 15 s, load-watcher once a minute
+        while not hot_memory_seen(lab):
+            assert time.monotonic() < deadline, "load-watcher never saw the node go hot"
+            time.sleep(3)
+        cfg = workdir / "descheduler-policy.yaml"
+        cfg.write_text(yaml.safe_dump(policy()))
+        binary = lab.binaries(["descheduler"])["descheduler"]
+        log = (workdir / "descheduler.log").open("wb")
+        descheduler = subprocess.Popen(
+            [
+                binary,
+                f"--kubeconfig={lab.kubeconfig}",
+                f"--policy-config-file={cfg}",
+                "--descheduling-interval=10s",
+                "--secure-port=0",
+                "--v=3",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        seen: dict[str, str] = pods_by_uid(lab, "shed")
+        gone_from: list[str] = []
+        deadline = time.monotonic() + 240
+        while True:
+            assert descheduler.poll() is None, (workdir / "descheduler.log").read_text()[-3000:]
+            now = pods_by_uid(lab, "shed")
+            gone_from += [seen[uid] for uid in seen if uid not in now]
+            seen.update(now)
+            for uid in [u for u in seen if u not in now]:
+                del seen[uid]
+            on_hot = [uid for uid, node in now.items() if node == HOT]
+            if not on_hot and len([n for n in now.values() if n]) >= 12:
+                break
+            assert time.monotonic() < deadline, (
+                f"hot node still has {len(on_hot)} pods; evicted from {gone_from}\n"
+                + (workdir / "descheduler.log").read_text()[-2000:]
+            )
+            time.sleep(2)
+        assert gone_from and set(gone_from) == {HOT}, f"evicted from {gone_from}"
+        # Several more cycles: nothing evicted, nothing lands on the hot node again.
+        settled = pods_by_uid(lab, "shed")
+        time.sleep(45)
+        after = pods_by_uid(lab, "shed")
+        assert after == settled, f"pods moved again: {settled} -> {after}"
+        assert HOT not in after.values()
+    finally:
+        if descheduler is not None:
+            descheduler.terminate()
+            descheduler.wait(15)
+        lab.set_background(HOT, memory="256Mi")
+        delete(lab, "shed")
