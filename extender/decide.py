@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import msgspec
-from msgspec.structs import replace
 
 from .estimate import PodFacts, demand_after, go_round
 from .model import NodeState
-from .policies import NodeScore, Policy, to_extender_priority
+from .policies.base import MAX_SCORE, PRIORITY_OF, NodeScore, Policy, to_extender_priority
 
 __all__ = ["DEFAULT_THRESHOLDS", "FilterOutcome", "Ranked", "filter_nodes", "prioritize"]
 
@@ -52,47 +51,51 @@ class Ranked(msgspec.Struct, frozen=True):
     detail: NodeScore
 
 
-def prioritize(
-    pod: PodFacts, nodes: Sequence[NodeState], policy: Policy, *, explain: bool = False
-) -> list[Ranked]:
-    """Score every node and map to 0..10.
+def to_priorities(names: Sequence[str], scores: Sequence[int]) -> tuple[list[int], int | None]:
+    """Map 0..100 scores to the extender's 0..10, and name the winner (its index).
 
     Rounding 0..100 to 0..10 hides differences under five points, and then the
     node the extender counts the pod on (herding protection, see ``ledger``) may
     not be the one the scheduler picks among equals. So the best node by the
     fine score keeps a strict one-step lead over nodes that rounded into its step
-    with a lower fine score; truly equal nodes stay equal.
+    with a lower fine score; truly equal nodes stay equal. The winner is the
+    highest fine score, then the first name.
     """
-    rank = getattr(policy, "rank", None)
-    if rank is not None and not explain:
-        scores = rank(pod, nodes)
-        ranked = [
-            Ranked(n.name, to_extender_priority(s), NodeScore(s, ""))
-            for n, s in zip(nodes, scores, strict=True)
-        ]
-    else:
-        ranked = []
-        for node in nodes:
-            detail = policy.score(pod, node, explain)
-            ranked.append(Ranked(node.name, to_extender_priority(detail.score), detail))
-    top = best(ranked)
-    if top is None:
-        return ranked
-    if not explain:  # the winner's reason, for its Event
-        index = ranked.index(top)
-        top = replace(top, detail=policy.score(pod, nodes[index], True))
-        ranked[index] = top
+    if not scores:
+        return [], None
+    top_score = max(scores)
+    win = min((i for i, s in enumerate(scores) if s == top_score), key=names.__getitem__)
+    table = PRIORITY_OF
+    priorities = [table[s] if 0 <= s <= MAX_SCORE else to_extender_priority(s) for s in scores]
+    top = priorities[win]
     rivals = [
         i
-        for i, r in enumerate(ranked)
-        if r.node != top.node and r.priority == top.priority and r.detail.score < top.detail.score
+        for i, (p, s) in enumerate(zip(priorities, scores, strict=True))
+        if p == top and s < top_score
     ]
-    if rivals and top.priority == 0:
-        ranked = [replace(r, priority=1) if r.node == top.node else r for r in ranked]
+    if rivals and top == 0:
+        priorities[win] = 1
     elif rivals:
         for i in rivals:
-            ranked[i] = replace(ranked[i], priority=ranked[i].priority - 1)
-    return ranked
+            priorities[i] -= 1
+    return priorities, win
+
+
+def prioritize(
+    pod: PodFacts, nodes: Sequence[NodeState], policy: Policy, *, explain: bool = False
+) -> list[Ranked]:
+    """Score every node, map to 0..10 (see :func:`to_priorities`); the winner's
+    ``detail`` carries its reason, for its Event."""
+    rank = getattr(policy, "rank", None)
+    if rank is not None and not explain:
+        details = [NodeScore(s, "") for s in rank(pod, nodes)]
+    else:
+        details = [policy.score(pod, node, explain) for node in nodes]
+    names = [n.name for n in nodes]
+    priorities, win = to_priorities(names, [d.score for d in details])
+    if win is not None and not explain:
+        details[win] = policy.score(pod, nodes[win], True)
+    return [Ranked(n, p, d) for n, p, d in zip(names, priorities, details, strict=True)]
 
 
 def best(ranked: Sequence[Ranked]) -> Ranked | None:

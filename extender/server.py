@@ -44,8 +44,13 @@ async def _read_args(request: web.Request, verb: str, ext: Extender):  # type: i
 
 
 def _handler(verb: str):  # type: ignore[no-untyped-def]
+    latency = None
+
     async def handle(request: web.Request) -> web.Response:
+        nonlocal latency
         ext = request.app[EXTENDER_KEY]
+        if latency is None:
+            latency = ext.metrics.request_seconds.labels(verb)
         started = time.perf_counter()
         try:
             args = await _read_args(request, verb, ext)
@@ -67,7 +72,7 @@ def _handler(verb: str):  # type: ignore[no-untyped-def]
             except WireError as exc:
                 return _error(400, str(exc))
         body = encode(answer)
-        ext.metrics.request_seconds.labels(verb).observe(time.perf_counter() - started)
+        latency.observe(time.perf_counter() - started)
         return web.Response(body=body, content_type=_JSON)
 
     handle.__name__ = f"handle_{verb}"

@@ -16,10 +16,11 @@ from collections.abc import Callable
 import msgspec
 
 from .config import Settings
-from .decide import Ranked, best, filter_nodes, prioritize
+from .decide import best, filter_nodes, prioritize, to_priorities
 from .estimate import PodFacts, pod_facts
 from .events import Decision, EventRecorder
-from .ledger import Ledger
+from .fastpath import LeastUsedFastPath
+from .ledger import REPORT_INTERVAL_SECONDS, Ledger
 from .metrics import Metrics
 from .model import NodeInfo, NodeState
 from .nodestate import build_states
@@ -56,6 +57,9 @@ class Extender:
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.policy: Policy = make_policy(settings.policy, settings.policy_args)
+        self._fast = (
+            LeastUsedFastPath(self.policy) if LeastUsedFastPath.applies(self.policy) else None
+        )
         self.thresholds = dict(settings.filter.thresholds) if settings.filter.enabled else {}
         self.estimator = settings.estimator_args()
         self.tlp = settings.tlp_args()
@@ -74,6 +78,7 @@ class Extender:
             stale_after=settings.source.stale_after_seconds,
             on_error=lambda _msg: self.metrics.source_errors.inc(),
         )
+        self._scored = self.metrics.decisions.labels("prioritize", "scored")
         self._seen: dict[str, NodeInfo] = {}
         self._seen_rv: dict[str, str] = {}
         self._prune_task: asyncio.Task[None] | None = None
@@ -230,39 +235,61 @@ class Extender:
 
     def prioritize(self, args: ExtenderArgs | PrioritizeArgs) -> list[HostPriority]:
         pod = self._facts(args)
-        names, infos = self._infos(args)
-        states, stale = self._states(names, infos)
-        ranked = prioritize(pod, states, self.policy)
-        self.metrics.decisions.labels("prioritize", "scored").inc(len(ranked))
-        winner = best(ranked)
-        if winner is not None:
+        now = self.clock()
+        snap = self.refresher.snapshot
+        fresh = snap is not None and self.refresher.fresh(now)
+        scores = None
+        fast = self._fast if self._fast is not None and self._fast.policy is self.policy else None
+        if fast is not None and fresh and args.node_names is not None and args.nodes is None:
+            # Cache-capable request: look sizes up where the watch keeps them, no copy.
+            assert snap is not None
+            names = args.node_names
+            infos = self.cluster.nodes if self.cluster is not None else self._seen  # type: ignore[attr-defined]
+            recent = self.ledger.recent(snap.window_end - REPORT_INTERVAL_SECONDS)
+            scores = fast.scores(pod, names, infos, snap, recent)
+        if scores is None:
+            names, infos = self._infos(args)
+        if scores is None and fast is not None and fresh:
+            assert snap is not None
+            recent = self.ledger.recent(snap.window_end - REPORT_INTERVAL_SECONDS)
+            scores = fast.scores(pod, names, infos, snap, recent)
+        if scores is None:
+            states, stale = self._states(names, infos)
+            ranked = prioritize(pod, states, self.policy)
+            priorities = [r.priority for r in ranked]
+            winner = best(ranked)
+            win, why = (winner.node, winner.detail.why) if winner else (None, "")
+        else:
+            stale = False
+            priorities, index = to_priorities(names, scores)
+            win = names[index] if index is not None else None
+            why = ""
+            if win is not None and self.recorder is not None:
+                state = self._states([win], infos)[0][0]
+                why = self.policy.score(pod, state, True).why
+        self._scored.inc(len(names))
+        if win is not None:
             # Herding protection: count the pod on the node we favoured until the
             # watch (if any) says where it really went, or the metrics show it.
-            self.ledger.assume(pod.key, winner.node, pod.usage, pod.tlp_cpu_millis, self.clock())
+            self.ledger.assume(pod.key, win, pod.usage, pod.tlp_cpu_millis, now)
         if self.recorder is not None:
-            self._note_scores(args, pod, ranked, winner, stale)
-        return [HostPriority(r.node, r.priority) for r in ranked]
+            self._note_scores(args, pod, dict(zip(names, priorities, strict=True)), win, why, stale)
+        return [HostPriority(n, p) for n, p in zip(names, priorities, strict=True)]
 
     def _note_scores(
         self,
-        args: ExtenderArgs,
+        args: ExtenderArgs | PrioritizeArgs,
         pod: PodFacts,
-        ranked: list[Ranked],
-        winner: Ranked | None,
+        scores: dict[str, int],
+        winner: str | None,
+        why: str,
         stale: bool,
     ) -> None:
         assert self.recorder is not None and args.pod is not None
         meta = args.pod.metadata
-        scores = {r.node: r.priority for r in ranked}
 
         def update(d: Decision) -> Decision:
-            return msgspec.structs.replace(
-                d,
-                scores=scores,
-                best=winner.node if winner else None,
-                why=winner.detail.why if winner else "",
-                stale=stale,
-            )
+            return msgspec.structs.replace(d, scores=scores, best=winner, why=why, stale=stale)
 
         self.recorder.note(
             pod.key, meta.name, meta.namespace, meta.uid, update, self._decision(stale)

@@ -9,7 +9,7 @@ import msgspec
 from ..estimate import PodFacts, go_round
 from ..model import NodeState
 
-__all__ = ["MAX_SCORE", "NodeScore", "Policy", "to_extender_priority"]
+__all__ = ["MAX_SCORE", "PRIORITY_OF", "NodeScore", "Policy", "to_extender_priority"]
 
 MAX_SCORE = 100
 
@@ -35,3 +35,7 @@ def to_extender_priority(score: int) -> int:
     if score <= 0:
         return 0
     return 10 if score >= 100 else go_round(score / 10)
+
+
+# The same mapping as a table, for the request path (one list index per node).
+PRIORITY_OF = [to_extender_priority(s) for s in range(MAX_SCORE + 1)]

@@ -1,0 +1,85 @@
+"""The least-used fast path answers exactly what the general path answers."""
+
+import json
+import random
+import time
+
+import pytest
+
+from extender.config import load_settings
+from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
+from extender.service import Extender
+from extender.wire import decode_args
+
+from .helpers import container, node_json, pod_json
+
+
+class Static:
+    name = "static"
+
+    def __init__(self, snap):
+        self.snap = snap
+
+    async def fetch(self):
+        return self.snap
+
+    async def close(self):
+        pass
+
+
+@pytest.mark.parametrize(
+    "policy_args",
+    [
+        {},
+        {"resources": {"memory": 1}},
+        {"resources": {"cpu": 3, "memory": 1}, "dominantResourceWeight": 0},
+        {"resources": {"cpu": 1}, "dominantResourceWeight": 2},
+    ],
+)
+def test_fast_and_general_paths_agree_over_a_burst(policy_args):
+    rng = random.Random(11)
+    now = time.time()
+    names = [f"n{i}" for i in range(40)]
+    loads = {
+        n: NodeLoad(ResourceLoad(rng.uniform(0, 110)), ResourceLoad(rng.uniform(0, 110)))
+        for n in names[:-3]
+    }  # the last three have no metrics: general path
+    snap = LoadSnapshot("s", now - 5, now, loads)
+    nodes = [
+        node_json(n, cpu=str(rng.choice([1, 2, 4, 8])), memory=rng.choice(["2Gi", "8Gi", "32Gi"]))
+        for n in names
+    ]
+    settings = load_settings(
+        None, {"source.kind": "file", "source.file": "/dev/null", "policy_args": policy_args}
+    )
+    fast, general = (Extender(settings, Static(snap)) for _ in range(2))
+    for ext in (fast, general):
+        ext.refresher.snapshot = snap
+    general._fast = None
+    assert fast._fast is not None
+    taken = []
+    real_scores = fast._fast.scores
+
+    def counting(*args):
+        result = real_scores(*args)
+        taken.append(result is not None)
+        return result
+
+    fast._fast.scores = counting
+    warm = json.dumps({"Pod": pod_json(), "Nodes": {"items": nodes}}).encode()
+    for ext in (fast, general):
+        ext.prioritize(decode_args(warm, raw_nodes=False))
+    for i in range(200):
+        subset = rng.sample(names[:-3], 25) if i % 4 else rng.sample(names, 25)
+        pod = pod_json(
+            container(
+                {"cpu": f"{rng.randrange(1, 3000)}m", "memory": f"{rng.randrange(1, 4000)}Mi"}
+            ),
+            uid=f"u{i}",
+        )
+        body = json.dumps({"Pod": pod, "NodeNames": subset}).encode()
+        a = fast.prioritize(decode_args(body, raw_nodes=False))
+        b = general.prioritize(decode_args(body, raw_nodes=False))
+        assert a == b, f"request {i}"
+    assert len(fast.ledger) == len(general.ledger) == 201
+    assert sum(taken) >= 140 and not all(taken)  # both paths were exercised
