@@ -89,7 +89,8 @@ class Backoff:
 
 @dataclass(frozen=True, slots=True)
 class Stream:
-    """One list+watch stream: a path, optional field selector, and how to turn items into changes."""
+    """One list+watch stream: a path, an optional field selector, and how its items
+    turn into changes."""
 
     name: str
     path: str
@@ -352,7 +353,8 @@ class KubernetesSource:
             if exc.status in (404, 503):
                 sink(
                     MetricsUnavailable(
-                        f"metrics.k8s.io answered {exc.status}: is metrics-server installed and ready?"
+                        f"metrics.k8s.io answered {exc.status}: "
+                        "is metrics-server installed and ready?"
                     )
                 )
                 return

@@ -40,7 +40,8 @@ def banner_text(model: ClusterModel) -> str:
         else (f"showing STALE data as of {_clock(model.last_contact)}")
     )
     return (
-        f"⚠ API server unreachable since {_clock(model.unreachable_since)}: {model.unreachable_reason}. "
+        f"⚠ API server unreachable since {_clock(model.unreachable_since)}: "
+        f"{model.unreachable_reason}. "
         f"{seen}; reconnecting (next try in {model.retry_in:.0f}s)."
     )
 

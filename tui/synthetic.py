@@ -298,7 +298,8 @@ def synthetic_cluster(
             hot = [n for n, *_ in node_caps if heat[n] >= 0.9 and n != node_name]
             if hot:
                 failed[hot[0]] = f"cpu {int(heat[hot[0]] * 100 + 3)}% > 90% threshold"
-            why = f"cpu {int(heat[node_name] * 55)}%, memory {int(heat[node_name] * 60)}% after placement"
+            heat_of = heat[node_name]
+            why = f"cpu {int(heat_of * 55)}%, memory {int(heat_of * 60)}% after placement"
             decision = {
                 "policy": "least-used",
                 "source": "load-watcher",

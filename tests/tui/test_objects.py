@@ -94,7 +94,10 @@ def test_refused_eviction_is_marked_failed() -> None:
         "reason": "EvictionFailed",
         "action": "Descheduled",
         "type": "Warning",
-        "message": "pod eviction from n1 node by sigs.k8s.io/descheduler failed: total eviction limit exceeded (5)",
+        "message": (
+            "pod eviction from n1 node by sigs.k8s.io/descheduler failed: "
+            "total eviction limit exceeded (5)"
+        ),
         "reportingComponent": "sigs.k8s.io.descheduler",
     }
     parsed = parse_event(event)
