@@ -1,6 +1,6 @@
 """Fixtures for tests against the lab (tests/lab/cluster.py).
 
-`lab` is session-scoped: the first test that asks for it builds what is missing
+`lab` is package-scoped (torn down when tests/lab is done, before molecule runs): the first test that asks for it builds what is missing
 (tests/lab/build; never skipped, so CI pays for a cold build instead of skipping) and
 brings the lab up; the session ends with `down`. A lab that is already up (someone ran
 `scripts/lab up`) is reused and left running.
@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster import Lab  # noqa: E402
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def lab():
     lab = Lab()
     if lab.running():
