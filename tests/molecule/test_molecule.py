@@ -67,7 +67,9 @@ def kube_scheduler() -> str:
         _unavailable("tests/lab/build (the real kube-scheduler) is not there yet")
     proc = _run([str(build), "kube-scheduler"], timeout=3600)
     assert proc.returncode == 0, _tail(proc.stderr)
-    paths = [ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("kube-scheduler=")]
+    paths = [
+        ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("kube-scheduler=")
+    ]
     assert paths, f"tests/lab/build printed no kube-scheduler=PATH line: {proc.stdout!r}"
     return paths[0]
 
@@ -79,14 +81,17 @@ def test_ansible_lint_production_profile() -> None:
 
 @pytest.mark.parametrize("playbook", ["playbooks/site.yml", "playbooks/rollback.yml"])
 def test_playbook_syntax(playbook: str) -> None:
-    proc = _run([str(VENV_BIN / "ansible-playbook"), "--syntax-check", "-i", "inventory.example", playbook],
-                timeout=300)
+    playbook_bin = str(VENV_BIN / "ansible-playbook")
+    argv = [playbook_bin, "--syntax-check", "-i", "inventory.example", playbook]
+    proc = _run(argv, timeout=300)
     assert proc.returncode == 0, _tail(proc.stdout + proc.stderr)
 
 
 @pytest.mark.molecule
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_molecule_scenario(scenario: str, node_image: str, kube_scheduler: str, tmp_path: Path) -> None:
+def test_molecule_scenario(
+    scenario: str, node_image: str, kube_scheduler: str, tmp_path: Path
+) -> None:
     log = tmp_path / f"molecule-{scenario}.log"
     proc = _run([str(VENV_BIN / "molecule"), "test", "-s", scenario], timeout=1200, log=log,
                 LOADWISE_NODE_IMAGE=node_image, LOADWISE_KUBE_SCHEDULER=kube_scheduler)
