@@ -1,9 +1,9 @@
 """Fixtures for tests against the lab (tests/lab/cluster.py).
 
-`lab` is package-scoped (torn down when tests/lab is done, before molecule runs): the first test that asks for it builds what is missing
-(tests/lab/build; never skipped, so CI pays for a cold build instead of skipping) and
-brings the lab up; the session ends with `down`. A lab that is already up (someone ran
-`scripts/lab up`) is reused and left running.
+`lab` is package-scoped, so it is down again before molecule runs. The first test that
+asks for it builds what is missing (tests/lab/build; never skipped, so CI pays for a cold
+build instead of skipping) and brings the lab up; the end of tests/lab brings it down.
+A lab that is already up (someone ran `scripts/lab up`) is reused and left running.
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 EXTENDER = Path(sys.executable).parent / "loadwise-extender"
 EXTENDER_PORT = 18888
-WEIGHT = 5  # the Ansible role's default (roles/loadwise_scheduler_config/defaults/main.yml)
+# The extender's weight in the scheduler config: what the Ansible role writes by default.
+_ROLE_DEFAULTS = REPO / "roles/loadwise_scheduler_config/defaults/main.yml"
+WEIGHT = int(yaml.safe_load(_ROLE_DEFAULTS.read_text())["loadwise_scheduler_config_weight"])
 COOL = {"lab-small", "lab-medium", "lab-large"}
 HOT = "lab-hog"
 
