@@ -240,19 +240,22 @@ class Extender:
         fresh = snap is not None and self.refresher.fresh(now)
         scores = None
         fast = self._fast if self._fast is not None and self._fast.policy is self.policy else None
-        if fast is not None and fresh and args.node_names is not None and args.nodes is None:
-            # Cache-capable request: look sizes up where the watch keeps them, no copy.
+        recent = None
+        if fast is not None and fresh:
             assert snap is not None
+            recent = self.ledger.recent(snap.window_end - REPORT_INTERVAL_SECONDS)
+        cache_capable = args.node_names is not None and args.nodes is None
+        if fast is not None and recent is not None and cache_capable:
+            # Look sizes up where the watch keeps them, without copying them per request.
+            assert snap is not None and args.node_names is not None
             names = args.node_names
             infos = self.cluster.nodes if self.cluster is not None else self._seen  # type: ignore[attr-defined]
-            recent = self.ledger.recent(snap.window_end - REPORT_INTERVAL_SECONDS)
             scores = fast.scores(pod, names, infos, snap, recent)
         if scores is None:
             names, infos = self._infos(args)
-        if scores is None and fast is not None and fresh:
-            assert snap is not None
-            recent = self.ledger.recent(snap.window_end - REPORT_INTERVAL_SECONDS)
-            scores = fast.scores(pod, names, infos, snap, recent)
+            if fast is not None and recent is not None and not cache_capable:
+                assert snap is not None
+                scores = fast.scores(pod, names, infos, snap, recent)
         if scores is None:
             states, stale = self._states(names, infos)
             ranked = prioritize(pod, states, self.policy)
