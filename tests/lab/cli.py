@@ -25,6 +25,9 @@ def cmd_up(lab: Lab, args) -> int:
 
 
 def cmd_down(lab: Lab, args) -> int:
+    from hosts import destroy
+
+    destroy()  # a control-plane host left by `demo` would keep scheduling against nothing
     lab.down()
     return 0
 
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("extra", nargs=argparse.REMAINDER, help="-- further kube-scheduler flags")
     sub.add_parser("kubeconfig", help="print the admin kubeconfig path")
     s = sub.add_parser(
-        "demo", help="up, then the extender and the real scheduler calling it, and a workload"
+        "demo", help="up, site.yml on a kubeadm-flavoured host (real scheduler), a workload"
     )
     s.add_argument("--replicas", type=int, default=24)
     s = sub.add_parser("build", help="build (or find cached) binaries: tests/lab/build")

@@ -1,67 +1,61 @@
 """`scripts/lab demo`: the whole product on one machine, no cluster needed.
 
-Brings the lab up (building the real components from Go modules the first time),
-starts loadwise-extender on loopback fed by the lab's load-watcher, restarts the
-real kube-scheduler with a config that calls it, places a workload, and shows where
-the pods went and why. Everything keeps running for the dashboard until
-`scripts/lab down`. (The Ansible installer is not in this loop yet: the extender
-and the scheduler config are started here the way the roles configure them.)
+Brings the lab up (building the real components from Go modules the first time), boots a
+kubeadm-flavoured control-plane host (a podman container whose static-pod stand-in runs
+the real kube-scheduler against the lab; tests/lab/hosts.py), runs playbooks/site.yml on
+it exactly as an operator would, places a workload and shows where the pods went and why.
+Everything keeps running for the dashboard until `scripts/lab down`.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 import urllib.request
 from collections import Counter
-from pathlib import Path
 
-import yaml
 from cluster import Lab
-from e2e import EXTENDER_PORT, WEIGHT, deploy, placements, scheduler_config
+from hosts import EXTENDER_URL, ControlPlaneHost, node_image
 
-EXTENDER = Path(sys.executable).parent / "loadwise-extender"
+FLAVOUR = "kubeadm"
 
 
 def _ready() -> tuple[bool, str]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{EXTENDER_PORT}/readyz", timeout=2) as r:
+        with urllib.request.urlopen(f"{EXTENDER_URL}/readyz", timeout=2) as r:
             return r.status == 200, r.read().decode().strip()
     except OSError as exc:
         return False, str(exc)
 
 
 def run(lab: Lab, replicas: int = 24) -> int:
+    from e2e import deploy, placements
+
     if not lab.running().get("kube-apiserver"):
         lab.up()
-    if not lab.pid("loadwise-extender"):
-        config = lab.run / "loadwise-extender.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "listen": f"127.0.0.1:{EXTENDER_PORT}",
-                    "kubeconfig": lab.kubeconfig,
-                    "source": {
-                        "kind": "load-watcher",
-                        "url": lab.load_watcher_url,
-                        "refresh_seconds": 10,
-                    },
-                }
-            )
-        )
-        lab._spawn("loadwise-extender", [str(EXTENDER), "--config", str(config)])
+    lab.stop("kube-scheduler")  # the host's scheduler takes over
+    host = ControlPlaneHost(FLAVOUR, node_image(), lab, lab.run)
+    lab.log(f"booting {host.name}: podman, {FLAVOUR} flavour, the real kube-scheduler")
+    host.create()
+    prepared = host.prepare(lab.binaries(["kube-scheduler"])["kube-scheduler"])
+    if prepared.rc != 0:
+        lab.log(f"preparing the host failed:\n{prepared.tail(30)}")
+        return 1
+    lab.log(f"running playbooks/site.yml on it (log: {host.workdir}/{FLAVOUR}-*-site.log)")
+    site = host.playbook("playbooks/site.yml")
+    recap = site.stdout[site.stdout.rfind("PLAY RECAP") :].strip()
+    print(recap, flush=True)
+    if site.rc != 0:
+        lab.log(f"site.yml failed:\n{site.tail(40)}")
+        return 1
     lab.log("waiting for the extender's first load snapshot (load-watcher collects once a minute)")
     deadline = time.monotonic() + 150
     while not (state := _ready())[0]:
         if time.monotonic() > deadline:
-            lab.log(f"extender not ready: {state[1]}; log: {lab.logs / 'loadwise-extender.log'}")
+            lab.log(f"extender not ready: {state[1]}")
             return 1
         time.sleep(2)
     lab.log(f"extender ready: {state[1]}")
-    lab.stop("kube-scheduler")
-    lab.start_scheduler(scheduler_config(lab.run, with_extender=True))
-    lab.log(f"kube-scheduler restarted with the extender (weight {WEIGHT}, ignorable)")
 
     from kubernetes.client.exceptions import ApiException
 
@@ -85,7 +79,9 @@ def run(lab: Lab, replicas: int = 24) -> int:
     kube = lab.kubeconfig
     print(f"""
 See it live:   .venv/bin/loadwise-tui --kubeconfig {kube}
+Undo it:       K8S_AUTH_KUBECONFIG={kube} \\
+                 .venv/bin/ansible-playbook -i {host.inventory} playbooks/rollback.yml
 Lab status:    scripts/lab status
-Stop it all:   scripts/lab down
+Stop it all:   scripts/lab down   (removes the host container too)
 """)
     return 0 if not Counter(where).get("lab-hog") else 2

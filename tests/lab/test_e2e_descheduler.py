@@ -55,8 +55,7 @@ def pods_by_uid(lab, app: str) -> dict[str, str]:
 def hot_memory_seen(lab, above: float = FILTER["memory"]) -> bool:
     nmm = lab.watcher().get("data", {}).get("NodeMetricsMap", {})
     return any(
-        m["type"] == "Memory" and m["value"] > above
-        for m in nmm.get(HOT, {}).get("metrics", [])
+        m["type"] == "Memory" and m["value"] > above for m in nmm.get(HOT, {}).get("metrics", [])
     )
 
 

@@ -1,0 +1,184 @@
+"""Control-plane hosts for the lab: podman containers the playbooks treat as k3s or
+kubeadm servers, running the REAL kube-scheduler against the lab's API server.
+
+Each host is the molecule node image (tests/molecule/build-node-image) turned into a
+kubeadm- or k3s-flavoured server by tests/fixtures/nodes/prepare-node.yml. It shares the
+machine's network namespace (podman --network host), so everything stays on loopback:
+its scheduler reaches the lab API on 127.0.0.1:16443, the extender the role installs
+reads the lab's load-watcher on 127.0.0.1:2020, and the tests reach the extender on
+127.0.0.1:8888. Hosts therefore share ports: run one at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+# Where the playbooks' extender listens on each host (roles/loadwise/defaults/main.yml).
+EXTENDER_URL = (
+    "http://"
+    + yaml.safe_load((REPO / "roles/loadwise/defaults/main.yml").read_text())["loadwise_listen"]
+)
+# Inventory group per flavour: k3s-ansible's own name for k3s, the kubeadm-style one else.
+GROUPS = {"k3s": "server", "kubeadm": "control_plane"}
+# The operator's own k3s config.yaml already passing kube-scheduler-arg; bind-address stays
+# on loopback because this host shares the machine's network.
+K3S_CONFIG = """\
+# the operator's own k3s config
+write-kubeconfig-mode: "0600"
+kube-scheduler-arg:
+  - bind-address=127.0.0.1
+  - v=2
+"""
+# The operator's inventory variables for a host driving the lab. load-watcher publishes no
+# image and kwok only pretends to run its Deployment, so the extender reads the lab's real
+# load-watcher instead (what an operator with an external load-watcher does).
+SITE_VARS = {
+    "loadwise_load_watcher_image": "registry.invalid/loadwise/load-watcher:v0.2.4",
+    "loadwise_scheduler_config_health_stable_seconds": 10,
+}
+_RECAP = re.compile(
+    r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
+)
+
+
+@dataclass
+class PlaybookRun:
+    argv: list[str]
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def changed(self) -> dict[str, int]:
+        """changed= per host from the PLAY RECAP."""
+        return {m[1]: int(m[3]) for m in _RECAP.finditer(self.stdout)}
+
+    @property
+    def said(self) -> str:
+        """Everything printed, whitespace folded, for matching messages."""
+        return re.sub(r"\s+", " ", self.stdout + " " + self.stderr)
+
+    def tail(self, lines: int = 80) -> str:
+        return "\n".join((self.stdout + "\n--- stderr ---\n" + self.stderr).splitlines()[-lines:])
+
+
+def destroy(*names: str) -> None:
+    """Remove host containers (all the lab's when no name is given); fine if there are none."""
+    if shutil.which("podman") is None:
+        return
+    names = names or tuple(f"loadwise-lab-{f}" for f in GROUPS)
+    subprocess.run(["podman", "rm", "-f", "-t", "10", *names], capture_output=True, timeout=120)
+
+
+def node_image() -> str:
+    proc = subprocess.run(
+        [str(REPO / "tests/molecule/build-node-image")], capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+class ControlPlaneHost:
+    """One podman container playing a control-plane node of the given flavour."""
+
+    def __init__(self, flavour: str, image: str, lab, workdir: Path) -> None:
+        self.flavour = flavour
+        self.image = image
+        self.lab = lab
+        self.name = f"loadwise-lab-{flavour}"
+        self.workdir = workdir
+        self.inventory = workdir / f"inventory-{flavour}.yml"
+        self.runs = 0
+
+    # -- container ----------------------------------------------------------------------
+
+    def create(self) -> None:
+        self.destroy()
+        subprocess.run(
+            ["podman", "run", "-d", "--name", self.name, "--hostname", self.name,
+             "--network", "host", "--systemd=always", "--privileged", self.image, "/sbin/init"],
+            check=True, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        self._write_inventory()
+
+    def destroy(self) -> None:
+        destroy(self.name)
+
+    def sh(self, script: str, *, check: bool = True, timeout: float = 120) -> str:
+        proc = subprocess.run(["podman", "exec", self.name, "bash", "-c", script],
+                              capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        if check:
+            assert proc.returncode == 0, (
+                f"{self.name}: {script!r} -> {proc.returncode}\n{proc.stderr}"
+            )
+        return proc.stdout
+
+    def scheduler_cmdlines(self) -> list[str]:
+        """Command lines of kube-scheduler processes inside this host."""
+        out = self.sh(
+            "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null) || continue;"
+            ' case "$c" in */kube-scheduler\\ *) echo "$c";; esac; done'
+        )
+        return out.splitlines()
+
+    # -- ansible --------------------------------------------------------------------------
+
+    def _write_inventory(self) -> None:
+        inv = {
+            "all": {
+                "vars": {
+                    "ansible_connection": "containers.podman.podman",
+                    "ansible_python_interpreter": "/usr/bin/python3",
+                    # root inside the container; the image has no sudo
+                    "ansible_become_method": "ansible.builtin.su",
+                    **SITE_VARS,
+                    "loadwise_extender_source_url": self.lab.load_watcher_url,
+                },
+                "children": {GROUPS[self.flavour]: {"hosts": {self.name: {}}}},
+            }
+        }
+        self.inventory.write_text(yaml.safe_dump(inv, sort_keys=False))
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+        env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
+        env["ANSIBLE_FORCE_COLOR"] = "0"
+        # kubernetes.core's modules run on the controller (delegate_to: localhost)
+        env["K8S_AUTH_KUBECONFIG"] = self.lab.kubeconfig
+        return env
+
+    def playbook(self, playbook: str, *args: str, extra: dict | None = None,
+                 timeout: float = 900) -> PlaybookRun:  # fmt: skip
+        argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(REPO / playbook),
+                *args]  # fmt: skip
+        if extra:
+            argv += ["-e", yaml.safe_dump(extra, default_flow_style=True, width=10_000)]
+        proc = subprocess.run(argv, cwd=REPO, env=self.env(), capture_output=True, text=True,
+                              timeout=timeout)  # fmt: skip
+        self.runs += 1
+        run = PlaybookRun(argv, proc.returncode, proc.stdout, proc.stderr)
+        log = self.workdir / f"{self.flavour}-{self.runs:02d}-{Path(playbook).stem}.log"
+        log.write_text(" ".join(argv) + "\n\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+        return run
+
+    def prepare(self, kube_scheduler: str) -> PlaybookRun:
+        return self.playbook(
+            "tests/fixtures/nodes/prepare-node.yml",
+            extra={
+                "loadwise_test_flavour": self.flavour,
+                "loadwise_test_kube_scheduler": kube_scheduler,
+                "loadwise_test_scheduler_kubeconfig": self.lab.scheduler_kubeconfig,
+                "loadwise_test_k3s_config": K3S_CONFIG,
+            },
+        )

@@ -1,0 +1,292 @@
+"""End to end: playbooks/site.yml and rollback.yml on kubeadm- and k3s-flavoured
+control-plane hosts (tests/lab/hosts.py) whose REAL kube-scheduler is the lab's scheduler.
+
+Everything the playbooks talk to is real: the kube-scheduler restarted by the static-pod
+stand-in or the k3s stand-in, the lab's API server (cluster objects through
+kubernetes.core: load-watcher, the extender's ServiceAccount/RBAC/token, the descheduler,
+kubeadm-config), the lab's load-watcher feeding the extender the role installs as a
+systemd service. The tests of one flavour run in order against one host:
+check mode -> site.yml -> placement through the scheduler -> second run -> broken config
+-> rollback.yml (twice).
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import yaml
+from e2e import COOL, HOT, delete, deploy, placements
+from hosts import EXTENDER_URL, ControlPlaneHost, node_image
+
+pytestmark = pytest.mark.lab
+
+# What kubeadm v1.36 writes into kube-system/kubeadm-config (kubeadm init defaults, v1beta4).
+CLUSTER_CONFIGURATION = """\
+apiServer: {}
+apiVersion: kubeadm.k8s.io/v1beta4
+caCertificateValidityPeriod: 87600h0m0s
+certificateValidityPeriod: 8760h0m0s
+certificatesDir: /etc/kubernetes/pki
+clusterName: kubernetes
+controllerManager: {}
+dns: {}
+encryptionAlgorithm: RSA-2048
+etcd:
+  local:
+    dataDir: /var/lib/etcd
+imageRepository: registry.k8s.io
+kind: ClusterConfiguration
+kubernetesVersion: v1.36.4
+networking:
+  dnsDomain: cluster.local
+  serviceSubnet: 10.96.0.0/12
+proxy: {}
+scheduler: {}
+"""
+BROKEN = {
+    "loadwise_scheduler_config_extra": {
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {"score": {"enabled": [{"name": "LoadwiseNoSuchPlugin"}]}},
+            }
+        ]
+    }
+}
+LABEL = "app.kubernetes.io/part-of=loadwise"
+CONFIG_FLAG = {"kubeadm": "--config=/etc/kubernetes/loadwise-scheduler-config.yaml",
+               "k3s": "--config=/etc/rancher/k3s/loadwise-scheduler-config.yaml"}  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=["kubeadm", "k3s"])
+def host(request, lab, workdir):
+    lab.stop("kube-scheduler")  # the host's scheduler is the lab's scheduler now
+    kube_scheduler = lab.binaries(["kube-scheduler"])["kube-scheduler"]
+    h = ControlPlaneHost(request.param, node_image(), lab, workdir)
+    if h.flavour == "kubeadm":
+        _put_kubeadm_config(lab)
+    h.create()
+    try:
+        run = h.prepare(kube_scheduler)
+        assert run.rc == 0, run.tail()
+        yield h
+    finally:
+        h.destroy()
+        _delete_kubeadm_config(lab)
+
+
+def _put_kubeadm_config(lab) -> None:
+    _delete_kubeadm_config(lab)
+    lab.core().create_namespaced_config_map(
+        "kube-system",
+        {
+            "metadata": {"name": "kubeadm-config"},
+            "data": {"ClusterConfiguration": CLUSTER_CONFIGURATION},
+        },
+    )
+
+
+def _delete_kubeadm_config(lab) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        lab.core().delete_namespaced_config_map("kubeadm-config", "kube-system")
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def _cluster_objects(lab) -> list[str]:
+    """Every object carrying loadwise's part-of label, as kind/name."""
+    from kubernetes import client
+
+    api = lab.api_client()
+    core, apps, rbac = (
+        client.CoreV1Api(api),
+        client.AppsV1Api(api),
+        client.RbacAuthorizationV1Api(api),
+    )
+    listings = {
+        "ServiceAccount": core.list_service_account_for_all_namespaces,
+        "Secret": core.list_secret_for_all_namespaces,
+        "ConfigMap": core.list_config_map_for_all_namespaces,
+        "Service": core.list_service_for_all_namespaces,
+        "Deployment": apps.list_deployment_for_all_namespaces,
+        "ClusterRole": rbac.list_cluster_role,
+        "ClusterRoleBinding": rbac.list_cluster_role_binding,
+    }
+    return sorted(
+        f"{kind}/{item.metadata.name}"
+        for kind, listing in listings.items()
+        for item in listing(label_selector=LABEL).items
+    )
+
+
+def _extender_requests(verb: str) -> float:
+    try:
+        with urllib.request.urlopen(f"{EXTENDER_URL}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except (urllib.error.URLError, OSError):
+        return 0.0
+    prefix = f'loadwise_extender_request_duration_seconds_count{{verb="{verb}"}}'
+    return sum(float(ln.split()[-1]) for ln in text.splitlines() if ln.startswith(prefix))
+
+
+def _wait_extender_ready(timeout: float = 150) -> None:
+    """load-watcher refreshes once a minute; the extender is ready once it has a document."""
+    deadline, last = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{EXTENDER_URL}/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except urllib.error.HTTPError as exc:
+            last = exc.read().decode()
+        except OSError as exc:
+            last = str(exc)
+        time.sleep(2)
+    raise AssertionError(f"the extender installed by site.yml never got ready: {last}")
+
+
+def _scheduler_healthz() -> bytes:
+    """The host's scheduler health endpoint (the host shares the machine's loopback)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # its self-signed serving cert
+    with urllib.request.urlopen("https://127.0.0.1:10259/healthz", context=ctx, timeout=5) as r:
+        return r.read()
+
+
+def _events(lab, reason: str) -> list:
+    return [e for e in lab.core().list_namespaced_event("default").items if e.reason == reason]
+
+
+def test_check_mode_shows_the_edit_and_changes_nothing(host, lab):
+    run = host.playbook("playbooks/site.yml", "--check", "--diff")
+    assert run.rc == 0, run.tail()
+    edit = {"kubeadm": r"^\+\s*- --config=/etc/kubernetes/loadwise-scheduler-config\.yaml",
+            "k3s": r"^\+\s*kube-scheduler-arg\+:"}[host.flavour]  # fmt: skip
+    assert re.search(edit, run.stdout, re.M), run.tail(200)
+    host.sh("sha256sum -c /root/loadwise-test-pristine.sha256")
+    assert host.sh("ls /etc/loadwise /opt/loadwise 2>&1 || true").count("No such file") == 2
+    assert _cluster_objects(lab) == [], "--check created cluster objects"
+    assert all(CONFIG_FLAG[host.flavour] not in c for c in host.scheduler_cmdlines())
+
+
+def test_site_rewires_the_real_scheduler_and_installs_the_cluster_side(host, lab):
+    run = host.playbook("playbooks/site.yml")
+    assert run.rc == 0, run.tail()
+    assert run.changed[host.name] > 0
+    cmdlines = host.scheduler_cmdlines()
+    assert len(cmdlines) == 1 and CONFIG_FLAG[host.flavour] in cmdlines[0], cmdlines
+
+    objects = _cluster_objects(lab)
+    for expected in (
+        "ServiceAccount/loadwise-extender",
+        "Secret/loadwise-extender-token",
+        "ClusterRole/loadwise-extender",
+        "Deployment/load-watcher",
+        "Service/load-watcher",
+        "Deployment/loadwise-descheduler",
+    ):
+        assert expected in objects, objects
+    if host.flavour == "kubeadm":
+        cm = lab.core().read_namespaced_config_map("kubeadm-config", "kube-system")
+        scheduler = yaml.safe_load(cm.data["ClusterConfiguration"])["scheduler"]
+        args = {a["name"]: a["value"] for a in scheduler["extraArgs"]}
+        assert args["config"] == "/etc/kubernetes/loadwise-scheduler-config.yaml", scheduler
+    # the extender's own kubeconfig: its ServiceAccount's token, readable by its account only
+    assert host.sh("stat -c '%U %a' /etc/loadwise/extender.kubeconfig").split() == [
+        "loadwise-extender", "600"]  # fmt: skip
+
+
+def test_the_scheduler_calls_the_extender_and_avoids_the_hog(host, lab):
+    """Seed 000 through the playbook's wiring: a 30-replica Deployment, none on the hog."""
+    _wait_extender_ready()
+    before = _extender_requests("prioritize"), _extender_requests("filter")
+    name = f"site-{host.flavour}"
+    deploy(lab, name, 30)
+    try:
+        where = placements(lab, name, 30)
+    finally:
+        delete(lab, name)
+    after = _extender_requests("prioritize"), _extender_requests("filter")
+    assert after[0] > before[0] and after[1] > before[1], f"extender requests {before} -> {after}"
+    assert where[HOT] == 0, f"pods landed on the memory hog: {dict(where)}"
+    assert set(where) <= COOL
+    # Events posted with the ServiceAccount's token: the role's RBAC lets it create them
+    assert _events(lab, "LoadwiseScored"), "no LoadwiseScored Event: events RBAC or token broken"
+
+
+def test_a_second_site_run_changes_nothing(host):
+    run = host.playbook("playbooks/site.yml")
+    assert run.rc == 0, run.tail()
+    assert run.changed == {host.name: 0}, run.tail(120)
+
+
+def test_a_config_the_scheduler_rejects_is_restored_automatically(host):
+    before = host.sh(f"sha256sum {_scheduler_files(host)}")
+    run = host.playbook("playbooks/site.yml", extra=BROKEN)
+    assert run.rc != 0, run.tail()
+    for said in (
+        "restored the previous files",
+        "scheduler is healthy again",
+        "LoadwiseNoSuchPlugin",
+    ):
+        assert said in run.said, run.tail(120)
+    assert host.sh(f"sha256sum {_scheduler_files(host)}") == before
+    cmdlines = host.scheduler_cmdlines()
+    assert len(cmdlines) == 1 and CONFIG_FLAG[host.flavour] in cmdlines[0], cmdlines
+    assert _scheduler_healthz() == b"ok"
+
+
+def _scheduler_files(host) -> str:
+    if host.flavour == "kubeadm":
+        return (
+            "/etc/kubernetes/manifests/kube-scheduler.yaml"
+            " /etc/kubernetes/loadwise-scheduler-config.yaml"
+        )
+    return (
+        "/etc/rancher/k3s/config.yaml.d/90-loadwise.yaml"
+        " /etc/rancher/k3s/loadwise-scheduler-config.yaml"
+    )
+
+
+def test_rollback_restores_every_file_and_the_stock_scheduler(host, lab):
+    run = host.playbook("playbooks/rollback.yml")
+    assert run.rc == 0, run.tail()
+    host.sh("sha256sum -c /root/loadwise-test-pristine.sha256")
+    files = host.sh(
+        "{ find /etc/kubernetes /etc/rancher /etc/systemd/system -type f 2>/dev/null || true; }"
+        " | sort"
+    )
+    assert files == host.sh("cat /root/loadwise-test-files.txt")
+    assert host.sh("ls -d /etc/loadwise /opt/loadwise /var/lib/loadwise 2>/dev/null || true") == ""
+    assert host.sh("getent passwd loadwise-extender || true") == ""
+    assert _cluster_objects(lab) == []
+    if host.flavour == "kubeadm":
+        cm = lab.core().read_namespaced_config_map("kubeadm-config", "kube-system")
+        assert cm.data["ClusterConfiguration"] == CLUSTER_CONFIGURATION  # byte for byte
+    cmdlines = host.scheduler_cmdlines()
+    assert len(cmdlines) == 1 and "loadwise" not in cmdlines[0], cmdlines
+    assert _scheduler_healthz() == b"ok"
+
+    # The stock scheduler is back in charge: pods are bound without the extender, and
+    # (the control for the hog test above) by requests alone some land on the hog.
+    name = f"stock-{host.flavour}"
+    deploy(lab, name, 30)
+    try:
+        where = placements(lab, name, 30)
+    finally:
+        delete(lab, name)
+    assert where[HOT] > 0, f"after rollback the scheduler still avoids the hog: {dict(where)}"
+
+
+def test_a_second_rollback_changes_nothing(host):
+    run = host.playbook("playbooks/rollback.yml")
+    assert run.rc == 0, run.tail()
+    assert run.changed == {host.name: 0}, run.tail(120)
