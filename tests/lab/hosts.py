@@ -76,8 +76,10 @@ def destroy(*names: str) -> None:
     """Remove host containers (all the lab's when no name is given); fine if there are none."""
     if shutil.which("podman") is None:
         return
-    names = names or tuple(f"loadwise-lab-{f}" for f in GROUPS)
-    subprocess.run(["podman", "rm", "-f", "-t", "10", *names], capture_output=True, timeout=120)
+    # one at a time: given several names, one of them missing, podman 4 removed none (rc 0)
+    for name in names or tuple(f"loadwise-lab-{f}" for f in GROUPS):
+        subprocess.run(["podman", "rm", "--force", "--ignore", "--time", "10", name],
+                       capture_output=True, timeout=120)  # fmt: skip
 
 
 def node_image() -> str:
