@@ -10,8 +10,13 @@ PY := $(VENV)/bin/python
 setup:
 	scripts/setup
 
+# Two workers: the lab on one, the molecule scenarios on the other, the fast suites wherever
+# there is room (tests/conftest.py). Both slow suites mostly wait on daemons, so side by side
+# they take about as long as the longer one. PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
+
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 unit: setup
 	$(PY) -m pytest tests/unit

@@ -2,13 +2,28 @@
 
 A skip locally is allowed (say, no podman on a laptop), but under CI=true every
 skip is turned into a failure so that a suite that did not run cannot pass.
+
+`make test` runs two pytest-xdist workers with --dist loadgroup: every lab test goes to one
+worker (one lab per machine: fixed ports, one package-scoped lab), the molecule scenarios to
+one worker (one at a time keeps their timing honest), everything else wherever there is room.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+
+_LAB = Path(__file__).resolve().parent / "lab"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _LAB in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.xdist_group("lab"))
+        elif item.get_closest_marker("molecule"):
+            item.add_marker(pytest.mark.xdist_group("molecule"))
 
 
 @pytest.hookimpl(hookwrapper=True)

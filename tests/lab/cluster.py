@@ -48,6 +48,8 @@ from typing import Any
 
 import yaml
 
+from extender.quantity import parse_quantity as _parse_quantity
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 BUILD = HERE / "build"
@@ -121,31 +123,10 @@ class LabError(RuntimeError):
 
 # ---------------------------------------------------------------------------- quantities
 
-_BIN = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DEC = {
-    "n": 1e-9,
-    "u": 1e-6,
-    "m": 1e-3,
-    "": 1,
-    "k": 1e3,
-    "M": 1e6,
-    "G": 1e9,
-    "T": 1e12,
-    "P": 1e15,
-    "E": 1e18,
-}
-
 
 def parse_quantity(q: str | int | float) -> float:
     """A Kubernetes resource quantity ("500m", "6Gi", "2") as a number of base units."""
-    if isinstance(q, int | float):
-        return float(q)
-    s = q.strip()
-    for suffix in sorted(list(_BIN) + list(_DEC), key=len, reverse=True):
-        if suffix and s.endswith(suffix):
-            mult = _BIN.get(suffix) or _DEC[suffix]
-            return float(s[: -len(suffix)]) * mult
-    return float(s)
+    return float(_parse_quantity(q))
 
 
 def _num(v: float) -> str:

@@ -3,7 +3,8 @@
 `lab` is package-scoped, so it is down again before molecule runs. The first test that
 asks for it builds what is missing (tests/lab/build; never skipped, so CI pays for a cold
 build instead of skipping) and brings the lab up; the end of tests/lab brings it down.
-A lab that is already up (someone ran `scripts/lab up`) is reused and left running.
+A lab that is already up (someone ran `scripts/lab up`) is reused and left running; a
+control-plane host the demo left is removed first, since its scheduler would compete.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from cluster import Lab  # noqa: E402
 
 @pytest.fixture(scope="package")
 def lab():
+    from hosts import destroy
+
+    destroy()  # a host left by `scripts/lab demo` would hold the scheduler lease
     lab = Lab()
     if lab.running():
         st = lab.status()

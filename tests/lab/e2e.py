@@ -201,3 +201,12 @@ def delete(lab, name: str, namespace: str = "default") -> None:
                 pass
         assert time.monotonic() < deadline, f"pods of {name} never went away"
         time.sleep(1)
+
+
+def place(lab, name: str, replicas: int, **kw) -> Counter:
+    """Deploy `replicas` pods, wait until all are bound, delete them; where they went."""
+    deploy(lab, name, replicas, **kw)
+    try:
+        return placements(lab, name, replicas)
+    finally:
+        delete(lab, name)

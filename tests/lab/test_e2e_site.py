@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 import yaml
-from e2e import COOL, HOT, delete, deploy, placements
+from e2e import COOL, HOT, place
 from hosts import EXTENDER_URL, ControlPlaneHost, node_image
 
 pytestmark = pytest.mark.lab
@@ -117,6 +117,8 @@ def _cluster_objects(lab) -> list[str]:
         "ConfigMap": core.list_config_map_for_all_namespaces,
         "Service": core.list_service_for_all_namespaces,
         "Deployment": apps.list_deployment_for_all_namespaces,
+        "Role": rbac.list_role_for_all_namespaces,
+        "RoleBinding": rbac.list_role_binding_for_all_namespaces,
         "ClusterRole": rbac.list_cluster_role,
         "ClusterRoleBinding": rbac.list_cluster_role_binding,
     }
@@ -208,12 +210,7 @@ def test_the_scheduler_calls_the_extender_and_avoids_the_hog(host, lab):
     """Seed 000 through the playbook's wiring: a 30-replica Deployment, none on the hog."""
     _wait_extender_ready()
     before = _extender_requests("prioritize"), _extender_requests("filter")
-    name = f"site-{host.flavour}"
-    deploy(lab, name, 30)
-    try:
-        where = placements(lab, name, 30)
-    finally:
-        delete(lab, name)
+    where = place(lab, f"site-{host.flavour}", 30)
     after = _extender_requests("prioritize"), _extender_requests("filter")
     assert after[0] > before[0] and after[1] > before[1], f"extender requests {before} -> {after}"
     assert where[HOT] == 0, f"pods landed on the memory hog: {dict(where)}"
@@ -277,12 +274,7 @@ def test_rollback_restores_every_file_and_the_stock_scheduler(host, lab):
 
     # The stock scheduler is back in charge: pods are bound without the extender, and
     # (the control for the hog test above) by requests alone some land on the hog.
-    name = f"stock-{host.flavour}"
-    deploy(lab, name, 30)
-    try:
-        where = placements(lab, name, 30)
-    finally:
-        delete(lab, name)
+    where = place(lab, f"stock-{host.flavour}", 30)
     assert where[HOT] > 0, f"after rollback the scheduler still avoids the hog: {dict(where)}"
 
 
@@ -290,3 +282,60 @@ def test_a_second_rollback_changes_nothing(host):
     run = host.playbook("playbooks/rollback.yml")
     assert run.rc == 0, run.tail()
     assert run.changed == {host.name: 0}, run.tail(120)
+
+
+# How each flavour labels its control-plane nodes: kubeadm with an empty value, k3s "true".
+CONTROL_PLANE_LABELS = {
+    "kubeadm": {"node-role.kubernetes.io/control-plane": ""},
+    "k3s": {
+        "node-role.kubernetes.io/control-plane": "true",
+        "node-role.kubernetes.io/master": "true",
+    },
+}
+
+
+def test_second_scheduler_mode_leaves_the_control_plane_alone(host, lab):
+    """The cautious mode: a second kube-scheduler Deployment, no file on the node touched.
+
+    kwok only pretends to run its pod, so this proves the objects (accepted by the real API,
+    placed on a control-plane node as the flavour labels it) and the clean removal, not the
+    second scheduler's own scheduling.
+    """
+    from cluster import NodeSpec
+    from kubernetes import client
+
+    cp = f"lab-cp-{host.flavour}"
+    lab.add_node(NodeSpec(cp, cpu="2", memory="4Gi", labels=CONTROL_PLANE_LABELS[host.flavour]))
+    try:
+        run = host.playbook(
+            "playbooks/site.yml", extra={"loadwise_scheduler_config_mode": "second-scheduler"}
+        )
+        assert run.rc == 0, run.tail()
+        host.sh("sha256sum -c /root/loadwise-test-pristine.sha256")
+        cmdlines = host.scheduler_cmdlines()
+        assert len(cmdlines) == 1 and "loadwise" not in cmdlines[0], cmdlines
+
+        apps = client.AppsV1Api(lab.api_client())
+        dep = apps.read_namespaced_deployment("loadwise-scheduler", "kube-system")
+        assert dep.status.ready_replicas == 1, dep.status
+        assert (
+            dep.spec.template.spec.containers[0].image == "registry.k8s.io/kube-scheduler:v1.36.4"
+        )
+        pods = lab.core().list_namespaced_pod(
+            "kube-system", label_selector="app.kubernetes.io/name=loadwise-scheduler"
+        )
+        assert [p.spec.node_name for p in pods.items] == [cp]
+        config = yaml.safe_load(
+            lab.core()
+            .read_namespaced_config_map("loadwise-scheduler-config", "kube-system")
+            .data["config.yaml"]
+        )
+        assert config["profiles"][0]["schedulerName"] == "loadwise-scheduler"
+        assert config["extenders"][0]["urlPrefix"] == f"{EXTENDER_URL}/scheduler"
+
+        run = host.playbook("playbooks/rollback.yml")
+        assert run.rc == 0, run.tail()
+        assert _cluster_objects(lab) == []
+        host.sh("sha256sum -c /root/loadwise-test-pristine.sha256")
+    finally:
+        lab.remove_node(cp)
