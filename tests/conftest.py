@@ -18,6 +18,8 @@ import pytest
 _LAB = Path(__file__).resolve().parent / "lab"
 
 
+# tryfirst: xdist's own hook reads xdist_group marks to assign the groups; mark before it.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _LAB in Path(str(item.path)).parents:
