@@ -223,6 +223,10 @@ def test_a_second_site_run_changes_nothing(host):
     run = host.playbook("playbooks/site.yml")
     assert run.rc == 0, run.tail()
     assert run.changed == {host.name: 0}, run.tail(120)
+    # and check mode on the converged cluster agrees: nothing to change
+    run = host.playbook("playbooks/site.yml", "--check", "--diff")
+    assert run.rc == 0, run.tail()
+    assert run.changed == {host.name: 0}, run.tail(120)
 
 
 def test_a_config_the_scheduler_rejects_is_restored_automatically(host):
