@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from collections import Counter
 
 from cluster import Lab
@@ -20,16 +19,8 @@ from hosts import EXTENDER_URL, ControlPlaneHost, node_image
 FLAVOUR = "kubeadm"
 
 
-def _ready() -> tuple[bool, str]:
-    try:
-        with urllib.request.urlopen(f"{EXTENDER_URL}/readyz", timeout=2) as r:
-            return r.status == 200, r.read().decode().strip()
-    except OSError as exc:
-        return False, str(exc)
-
-
 def run(lab: Lab, replicas: int = 24) -> int:
-    from e2e import deploy, placements
+    from e2e import deploy, placements, wait_ready
 
     if not lab.running().get("kube-apiserver"):
         lab.up()
@@ -49,13 +40,11 @@ def run(lab: Lab, replicas: int = 24) -> int:
         lab.log(f"site.yml failed:\n{site.tail(40)}")
         return 1
     lab.log("waiting for the extender's first load snapshot (load-watcher collects once a minute)")
-    deadline = time.monotonic() + 150
-    while not (state := _ready())[0]:
-        if time.monotonic() > deadline:
-            lab.log(f"extender not ready: {state[1]}")
-            return 1
-        time.sleep(2)
-    lab.log(f"extender ready: {state[1]}")
+    try:
+        lab.log(f"extender ready: {wait_ready(EXTENDER_URL)}")
+    except TimeoutError as exc:
+        lab.log(str(exc))
+        return 1
 
     from kubernetes.client.exceptions import ApiException
 

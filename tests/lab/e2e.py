@@ -9,6 +9,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -47,20 +48,26 @@ class Extender:
         )
         self.proc: subprocess.Popen[bytes] | None = None
 
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{EXTENDER_PORT}"
+
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [str(EXTENDER), "--config", str(self.config), "--log-level", "debug"],
             stdout=self.log.open("ab"),
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 150  # load-watcher collects once a minute
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            status, body = self.get("/readyz")
-            if status == 200:
-                return
-            time.sleep(1)
-        raise AssertionError(f"extender never ready: {body}\n{self.log.read_text()[-3000:]}")
+
+        def died() -> str | None:
+            if self.proc is None or self.proc.poll() is None:
+                return None
+            return f"the extender exited:\n{self.log.read_text()[-3000:]}"
+
+        try:
+            wait_ready(self.url, died=died)
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\n{self.log.read_text()[-3000:]}") from None
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -68,22 +75,45 @@ class Extender:
             self.proc.wait(10)
 
     def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{EXTENDER_PORT}{path}", timeout=2) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-        except OSError as exc:
-            return 0, str(exc)
+        return http_get(self.url + path)
 
     def requests(self, verb: str) -> float:
-        _, text = self.get("/metrics")
-        for line in text.splitlines():
-            if line.startswith(
-                f'loadwise_extender_request_duration_seconds_count{{verb="{verb}"}}'
-            ):
-                return float(line.split()[-1])
-        return 0.0
+        return request_count(self.url, verb)
+
+
+def http_get(url: str, timeout: float = 2) -> tuple[int, str]:
+    """(status, body) of a GET; status 0 and the error's text when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)
+
+
+def wait_ready(
+    extender_url: str, timeout: float = 150, died: Callable[[], str | None] = lambda: None
+) -> str:
+    """Wait until an extender's /readyz says 200 and return its body. The first load
+    document can take a minute (load-watcher collects once a minute); ``died`` names a
+    reason to stop waiting early (the process exited)."""
+    deadline, body = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        if reason := died():
+            raise AssertionError(reason)
+        status, body = http_get(f"{extender_url}/readyz")
+        if status == 200:
+            return body.strip()
+        time.sleep(1)
+    raise TimeoutError(f"extender at {extender_url} not ready after {timeout:.0f} s: {body}")
+
+
+def request_count(extender_url: str, verb: str) -> float:
+    """How many ``verb`` (filter, prioritize) requests an extender has served (its /metrics)."""
+    _, text = http_get(f"{extender_url}/metrics")
+    prefix = f'loadwise_extender_request_duration_seconds_count{{verb="{verb}"}}'
+    return sum(float(ln.split()[-1]) for ln in text.splitlines() if ln.startswith(prefix))
 
 
 def scheduler_config(tmp: Path, *, with_extender: bool) -> Path:
@@ -201,6 +231,19 @@ def delete(lab, name: str, namespace: str = "default") -> None:
                 pass
         assert time.monotonic() < deadline, f"pods of {name} never went away"
         time.sleep(1)
+
+
+def decisions(lab, prefix: str, since: float, namespace: str = "default") -> list[str]:
+    """The extender's LoadwiseScored Event messages for pods named ``prefix-*`` created
+    after ``since`` (epoch seconds; Events outlive their pods): why the pods went where
+    they did, for failure messages."""
+    events = lab.core().list_namespaced_event(namespace, field_selector="reason=LoadwiseScored")
+    return [
+        f"{e.involved_object.name}: {e.message}"
+        for e in sorted(events.items, key=lambda e: e.metadata.creation_timestamp)
+        if e.involved_object.name.startswith(f"{prefix}-")
+        and e.metadata.creation_timestamp.timestamp() >= since - 1
+    ]
 
 
 def place(lab, name: str, replicas: int, **kw) -> Counter:

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import re
 import ssl
-import time
-import urllib.error
 import urllib.request
 
 import pytest
 import yaml
-from e2e import COOL, HOT, place
+from e2e import COOL, HOT, place, request_count, wait_ready
 from hosts import EXTENDER_URL, ControlPlaneHost, node_image
 
 pytestmark = pytest.mark.lab
@@ -129,32 +127,6 @@ def _cluster_objects(lab) -> list[str]:
     )
 
 
-def _extender_requests(verb: str) -> float:
-    try:
-        with urllib.request.urlopen(f"{EXTENDER_URL}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except (urllib.error.URLError, OSError):
-        return 0.0
-    prefix = f'loadwise_extender_request_duration_seconds_count{{verb="{verb}"}}'
-    return sum(float(ln.split()[-1]) for ln in text.splitlines() if ln.startswith(prefix))
-
-
-def _wait_extender_ready(timeout: float = 150) -> None:
-    """load-watcher refreshes once a minute; the extender is ready once it has a document."""
-    deadline, last = time.monotonic() + timeout, ""
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{EXTENDER_URL}/readyz", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except urllib.error.HTTPError as exc:
-            last = exc.read().decode()
-        except OSError as exc:
-            last = str(exc)
-        time.sleep(2)
-    raise AssertionError(f"the extender installed by site.yml never got ready: {last}")
-
-
 def _scheduler_healthz() -> bytes:
     """The host's scheduler health endpoint (the host shares the machine's loopback)."""
     ctx = ssl.create_default_context()
@@ -208,10 +180,10 @@ def test_site_rewires_the_real_scheduler_and_installs_the_cluster_side(host, lab
 
 def test_the_scheduler_calls_the_extender_and_avoids_the_hog(host, lab):
     """Seed 000 through the playbook's wiring: a 30-replica Deployment, none on the hog."""
-    _wait_extender_ready()
-    before = _extender_requests("prioritize"), _extender_requests("filter")
+    wait_ready(EXTENDER_URL)
+    before = request_count(EXTENDER_URL, "prioritize"), request_count(EXTENDER_URL, "filter")
     where = place(lab, f"site-{host.flavour}", 30)
-    after = _extender_requests("prioritize"), _extender_requests("filter")
+    after = request_count(EXTENDER_URL, "prioritize"), request_count(EXTENDER_URL, "filter")
     assert after[0] > before[0] and after[1] > before[1], f"extender requests {before} -> {after}"
     assert where[HOT] == 0, f"pods landed on the memory hog: {dict(where)}"
     assert set(where) <= COOL
