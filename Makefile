@@ -23,6 +23,7 @@ unit: setup
 
 lint: setup
 	$(VENV)/bin/ruff check extender tui tests benchmarks
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ansible-lint
 
 bench: setup

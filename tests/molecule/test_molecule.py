@@ -33,8 +33,9 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _run(argv: list[str], *, timeout: int, log: Path | None = None, **env: str):
-    proc = subprocess.run(argv, cwd=ROOT, env=_env(**env), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        argv, cwd=ROOT, env=_env(**env), capture_output=True, text=True, timeout=timeout
+    )
     if log is not None:
         log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     return proc
@@ -93,7 +94,13 @@ def test_molecule_scenario(
     scenario: str, node_image: str, kube_scheduler: str, tmp_path: Path
 ) -> None:
     log = tmp_path / f"molecule-{scenario}.log"
-    proc = _run([str(VENV_BIN / "molecule"), "test", "-s", scenario], timeout=1200, log=log,
-                LOADWISE_NODE_IMAGE=node_image, LOADWISE_KUBE_SCHEDULER=kube_scheduler)
+    proc = _run(
+        [str(VENV_BIN / "molecule"), "test", "-s", scenario],
+        timeout=1200,
+        log=log,
+        LOADWISE_NODE_IMAGE=node_image,
+        LOADWISE_KUBE_SCHEDULER=kube_scheduler,
+    )
     assert proc.returncode == 0, f"molecule test -s {scenario} failed (full log {log}):\n" + _tail(
-        proc.stdout + "\n" + proc.stderr, 120)
+        proc.stdout + "\n" + proc.stderr, 120
+    )

@@ -45,8 +45,9 @@ def start_time(pid: int) -> float:
 
 def find_pid(pattern: str | None, exclude: str | None, unit: str | None) -> int | None:
     if unit:
-        out = subprocess.run(["systemctl", "show", "-p", "MainPID", "--value", unit],
-                             capture_output=True, text=True).stdout.strip()
+        out = subprocess.run(
+            ["systemctl", "show", "-p", "MainPID", "--value", unit], capture_output=True, text=True
+        ).stdout.strip()
         return int(out) if out.isdigit() and int(out) > 0 else None
     found = []
     for entry in os.listdir("/proc"):
@@ -83,8 +84,11 @@ def scheduler_log(log_glob: str | None, unit: str | None, since: float) -> list[
             with open(files[-1], errors="replace") as f:
                 lines = f.read().splitlines()[-200:]
     elif unit:
-        out = subprocess.run(["journalctl", "-u", unit, "--no-pager", "-o", "cat",
-                              "--since", f"@{int(since)}"], capture_output=True, text=True)
+        out = subprocess.run(
+            ["journalctl", "-u", unit, "--no-pager", "-o", "cat", "--since", f"@{int(since)}"],
+            capture_output=True,
+            text=True,
+        )
         lines = out.stdout.splitlines()[-200:]
     return lines
 
@@ -95,7 +99,7 @@ FATAL = re.compile(r'"command failed"|^Error:|scheduler exited')
 def scheduler_errors(log_glob: str | None, unit: str | None, since: float) -> str:
     lines = scheduler_log(log_glob, unit, since)
     fatal = [ln for ln in lines if FATAL.search(ln)]
-    errors = [ln for ln in lines if re.search(r'^E\d{4} ', ln)]
+    errors = [ln for ln in lines if re.search(r"^E\d{4} ", ln)]
     picked = fatal[-3:] or errors[-5:] or lines[-8:]
     return "\n".join(picked) if picked else "(no scheduler log found)"
 
@@ -110,8 +114,12 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=180)
     ap.add_argument("--stable", type=float, default=20)
     ap.add_argument("--interval", type=float, default=2)
-    ap.add_argument("--fatal-grace", type=float, default=15,
-                    help="after this long without health, a fatal line in the log ends the wait early")
+    ap.add_argument(
+        "--fatal-grace",
+        type=float,
+        default=15,
+        help="after this long without health, a fatal line in the log ends the wait early",
+    )
     ap.add_argument("--log-glob")
     ap.add_argument("--log-unit")
     a = ap.parse_args()
@@ -127,7 +135,13 @@ def main() -> int:
             new_enough = pid is not None and start_time(pid) >= a.since - 1
         except OSError:
             new_enough = False
-        if streak_pid is None and time.monotonic() - t0 > a.fatal_grace and any(FATAL.search(ln) for ln in scheduler_log(a.log_glob, a.log_unit or a.unit, a.since)):
+        if (
+            streak_pid is None
+            and time.monotonic() - t0 > a.fatal_grace
+            and any(
+                FATAL.search(ln) for ln in scheduler_log(a.log_glob, a.log_unit or a.unit, a.since)
+            )
+        ):
             # The scheduler started after the change and already died of its config:
             # no point waiting for the timeout.
             print("kube-scheduler exited with a fatal error after the change")
@@ -135,7 +149,10 @@ def main() -> int:
             print(scheduler_errors(a.log_glob, a.log_unit or a.unit, a.since))
             return 1
         if not new_enough:
-            streak_pid, last = None, "the scheduler has not been restarted yet" if pid else "no scheduler process"
+            streak_pid, last = (
+                None,
+                "the scheduler has not been restarted yet" if pid else "no scheduler process",
+            )
         else:
             status = probe(a.url, timeout=max(a.interval, 2))
             if status == "200":

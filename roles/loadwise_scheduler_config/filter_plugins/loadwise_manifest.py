@@ -78,8 +78,15 @@ def loadwise_cluster_configuration(cluster_config, config_path, present=True):
 
     volumes = [v for v in scheduler.get("extraVolumes") or [] if v.get("name") != VOLUME]
     if present:
-        volumes.append({"name": VOLUME, "hostPath": config_path, "mountPath": config_path,
-                        "readOnly": True, "pathType": "File"})
+        volumes.append(
+            {
+                "name": VOLUME,
+                "hostPath": config_path,
+                "mountPath": config_path,
+                "readOnly": True,
+                "pathType": "File",
+            }
+        )
     if volumes:
         scheduler["extraVolumes"] = volumes
     else:
