@@ -233,17 +233,31 @@ def delete(lab, name: str, namespace: str = "default") -> None:
         time.sleep(1)
 
 
-def decisions(lab, prefix: str, since: float, namespace: str = "default") -> list[str]:
+def decisions(
+    lab,
+    prefix: str,
+    since: float,
+    *,
+    namespace: str = "default",
+    at_least: int = 1,
+    timeout: float = 20,
+) -> list[str]:
     """The extender's LoadwiseScored Event messages for pods named ``prefix-*`` created
-    after ``since`` (epoch seconds; Events outlive their pods): why the pods went where
-    they did, for failure messages."""
-    events = lab.core().list_namespaced_event(namespace, field_selector="reason=LoadwiseScored")
-    return [
-        f"{e.involved_object.name}: {e.message}"
-        for e in sorted(events.items, key=lambda e: e.metadata.creation_timestamp)
-        if e.involved_object.name.startswith(f"{prefix}-")
-        and e.metadata.creation_timestamp.timestamp() >= since - 1
-    ]
+    after ``since`` (epoch seconds; Events outlive their pods), waiting up to ``timeout``
+    for ``at_least`` of them (the extender posts them in the background): why the pods
+    went where they did, for failure messages."""
+    deadline = time.monotonic() + timeout
+    while True:
+        events = lab.core().list_namespaced_event(namespace, field_selector="reason=LoadwiseScored")
+        found = [
+            f"{e.involved_object.name}: {e.message}"
+            for e in sorted(events.items, key=lambda e: e.metadata.creation_timestamp)
+            if e.involved_object.name.startswith(f"{prefix}-")
+            and e.metadata.creation_timestamp.timestamp() >= since - 1
+        ]
+        if len(found) >= at_least or time.monotonic() > deadline:
+            return found
+        time.sleep(1)
 
 
 def place(lab, name: str, replicas: int, **kw) -> Counter:

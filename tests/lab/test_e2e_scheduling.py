@@ -10,7 +10,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from e2e import COOL, HOT, delete, deploy, placements, restart_scheduler, scheduler_config
+from e2e import (
+    COOL,
+    HOT,
+    decisions,
+    delete,
+    deploy,
+    placements,
+    restart_scheduler,
+    scheduler_config,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -52,17 +61,26 @@ def test_herding_a_burst_of_50_spreads_over_the_cool_nodes(lab, extender, workdi
 
 
 def test_a_new_empty_node_receives_pods(lab, extender, workdir):
+    """The new node has no metrics yet (load-watcher collects once a minute): Trimaran
+    scores such a node 0 and it stays empty (seed 002); loadwise estimates its load.
+    20 pods: it is one of four equal-looking nodes, so its fair share is about five and a
+    random tie-break alone is most unlikely to leave it empty (a CI run once gave it 0 of
+    12; not reproduced since, hence the extender's reasons in the message)."""
     from cluster import NodeSpec
 
     restart_scheduler(lab, scheduler_config(workdir, with_extender=True))
     lab.add_node(NodeSpec("lab-new", cpu="4", memory="8Gi"))
     try:
-        deploy(lab, "fresh", 12)
+        since = time.time()
+        deploy(lab, "fresh", 20)
         try:
-            where = placements(lab, "fresh", 12)
+            where = placements(lab, "fresh", 20)
+            ok = where["lab-new"] > 0 and where[HOT] == 0
+            why = "" if ok else "\n".join(decisions(lab, "fresh", since, at_least=20))
         finally:
             delete(lab, "fresh")
-        assert where["lab-new"] > 0, f"the new node got nothing: {dict(where)}"
+        assert where["lab-new"] > 0, f"the new node got nothing: {dict(where)}\n{why}"
+        assert where[HOT] == 0, f"pods landed on the memory hog: {dict(where)}\n{why}"
     finally:
         lab.core().delete_node("lab-new")
 
