@@ -155,7 +155,7 @@ def _alive(pid: int, start: str | None) -> bool:
     return True
 
 
-def _port_open(port: int, host: str = HOST) -> bool:
+def port_open(port: int, host: str = HOST) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex((host, port)) == 0
@@ -638,7 +638,7 @@ class Lab:
                 "load-watcher",
             ]
         )
-        busy = [f"{n}:{p}" for n, p in PORTS.items() if n != "kube-scheduler" and _port_open(p)]
+        busy = [f"{n}:{p}" for n, p in PORTS.items() if n != "kube-scheduler" and port_open(p)]
         if busy:
             raise LabError(f"ports already in use on {HOST}: {', '.join(busy)}")
         if self.run.exists():
@@ -951,7 +951,7 @@ class Lab:
         )
         _wait(
             "kwok listening",
-            lambda: _port_open(PORTS["kwok"]),
+            lambda: port_open(PORTS["kwok"]),
             30,
             proc_check=self._check_running("kwok"),
         )

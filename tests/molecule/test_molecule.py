@@ -75,6 +75,15 @@ def kube_scheduler() -> str:
     return paths[0]
 
 
+@pytest.fixture(scope="session")
+def ssh_key(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The key Ansible logs in with (the scenarios' host_vars); prepare authorizes it."""
+    key = tmp_path_factory.mktemp("ssh") / "id_ed25519"
+    proc = _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return str(key)
+
+
 def test_ansible_lint_production_profile() -> None:
     proc = _run([str(VENV_BIN / "ansible-lint")], timeout=600)
     assert proc.returncode == 0, _tail(proc.stdout + proc.stderr)
@@ -91,7 +100,7 @@ def test_playbook_syntax(playbook: str) -> None:
 @pytest.mark.molecule
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_molecule_scenario(
-    scenario: str, node_image: str, kube_scheduler: str, tmp_path: Path
+    scenario: str, node_image: str, kube_scheduler: str, ssh_key: str, tmp_path: Path
 ) -> None:
     log = tmp_path / f"molecule-{scenario}.log"
     proc = _run(
@@ -100,6 +109,7 @@ def test_molecule_scenario(
         log=log,
         LOADWISE_NODE_IMAGE=node_image,
         LOADWISE_KUBE_SCHEDULER=kube_scheduler,
+        LOADWISE_SSH_KEY=ssh_key,
     )
     assert proc.returncode == 0, f"molecule test -s {scenario} failed (full log {log}):\n" + _tail(
         proc.stdout + "\n" + proc.stderr, 120
