@@ -6,8 +6,9 @@ stand-in or the k3s stand-in, the lab's API server (cluster objects through
 kubernetes.core: load-watcher, the extender's ServiceAccount/RBAC/token, the descheduler,
 kubeadm-config), the lab's load-watcher feeding the extender the role installs as a
 systemd service. The tests of one flavour run in order against one host:
-check mode -> site.yml -> placement through the scheduler -> second run -> broken config
--> rollback.yml (twice).
+check mode -> rollback.yml before any site.yml -> site.yml -> placement through the
+scheduler -> second run -> broken config -> rollback.yml (twice) -> second-scheduler mode ->
+a cluster without a metrics API (metrics-server installed on kubeadm, refused on k3s).
 """
 
 from __future__ import annotations
@@ -149,6 +150,15 @@ def test_check_mode_shows_the_edit_and_changes_nothing(host, lab):
     assert host.sh("ls /etc/loadwise /opt/loadwise 2>&1 || true").count("No such file") == 2
     assert _cluster_objects(lab) == [], "--check created cluster objects"
     assert all(CONFIG_FLAG[host.flavour] not in c for c in host.scheduler_cmdlines())
+
+
+def test_rollback_where_site_never_ran_changes_nothing(host, lab):
+    """An operator may run rollback.yml first (or twice): it must succeed and touch nothing."""
+    run = host.playbook("playbooks/rollback.yml")
+    assert run.rc == 0, run.tail()
+    assert run.changed == {host.name: 0}, run.tail(120)
+    host.sh("sha256sum -c /root/loadwise-test-pristine.sha256")
+    assert _cluster_objects(lab) == []
 
 
 def test_site_rewires_the_real_scheduler_and_installs_the_cluster_side(host, lab):
@@ -315,3 +325,91 @@ def test_second_scheduler_mode_leaves_the_control_plane_alone(host, lab):
         host.sh("sha256sum -c /root/loadwise-test-pristine.sha256")
     finally:
         lab.remove_node(cp)
+
+
+def _lab_metrics_api(lab, action: str, saved: dict | None = None) -> dict:
+    """Take the lab's own metrics API (its ExternalName Service and APIService) away, or put
+    back what was taken, so the role sees a cluster without one."""
+    from kubernetes import client
+
+    api = lab.api_client()
+    core, reg = client.CoreV1Api(api), client.ApiregistrationV1Api(api)
+    if action == "take":
+        saved = {
+            "service": api.sanitize_for_serialization(
+                core.read_namespaced_service("metrics-server", "kube-system")
+            ),
+            "apiservice": api.sanitize_for_serialization(
+                reg.read_api_service("v1beta1.metrics.k8s.io")
+            ),
+        }
+        reg.delete_api_service("v1beta1.metrics.k8s.io")
+        core.delete_namespaced_service("metrics-server", "kube-system")
+        return saved
+    assert saved is not None
+    from kubernetes.client.exceptions import ApiException
+
+    for delete in (  # whatever a failed test left under these names
+        lambda: reg.delete_api_service("v1beta1.metrics.k8s.io"),
+        lambda: core.delete_namespaced_service("metrics-server", "kube-system"),
+    ):
+        try:
+            delete()
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    for body in saved.values():
+        body.pop("status", None)
+        body["metadata"] = {
+            k: body["metadata"][k] for k in ("name", "namespace", "labels") if k in body["metadata"]
+        }
+    saved["service"]["spec"].pop("clusterIP", None)
+    saved["service"]["spec"].pop("clusterIPs", None)
+    core.create_namespaced_service("kube-system", saved["service"])
+    reg.create_api_service(saved["apiservice"])
+    lab.wait_node_metrics(["lab-small", "lab-medium", "lab-large", "lab-hog"])
+    return saved
+
+
+def test_a_cluster_without_a_metrics_api(host, lab):
+    """kubeadm: site.yml installs the pinned metrics-server (with the homelab TLS option),
+    a second run changes nothing, rollback removes exactly that copy. k3s: site.yml refuses,
+    since k3s bundles metrics-server and a second copy would collide with it.
+
+    kwok only pretends to run the Deployment, so this proves the objects the real API server
+    accepted and their removal; the lab's own metrics API is put back afterwards.
+    """
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    saved = _lab_metrics_api(lab, "take")
+    try:
+        site = ("playbooks/site.yml", "--tags", "loadwise_metrics_server")
+        extra = {"loadwise_metrics_server_kubelet_insecure_tls": True}
+        run = host.playbook(*site, extra=extra)
+        if host.flavour == "k3s":
+            assert run.rc != 0, run.tail()
+            assert "k3s ships metrics-server, but v1beta1.metrics.k8s.io is missing" in run.said
+            return
+        assert run.rc == 0, run.tail()
+        api = lab.api_client()
+        reg = client.ApiregistrationV1Api(api)
+        labels = reg.read_api_service("v1beta1.metrics.k8s.io").metadata.labels
+        assert labels["app.kubernetes.io/managed-by"] == "loadwise-ansible", labels
+        dep = client.AppsV1Api(api).read_namespaced_deployment("metrics-server", "kube-system")
+        container = dep.spec.template.spec.containers[0]
+        assert container.image == "registry.k8s.io/metrics-server/metrics-server:v0.7.2"
+        assert "--kubelet-insecure-tls" in container.args, container.args
+        assert "Deployment/metrics-server" in _cluster_objects(lab)
+
+        again = host.playbook(*site, extra=extra)
+        assert again.rc == 0 and again.changed == {host.name: 0}, again.tail(120)
+
+        run = host.playbook("playbooks/rollback.yml", "--tags", "loadwise_metrics_server")
+        assert run.rc == 0, run.tail()
+        assert _cluster_objects(lab) == []
+        with pytest.raises(ApiException) as gone:
+            reg.read_api_service("v1beta1.metrics.k8s.io")
+        assert gone.value.status == 404
+    finally:
+        _lab_metrics_api(lab, "restore", saved)
