@@ -133,11 +133,12 @@ class ControlPlaneHost:
             self.ssh_key.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "loadwise-lab",
                             "-f", str(self.ssh_key)], check=True, timeout=30)  # fmt: skip
-        subprocess.run(
+        proc = subprocess.run(
             ["podman", "exec", "-i", self.name, "loadwise-test-sshd", f"127.0.0.1:{self.ssh_port}"],
-            input=self.ssh_key.with_suffix(".pub").read_text(), text=True, check=True,
-            capture_output=True, timeout=180,
+            input=self.ssh_key.with_suffix(".pub").read_text(), text=True, capture_output=True,
+            timeout=180,
         )  # fmt: skip
+        assert proc.returncode == 0, f"{self.name}: starting sshd failed:\n{proc.stderr}"
         deadline = time.monotonic() + 30
         while not port_open(self.ssh_port):
             assert time.monotonic() < deadline, f"{self.name}: no sshd on port {self.ssh_port}"
