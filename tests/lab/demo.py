@@ -20,7 +20,7 @@ FLAVOUR = "kubeadm"
 
 
 def run(lab: Lab, replicas: int = 24) -> int:
-    from e2e import deploy, placements, wait_ready
+    from e2e import deploy, placements, scored_events, wait_ready
 
     if not lab.running().get("kube-apiserver"):
         lab.up()
@@ -59,8 +59,7 @@ def run(lab: Lab, replicas: int = 24) -> int:
     for node in sorted(set(where) | {"lab-small", "lab-medium", "lab-large", "lab-hog"}):
         note = "  <- memory hog: 75% used by nothing any pod requests" if node == "lab-hog" else ""
         print(f"  {node:12} {where.get(node, 0):3} pods{note}")
-    events = lab.core().list_namespaced_event("default", field_selector="reason=LoadwiseScored")
-    mine = [e for e in events.items if e.involved_object.name.startswith(name)]
+    mine = scored_events(lab, name, timeout=0)
     if mine:
         decision = json.loads(mine[-1].metadata.annotations["loadwise.dev/decision"])
         print(f"\nwhy, for pod {mine[-1].involved_object.name}: {mine[-1].message}")

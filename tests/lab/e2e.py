@@ -233,24 +233,23 @@ def delete(lab, name: str, namespace: str = "default") -> None:
         time.sleep(1)
 
 
-def decisions(
+def scored_events(
     lab,
     prefix: str,
-    since: float,
     *,
+    since: float = 0.0,
     namespace: str = "default",
     at_least: int = 1,
     timeout: float = 20,
-) -> list[str]:
-    """The extender's LoadwiseScored Event messages for pods named ``prefix-*`` created
-    after ``since`` (epoch seconds; Events outlive their pods), waiting up to ``timeout``
-    for ``at_least`` of them (the extender posts them in the background): why the pods
-    went where they did, for failure messages."""
+) -> list:
+    """The extender's LoadwiseScored Events for pods named ``prefix-*``, oldest first,
+    created after ``since`` (epoch seconds; Events outlive their pods). The extender posts
+    them in the background, so this waits up to ``timeout`` for ``at_least`` of them."""
     deadline = time.monotonic() + timeout
     while True:
         events = lab.core().list_namespaced_event(namespace, field_selector="reason=LoadwiseScored")
         found = [
-            f"{e.involved_object.name}: {e.message}"
+            e
             for e in sorted(events.items, key=lambda e: e.metadata.creation_timestamp)
             if e.involved_object.name.startswith(f"{prefix}-")
             and e.metadata.creation_timestamp.timestamp() >= since - 1
@@ -258,6 +257,15 @@ def decisions(
         if len(found) >= at_least or time.monotonic() > deadline:
             return found
         time.sleep(1)
+
+
+def decisions(lab, prefix: str, since: float, **kw) -> list[str]:
+    """Why the pods named ``prefix-*`` went where they did, one line per pod, for failure
+    messages (the messages of :func:`scored_events`)."""
+    return [
+        f"{e.involved_object.name}: {e.message}"
+        for e in scored_events(lab, prefix, since=since, **kw)
+    ]
 
 
 def place(lab, name: str, replicas: int, **kw) -> Counter:

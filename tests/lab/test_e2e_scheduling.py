@@ -19,6 +19,7 @@ from e2e import (
     placements,
     restart_scheduler,
     scheduler_config,
+    scored_events,
 )
 
 pytestmark = pytest.mark.lab
@@ -107,20 +108,11 @@ def test_extender_down_scheduling_goes_on_and_recovers(lab, extender, workdir):
 
 def test_extender_records_why_on_the_pod(lab, extender, workdir):
     restart_scheduler(lab, scheduler_config(workdir, with_extender=True))
+    since = time.time()
     deploy(lab, "why", 3)
     try:
         placements(lab, "why", 3)
-        deadline = time.monotonic() + 30
-        while True:
-            events = (
-                lab.core()
-                .list_namespaced_event("default", field_selector="reason=LoadwiseScored")
-                .items
-            )
-            mine = [e for e in events if e.involved_object.name.startswith("why-")]
-            if mine or time.monotonic() > deadline:
-                break
-            time.sleep(1)
+        mine = scored_events(lab, "why", since=since, timeout=30)
         assert mine, "no LoadwiseScored Event recorded"
         import json
 

@@ -13,6 +13,7 @@ a cluster without a metrics API (metrics-server installed on kubeadm, refused on
 
 from __future__ import annotations
 
+import contextlib
 import re
 import ssl
 import urllib.request
@@ -90,14 +91,19 @@ def _put_kubeadm_config(lab) -> None:
     )
 
 
-def _delete_kubeadm_config(lab) -> None:
+def _delete_if_there(delete, *args) -> None:
+    """Call a client's delete, fine if the object is already gone."""
     from kubernetes.client.exceptions import ApiException
 
     try:
-        lab.core().delete_namespaced_config_map("kubeadm-config", "kube-system")
+        delete(*args)
     except ApiException as exc:
         if exc.status != 404:
             raise
+
+
+def _delete_kubeadm_config(lab) -> None:
+    _delete_if_there(lab.core().delete_namespaced_config_map, "kubeadm-config", "kube-system")
 
 
 def _cluster_objects(lab) -> list[str]:
@@ -327,48 +333,37 @@ def test_second_scheduler_mode_leaves_the_control_plane_alone(host, lab):
         lab.remove_node(cp)
 
 
-def _lab_metrics_api(lab, action: str, saved: dict | None = None) -> dict:
-    """Take the lab's own metrics API (its ExternalName Service and APIService) away, or put
-    back what was taken, so the role sees a cluster without one."""
+@contextlib.contextmanager
+def _without_lab_metrics_api(lab):
+    """Take the lab's own metrics API (its ExternalName Service and APIService) away for the
+    block, so the role sees a cluster without one; put it back after, replacing whatever the
+    block left under those names, and wait until it serves again."""
     from kubernetes import client
 
     api = lab.api_client()
     core, reg = client.CoreV1Api(api), client.ApiregistrationV1Api(api)
-    if action == "take":
-        saved = {
-            "service": api.sanitize_for_serialization(
-                core.read_namespaced_service("metrics-server", "kube-system")
-            ),
-            "apiservice": api.sanitize_for_serialization(
-                reg.read_api_service("v1beta1.metrics.k8s.io")
-            ),
-        }
-        reg.delete_api_service("v1beta1.metrics.k8s.io")
-        core.delete_namespaced_service("metrics-server", "kube-system")
-        return saved
-    assert saved is not None
-    from kubernetes.client.exceptions import ApiException
-
-    for delete in (  # whatever a failed test left under these names
-        lambda: reg.delete_api_service("v1beta1.metrics.k8s.io"),
-        lambda: core.delete_namespaced_service("metrics-server", "kube-system"),
-    ):
-        try:
-            delete()
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-    for body in saved.values():
-        body.pop("status", None)
-        body["metadata"] = {
-            k: body["metadata"][k] for k in ("name", "namespace", "labels") if k in body["metadata"]
-        }
-    saved["service"]["spec"].pop("clusterIP", None)
-    saved["service"]["spec"].pop("clusterIPs", None)
-    core.create_namespaced_service("kube-system", saved["service"])
-    reg.create_api_service(saved["apiservice"])
-    lab.wait_node_metrics(["lab-small", "lab-medium", "lab-large", "lab-hog"])
-    return saved
+    name, namespace, apiservice = "metrics-server", "kube-system", "v1beta1.metrics.k8s.io"
+    saved = {
+        "service": api.sanitize_for_serialization(core.read_namespaced_service(name, namespace)),
+        "apiservice": api.sanitize_for_serialization(reg.read_api_service(apiservice)),
+    }
+    reg.delete_api_service(apiservice)
+    core.delete_namespaced_service(name, namespace)
+    try:
+        yield
+    finally:
+        _delete_if_there(reg.delete_api_service, apiservice)
+        _delete_if_there(core.delete_namespaced_service, name, namespace)
+        for body in saved.values():
+            body.pop("status", None)
+            body["metadata"] = {
+                k: v for k, v in body["metadata"].items() if k in ("name", "namespace", "labels")
+            }
+        saved["service"]["spec"].pop("clusterIP", None)
+        saved["service"]["spec"].pop("clusterIPs", None)
+        core.create_namespaced_service(namespace, saved["service"])
+        reg.create_api_service(saved["apiservice"])
+        lab.wait_node_metrics(["lab-small", "lab-medium", "lab-large", "lab-hog"])
 
 
 def test_a_cluster_without_a_metrics_api(host, lab):
@@ -382,8 +377,7 @@ def test_a_cluster_without_a_metrics_api(host, lab):
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    saved = _lab_metrics_api(lab, "take")
-    try:
+    with _without_lab_metrics_api(lab):
         site = ("playbooks/site.yml", "--tags", "loadwise_metrics_server")
         extra = {"loadwise_metrics_server_kubelet_insecure_tls": True}
         run = host.playbook(*site, extra=extra)
@@ -411,5 +405,3 @@ def test_a_cluster_without_a_metrics_api(host, lab):
         with pytest.raises(ApiException) as gone:
             reg.read_api_service("v1beta1.metrics.k8s.io")
         assert gone.value.status == 404
-    finally:
-        _lab_metrics_api(lab, "restore", saved)
