@@ -22,7 +22,8 @@ unit: setup
 	$(PY) -m pytest tests/unit
 
 lint: setup
-	$(VENV)/bin/ruff check extender tui tests benchmarks
+	$(VENV)/bin/ruff check extender tui lab tests benchmarks
+	$(VENV)/bin/mypy
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ansible-lint
 
