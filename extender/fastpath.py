@@ -7,7 +7,7 @@ per request only the additions and the integer scoring, without building a
 NodeState per node. It covers the common case (fresh metrics and a known size
 for every node, cpu/memory weights); anything else returns None and the caller
 takes the general path. Equality with the general path is tested
-(tests/unit/test_fastpath.py).
+(tests/extender/test_fastpath.py).
 """
 
 from __future__ import annotations

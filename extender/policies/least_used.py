@@ -57,7 +57,7 @@ class LeastUsed:
     def rank(self, pod: PodFacts, nodes: Sequence[NodeState]) -> list[int]:
         """``score(...).score`` for many nodes at once, in one tight loop: this is
         the request path for every node of every pod. Kept equal to ``score`` by
-        a randomized test (tests/unit/test_policies.py)."""
+        a randomized test (tests/extender/test_policies.py)."""
         w = self.weights
         wc, wm, wp = w.get("cpu", 0), w.get("memory", 0), w.get("pods", 0)
         dw = self.dominant_weight
