@@ -13,8 +13,9 @@ from typing import Any, Literal
 import msgspec
 
 from .estimate import EstimatorArgs, TLPArgs
-from .policies import PolicyError, make_policy
-from .quantity import QuantityError, cpu_millis
+from .exceptions import ConfigError, QuantityError
+from .policies import make_policy
+from .quantity import cpu_millis
 
 __all__ = [
     "ConfigError",
@@ -26,10 +27,6 @@ __all__ = [
 ]
 
 SourceKind = Literal["load-watcher", "metrics-server", "prometheus", "file"]
-
-
-class ConfigError(ValueError):
-    pass
 
 
 class PrometheusConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -112,8 +109,8 @@ def _validate(settings: Settings) -> Settings:
     try:
         make_policy(settings.policy, settings.policy_args)
         settings.tlp_args()
-    except PolicyError as exc:
-        raise ConfigError(str(exc)) from None
+    except ConfigError:
+        raise  # PolicyError: its message names the key already
     except (QuantityError, ValueError, TypeError) as exc:
         raise ConfigError(f"policy_args: {exc}") from None
     src = settings.source

@@ -8,36 +8,41 @@ would cost far more CPU than the decisions themselves.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import msgspec
+import urllib3
+
+from .exceptions import KubeError
 
 __all__ = ["KubeAPI", "KubeError"]
 
 
-class KubeError(RuntimeError):
-    def __init__(self, message: str, status: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 class KubeAPI:
     def __init__(self, kubeconfig: str | None, context: str | None = None) -> None:
+        import yaml
         from kubernetes import client, config
+        from kubernetes.client.exceptions import ApiException
 
         configuration = client.Configuration()
         try:
             if kubeconfig:
-                config.load_kube_config(
+                # the official client's loaders carry no annotations
+                config.load_kube_config(  # type: ignore[no-untyped-call]
                     config_file=kubeconfig, context=context, client_configuration=configuration
                 )
             else:
-                config.load_incluster_config(client_configuration=configuration)
-        except Exception as exc:  # the loader raises several unrelated types
+                config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration
+                )
+        except (config.ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
             raise KubeError(
                 f"cannot load kubeconfig {kubeconfig or '(in-cluster)'}: {exc}"
             ) from None
+        # What a request can raise: the client's own error (it wraps SSL errors),
+        # urllib3's (timeouts, refused connections, broken streams), sockets'.
+        self._failures = (ApiException, urllib3.exceptions.HTTPError, OSError)
         self.host = configuration.host
         self._client = client.ApiClient(configuration)
 
@@ -45,7 +50,7 @@ class KubeAPI:
         self,
         method: str,
         path: str,
-        query: dict[str, Any] | None = None,
+        query: Mapping[str, str | int] | None = None,
         body: Any = None,
         timeout: float | tuple[float, float] = 10.0,
     ) -> Any:
@@ -67,10 +72,12 @@ class KubeAPI:
                 post_params=post,
                 _request_timeout=timeout,
             )
-        except Exception as exc:  # urllib3 / ssl errors
+        except self._failures as exc:
             raise KubeError(f"{method} {path}: {exc}") from None
 
-    def get(self, path: str, query: dict[str, Any] | None = None, timeout: float = 10.0) -> bytes:
+    def get(
+        self, path: str, query: Mapping[str, str] | None = None, timeout: float = 10.0
+    ) -> bytes:
         response = self._request("GET", path, query, timeout=timeout)
         data = response.read()
         if response.status != 200:
@@ -85,13 +92,11 @@ class KubeAPI:
         return bytes(data)
 
     def watch_lines(
-        self, path: str, query: dict[str, Any], timeout_seconds: int
+        self, path: str, query: Mapping[str, str], timeout_seconds: int
     ) -> Iterator[bytes]:
-        """Yield the newline-delimited watch events of ``GET path?watch=1``."""
-        query = dict(
-            query, watch="true", timeoutSeconds=timeout_seconds, allowWatchBookmarks="true"
-        )
-        response = self._request("GET", path, query, timeout=(10.0, timeout_seconds + 30.0))
+        """Yield the newline-delimited watch events of ``GET path?watch=true``."""
+        params = dict(query, watch="true", timeoutSeconds=str(timeout_seconds))
+        response = self._request("GET", path, params, timeout=(10.0, timeout_seconds + 30.0))
         if response.status != 200:
             data = response.read()
             raise KubeError(
@@ -108,8 +113,11 @@ class KubeAPI:
                         yield line
             if buffer.strip():
                 yield buffer
+        except urllib3.exceptions.HTTPError as exc:  # the stream broke off
+            raise KubeError(f"watch {path}: {exc}") from None
         finally:
             raw.release_conn()
 
     def close(self) -> None:
-        self._client.close()
+        # the official client's functions carry no annotations (pyproject: mypy overrides)
+        self._client.close()  # type: ignore[no-untyped-call]

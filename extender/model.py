@@ -3,12 +3,13 @@ state a policy scores. Frozen msgspec structs (cheap to build on the request pat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import msgspec
 
-from .quantity import QuantityError, cpu_millis, memory_bytes
+from .exceptions import QuantityError
+from .quantity import cpu_millis, memory_bytes
 from .wire import Node
 
 __all__ = ["LoadSnapshot", "NodeInfo", "NodeLoad", "NodeState", "ResourceLoad", "Usage"]
@@ -40,7 +41,11 @@ class NodeInfo(msgspec.Struct, frozen=True):
         capacity = node.status.capacity or {}
         allocatable = node.status.allocatable or capacity
 
-        def get(values: Mapping[str, str | int | float], key: str, parse) -> int:  # type: ignore[no-untyped-def]
+        def get(
+            values: Mapping[str, str | int | float],
+            key: str,
+            parse: Callable[[str | int | float], int],
+        ) -> int:
             value = values.get(key)
             if value is None:
                 return 0

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
+from .exceptions import QuantityError
+
 __all__ = ["QuantityError", "cpu_millis", "memory_bytes", "parse_quantity"]
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -30,10 +32,6 @@ _PATTERN = re.compile(
     r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))"
     r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
 )
-
-
-class QuantityError(ValueError):
-    """A string that is not a Kubernetes quantity."""
 
 
 def parse_quantity(value: str | int | float) -> Decimal:
@@ -62,7 +60,7 @@ def parse_quantity(value: str | int | float) -> Decimal:
 # Fast path for what the API almost always sends ("4", "250m", "16221172Ki"): plain
 # integers with a suffix need no Decimal. Anything else takes the exact path.
 _FAST = re.compile(r"^(\d{1,15})(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
-_FAST_FACTOR = {
+_FAST_FACTOR: dict[str | None, int] = {
     None: 1,
     "k": 10**3,
     "M": 10**6,

@@ -28,7 +28,7 @@ from typing import Protocol
 
 import msgspec
 
-from .kubeapi import KubeError
+from .exceptions import KubeError
 
 __all__ = ["Backoff", "ListWatchClient", "Reflector"]
 

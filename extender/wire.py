@@ -13,8 +13,12 @@ very objects it was given.
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 import msgspec
 from msgspec import Raw, Struct, field
+
+from .exceptions import WireError
 
 __all__ = [
     "MAX_EXTENDER_PRIORITY",
@@ -157,14 +161,22 @@ class HostPriority(Struct):
     score: int = field(name="Score")
 
 
-class WireError(ValueError):
-    """A request body that is not a valid ExtenderArgs document."""
-
-
 _args_decoder = msgspec.json.Decoder(ExtenderArgs)
 _prioritize_decoder = msgspec.json.Decoder(PrioritizeArgs)
 _node_decoder = msgspec.json.Decoder(Node)
 _encoder = msgspec.json.Encoder()
+
+
+@overload
+def decode_args(body: bytes, *, raw_nodes: Literal[True] = True) -> ExtenderArgs: ...
+
+
+@overload
+def decode_args(body: bytes, *, raw_nodes: Literal[False]) -> PrioritizeArgs: ...
+
+
+@overload
+def decode_args(body: bytes, *, raw_nodes: bool) -> ExtenderArgs | PrioritizeArgs: ...
 
 
 def decode_args(body: bytes, *, raw_nodes: bool = True) -> ExtenderArgs | PrioritizeArgs:

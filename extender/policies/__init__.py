@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..exceptions import PolicyError
 from .base import MAX_SCORE, NodeScore, Policy, to_extender_priority
 from .least_used import LeastUsed
 from .load_variation import LoadVariationRiskBalancing
@@ -24,10 +25,6 @@ __all__ = [
 ]
 
 POLICY_NAMES = ("least-used", "target-load-packing", "load-variation-risk-balancing")
-
-
-class PolicyError(ValueError):
-    """Unknown policy or bad policy arguments."""
 
 
 def _number(args: Mapping[str, Any], key: str, default: float, low: float | None = None) -> float:

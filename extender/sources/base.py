@@ -2,13 +2,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..exceptions import SourceError
 from ..model import LoadSnapshot
 
 __all__ = ["LoadSource", "SourceError"]
-
-
-class SourceError(RuntimeError):
-    """The source could not be read or answered something unusable."""
 
 
 class LoadSource(Protocol):

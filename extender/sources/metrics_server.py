@@ -14,7 +14,8 @@ from datetime import datetime
 
 import msgspec
 
-from ..kubeapi import KubeAPI, KubeError
+from ..exceptions import KubeError
+from ..kubeapi import KubeAPI
 from ..model import LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
 from ..quantity import QuantityError, cpu_millis, memory_bytes
 from .base import SourceError

@@ -1,0 +1,75 @@
+"""Every error the extender raises on purpose, in one tree.
+
+::
+
+    LoadwiseError                  anything below; catch this to catch them all
+    ├── ConfigError                the settings (file or flags) are not usable   exit 2
+    │   └── PolicyError            an unknown policy or bad policy_args           exit 2
+    ├── QuantityError              a string that is not a Kubernetes quantity
+    ├── KubeError                  the Kubernetes API failed or refused (.status) exit 3
+    ├── SourceError                the load source could not be read or made no sense
+    └── WireError                  a request body that is not an ExtenderArgs    HTTP 400
+
+The exit codes are what ``loadwise-extender`` returns when the error stops it from
+starting (see ``cli.EXIT_CODES`` and docs/contracts.md); at run time the same errors
+are retried (KubeError, SourceError) or answered (WireError) and never stop it.
+
+``ConfigError``, ``QuantityError`` and ``WireError`` are also ``ValueError`` (bad
+input), so code that catches ``ValueError`` around parsing keeps working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "KubeError",
+    "LoadwiseError",
+    "PolicyError",
+    "QuantityError",
+    "SourceError",
+    "WireError",
+]
+
+
+class LoadwiseError(Exception):
+    """Base of every error loadwise raises on purpose; the message is for the user."""
+
+
+class ConfigError(LoadwiseError, ValueError):
+    """The configuration (YAML file or flags) is not usable; the message names the key.
+
+    Fix the key and start again: the extender does not start with a bad setting.
+    """
+
+
+class PolicyError(ConfigError):
+    """The policy named in ``policy`` is unknown, or ``policy_args`` do not fit it."""
+
+
+class QuantityError(LoadwiseError, ValueError):
+    """A string that is not a Kubernetes resource quantity (``250m``, ``1Gi``)."""
+
+
+class KubeError(LoadwiseError):
+    """The Kubernetes API could not be reached, refused the request or answered an
+    error (``status`` holds its HTTP status, 0 when there was no answer), or the
+    kubeconfig could not be loaded.
+
+    At start: check the kubeconfig and that the API server is reachable. At run time
+    the node/pod watch retries with backoff and readiness reports the error.
+    """
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SourceError(LoadwiseError):
+    """The load source (load-watcher, metrics-server, Prometheus, a file) could not be
+    read or answered something unusable. The last good reading is kept until it is
+    stale; readiness says why."""
+
+
+class WireError(LoadwiseError, ValueError):
+    """A request body that is not a valid ExtenderArgs document; answered with HTTP
+    400 and the reason, so a misconfigured scheduler sees what is wrong."""
