@@ -12,10 +12,23 @@ from typing import Any
 from aiohttp import web
 
 from . import __version__
-from .config import ConfigError, Settings, load_settings
+from .config import Settings, load_settings
+from .exceptions import ConfigError, KubeError, LoadwiseError
 from .policies import POLICY_NAMES
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_CODES", "build_parser", "main", "overrides_from", "serve"]
+
+# What ``loadwise-extender`` returns when it cannot start (docs/contracts.md).
+EXIT_OK = 0
+EXIT_CANNOT_SERVE = 1  # the listen address is taken or not ours; any other start failure
+EXIT_CONFIG = 2  # ConfigError / PolicyError (argparse uses 2 for bad flags too)
+EXIT_KUBE = 3  # KubeError: the kubeconfig cannot be loaded
+EXIT_CODES = {
+    EXIT_OK: "stopped by SIGTERM/SIGINT",
+    EXIT_CANNOT_SERVE: "cannot serve on the listen address (or another start failure)",
+    EXIT_CONFIG: "bad configuration or flags",
+    EXIT_KUBE: "the kubeconfig cannot be loaded",
+}
 
 log = logging.getLogger("loadwise.extender")
 
@@ -28,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
             "Point a KubeSchedulerConfiguration extender at http://HOST:PORT/scheduler with "
             "filterVerb: filter, prioritizeVerb: prioritize."
         ),
-        epilog="Flags override the config file. See docs/contracts.md for every config key.",
+        epilog="Flags override the config file. See docs/contracts.md for every config key.\n\n"
+        "exit codes:\n" + "\n".join(f"  {code}  {what}" for code, what in EXIT_CODES.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", metavar="FILE", help="YAML config file with all settings")
     p.add_argument(
@@ -84,58 +99,9 @@ def overrides_from(ns: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def build_extender(settings: Settings):  # type: ignore[no-untyped-def]
-    """Wire the parts the settings ask for."""
-    from .cluster import ClusterWatch
-    from .events import EventRecorder
-    from .kubeapi import KubeAPI
-    from .metrics import Metrics
-    from .service import Extender
-    from .sources import LoadFileSource, LoadWatcherSource, MetricsServerSource, PrometheusSource
-
-    metrics = Metrics()
-    api = KubeAPI(settings.kubeconfig) if settings.kubeconfig else None
-    holder: dict[str, Any] = {}
-    src = settings.source
-    if src.kind == "load-watcher":
-        source: Any = LoadWatcherSource(src.url or "", timeout=src.timeout_seconds)
-    elif src.kind == "file":
-        source = LoadFileSource(src.file or "")
-    elif src.kind == "prometheus":
-        source = PrometheusSource(
-            src.url or "",
-            cpu_query=src.prometheus.cpu_query,
-            memory_query=src.prometheus.memory_query,
-            node_label=src.prometheus.node_label,
-            timeout=src.timeout_seconds,
-        )
-    else:
-        assert api is not None
-        source = MetricsServerSource(api, lambda: holder["cluster"].nodes)
-    cluster = recorder = None
-    ext_ref: dict[str, Any] = {}
-    if api is not None:
-        cluster = ClusterWatch(
-            api,
-            estimator=settings.estimator_args(),
-            tlp=settings.tlp_args(),
-            on_bind=lambda *a: ext_ref["ext"].ledger.bind(*a),
-            on_gone=lambda key: ext_ref["ext"].ledger.forget(key),
-        )
-        holder["cluster"] = cluster
-        if settings.events_enabled:
-            recorder = EventRecorder(
-                lambda ns, event: api.post(f"/api/v1/namespaces/{ns}/events", event),
-                per_minute=settings.events.per_minute,
-                on_result=lambda outcome: metrics.events.labels(outcome).inc(),
-            )
-    ext = Extender(settings, source, metrics=metrics, cluster=cluster, recorder=recorder)
-    ext_ref["ext"] = ext
-    return ext
-
-
 async def serve(settings: Settings) -> None:
     from .server import make_app
+    from .wiring import build_extender
 
     ext = build_extender(settings)
     if not settings.kubeconfig:
@@ -173,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings(ns.config, overrides_from(ns))
     except ConfigError as exc:
         print(f"loadwise-extender: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -182,8 +148,11 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(serve(settings))
     except OSError as exc:
         print(f"loadwise-extender: cannot serve on {settings.listen}: {exc}", file=sys.stderr)
-        return 1
-    except Exception as exc:  # KubeError from a broken kubeconfig, for one
+        return EXIT_CANNOT_SERVE
+    except KubeError as exc:
         print(f"loadwise-extender: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return EXIT_KUBE
+    except LoadwiseError as exc:
+        print(f"loadwise-extender: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_SERVE
+    return EXIT_OK

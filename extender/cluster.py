@@ -1,10 +1,10 @@
 """The extender's own watch of nodes and pods (with a kubeconfig).
 
-List, then watch from the list's resourceVersion; on ``410 Gone`` list again; on
-any other failure back off (1 s doubling to 30 s) and retry. The blocking client
-runs in two daemon threads; every change is handed to the event loop with
-``call_soon_threadsafe``, so all state is read and written on the loop thread
-and the request path never takes a lock or waits.
+Two ``Reflector`` loops (list, watch, relist on 410, back off on failure) run in
+daemon threads; every change is handed to the event loop with
+``call_soon_threadsafe``, so all state is read and written on the loop thread and
+the request path never takes a lock or waits. Where each pod went is reported to a
+``PlacementSink`` (the ledger) given at construction.
 """
 
 from __future__ import annotations
@@ -13,18 +13,19 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Protocol
 
 import msgspec
 
 from .estimate import EstimatorArgs, TLPArgs, estimate_usage, predict_tlp_cpu
-from .kubeapi import KubeAPI, KubeError
 from .model import NodeInfo, Usage
 from .nodestate import ClusterFacts
+from .reflector import ListWatchClient, Reflector
 from .wire import Node, Pod
 
-__all__ = ["ClusterWatch"]
+__all__ = ["POD_SELECTOR", "ClusterView", "ClusterWatch", "PlacementSink", "scheduled_at"]
 
 log = logging.getLogger("loadwise.extender.cluster")
 
@@ -32,41 +33,35 @@ log = logging.getLogger("loadwise.extender.cluster")
 POD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 
-class _Meta(msgspec.Struct):
-    resourceVersion: str = ""
+class PlacementSink(Protocol):
+    """Where the watch reports pods bound to nodes and pods gone (``Ledger`` is one)."""
+
+    def bind(self, pod_key: str, node: str, usage: Usage, tlp_cpu: float, at: float) -> None: ...
+
+    def forget(self, pod_key: str) -> None: ...
 
 
-class _NodeList(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    items: list[Node] = msgspec.field(default_factory=list)
+class ClusterView(Protocol):
+    """What the extender reads from a cluster watch, on the event loop's thread."""
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]: ...
+
+    @property
+    def synced(self) -> bool: ...
+
+    @property
+    def last_error(self) -> str | None: ...
+
+    def facts(self) -> ClusterFacts: ...
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None: ...
+
+    def stop(self) -> None: ...
 
 
-class _PodList(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    items: list[Pod] = msgspec.field(default_factory=list)
-
-
-class _Status(msgspec.Struct):
-    code: int = 0
-    message: str = ""
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-
-
-class _NodeEvent(msgspec.Struct):
-    type: str
-    object: msgspec.Raw
-
-
-_node_list = msgspec.json.Decoder(_NodeList)
-_pod_list = msgspec.json.Decoder(_PodList)
-_event = msgspec.json.Decoder(_NodeEvent)
 _node = msgspec.json.Decoder(Node)
 _pod = msgspec.json.Decoder(Pod)
-_status = msgspec.json.Decoder(_Status)
-
-
-class _Gone(Exception):
-    pass
 
 
 def scheduled_at(pod: Pod) -> float | None:
@@ -85,19 +80,17 @@ def scheduled_at(pod: Pod) -> float | None:
 class ClusterWatch:
     def __init__(
         self,
-        api: KubeAPI,
+        api: ListWatchClient,
         *,
         estimator: EstimatorArgs,
         tlp: TLPArgs,
-        on_bind: Callable[[str, str, Usage, float, float], None],
-        on_gone: Callable[[str], None],
+        placements: PlacementSink,
         watch_timeout: int = 300,
     ) -> None:
         self._api = api
         self._estimator = estimator
         self._tlp = tlp
-        self._on_bind = on_bind
-        self._on_gone = on_gone
+        self._placements = placements
         self._watch_timeout = watch_timeout
         self.nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, tuple[str, Usage, float]] = {}
@@ -150,7 +143,7 @@ class ClusterWatch:
     def _pod_event_deleted(self, key: str) -> None:
         if self._pods.pop(key, None) is not None:
             self._facts = None
-        self._on_gone(key)
+        self._placements.forget(key)
 
     def _pod_event(self, kind: str, pod: Pod) -> None:
         key = pod.key
@@ -165,7 +158,15 @@ class ClusterWatch:
         self._pods[key] = (pod.spec.nodeName, usage, tlp)
         self._facts = None
         at = scheduled_at(pod) or time.time()
-        self._on_bind(key, pod.spec.nodeName, usage, tlp, at)
+        self._placements.bind(key, pod.spec.nodeName, usage, tlp, at)
+
+    def _listed_nodes(self, nodes: list[Node]) -> None:
+        self.last_error = None
+        self._set_nodes(nodes)
+
+    def _listed_pods(self, pods: list[Pod]) -> None:
+        self.last_error = None
+        self._set_pods(pods)
 
     # -- threads ----------------------------------------------------------------
 
@@ -173,59 +174,47 @@ class ClusterWatch:
         assert self._loop is not None
         self._loop.call_soon_threadsafe(fn, *args)
 
+    def _reflector(self, what: str) -> Reflector:
+        def failed(exc: Exception, delay: float) -> None:
+            self.last_error = f"{what}: {exc}"
+            log.warning("watching %s failed: %s; retrying in %.0fs", what, exc, delay)
+
+        if what == "nodes":
+            return Reflector(
+                self._api,
+                "/api/v1/nodes",
+                on_list=lambda items: self._post(
+                    self._listed_nodes, [_node.decode(raw) for raw in items]
+                ),
+                on_event=lambda kind, raw: self._post(self._node_event, kind, _node.decode(raw)),
+                on_error=failed,
+                stop=self._stop,
+                watch_timeout=self._watch_timeout,
+            )
+        return Reflector(
+            self._api,
+            "/api/v1/pods",
+            field_selector=POD_SELECTOR,
+            on_list=lambda items: self._post(
+                self._listed_pods, [_pod.decode(raw) for raw in items]
+            ),
+            on_event=lambda kind, raw: self._post(self._pod_event, kind, _pod.decode(raw)),
+            on_error=failed,
+            stop=self._stop,
+            watch_timeout=self._watch_timeout,
+        )
+
     def _run(self, what: str) -> None:
-        path = "/api/v1/nodes" if what == "nodes" else "/api/v1/pods"
-        query = {} if what == "nodes" else {"fieldSelector": POD_SELECTOR}
-        backoff = 1.0
+        # A thread's top level: the reflector handles what a list/watch can raise; a
+        # bug below it must not silently end the watch for the life of the process,
+        # so it is logged with its traceback and the loop started again.
         while not self._stop.is_set():
             try:
-                if what == "nodes":
-                    listed = _node_list.decode(self._api.get(path, query, timeout=60))
-                    self._post(self._set_nodes, listed.items)
-                else:
-                    listed = _pod_list.decode(self._api.get(path, query, timeout=60))
-                    self._post(self._set_pods, listed.items)
-                version = listed.metadata.resourceVersion
-                backoff = 1.0
-                self.last_error = None
-                while not self._stop.is_set():
-                    version = self._watch(what, path, query, version)
-            except _Gone:
-                log.info("%s watch expired (410 Gone); listing again", what)
-                continue
-            except (KubeError, msgspec.DecodeError, msgspec.ValidationError) as exc:
-                self.last_error = f"{what}: {exc}"
-                log.warning("watching %s failed: %s; retrying in %.0fs", what, exc, backoff)
-            except Exception as exc:  # keep watching whatever happens
+                self._reflector(what).run()
+            except Exception as exc:
                 self.last_error = f"{what}: {type(exc).__name__}: {exc}"
-                log.exception("watching %s crashed; retrying in %.0fs", what, backoff)
-            self._stop.wait(backoff)
-            backoff = min(backoff * 2, 30.0)
-
-    def _watch(self, what: str, path: str, query: dict[str, str], version: str) -> str:
-        for line in self._api.watch_lines(
-            path, dict(query, resourceVersion=version), self._watch_timeout
-        ):
-            event = _event.decode(line)
-            if event.type == "ERROR":
-                status = _status.decode(event.object)
-                if status.code == 410:
-                    raise _Gone()
-                raise KubeError(f"watch error: {status.message}", status.code)
-            if event.type == "BOOKMARK":
-                version = _status.decode(event.object).metadata.resourceVersion or version
-                continue
-            if what == "nodes":
-                node = _node.decode(event.object)
-                version = _status.decode(event.object).metadata.resourceVersion or version
-                self._post(self._node_event, event.type, node)
-            else:
-                pod = _pod.decode(event.object)
-                version = _status.decode(event.object).metadata.resourceVersion or version
-                self._post(self._pod_event, event.type, pod)
-            if self._stop.is_set():
-                break
-        return version
+                log.exception("watching %s crashed; restarting in 30s", what)
+                self._stop.wait(30.0)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

@@ -86,11 +86,7 @@ def prioritize(
 ) -> list[Ranked]:
     """Score every node, map to 0..10 (see :func:`to_priorities`); the winner's
     ``detail`` carries its reason, for its Event."""
-    rank = getattr(policy, "rank", None)
-    if rank is not None and not explain:
-        details = [NodeScore(s, "") for s in rank(pod, nodes)]
-    else:
-        details = [policy.score(pod, node, explain) for node in nodes]
+    details = [policy.score(pod, node, explain) for node in nodes]
     names = [n.name for n in nodes]
     priorities, win = to_priorities(names, [d.score for d in details])
     if win is not None and not explain:

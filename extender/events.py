@@ -144,7 +144,7 @@ class EventRecorder:
         self._tokens = float(per_minute)
         self._capacity = float(per_minute)
         self._last = time.monotonic()
-        self._merge = merge_seconds
+        self.merge_seconds = merge_seconds
         self._pending: dict[str, _Pending] = {}
         self._on_result = on_result or (lambda outcome: None)
         self._task: asyncio.Task[None] | None = None
@@ -162,7 +162,7 @@ class EventRecorder:
     ) -> None:
         entry = self._pending.get(key)
         if entry is None:
-            entry = _Pending(name, namespace, uid, base, due=time.monotonic() + self._merge)
+            entry = _Pending(name, namespace, uid, base, due=time.monotonic() + self.merge_seconds)
             self._pending[key] = entry
         entry.decision = update(entry.decision)
         self._wake.set()

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from .estimate import PodFacts
 from .ledger import Pending
 from .model import LoadSnapshot, NodeInfo
-from .policies import MAX_SCORE, LeastUsed
+from .policies import LeastUsed, Policy
+from .policies.least_used import least_used
 
 __all__ = ["LeastUsedFastPath"]
 
@@ -30,9 +31,12 @@ class LeastUsedFastPath:
         self._snapshot: LoadSnapshot | None = None
         self._bases: dict[str, _Base] = {}
 
-    @staticmethod
-    def applies(policy: object) -> bool:
-        return isinstance(policy, LeastUsed) and not policy.weights.get("pods")
+    @classmethod
+    def for_policy(cls, policy: Policy) -> LeastUsedFastPath | None:
+        """A fast path for ``policy`` when it is least-used without a pods weight."""
+        if isinstance(policy, LeastUsed) and not policy.weights.get("pods"):
+            return cls(policy)
+        return None
 
     def scores(
         self,
@@ -46,9 +50,8 @@ class LeastUsedFastPath:
             self._snapshot, self._bases = snapshot, {}
         bases = self._bases
         measured = snapshot.nodes
-        w = self.policy.weights
-        wc, wm, dw = w.get("cpu", 0), w.get("memory", 0), self.policy.dominant_weight
-        weights = wc + wm + (dw if dw else 0)
+        policy = self.policy
+        wc, wm = policy.weights.get("cpu", 0), policy.weights.get("memory", 0)
         pc, pm = pod.usage.cpu_millis, pod.usage.memory_bytes
         out: list[int] = []
         for name in names:
@@ -72,18 +75,12 @@ class LeastUsedFastPath:
                 )
                 bases[name] = base
             pending = recent.get(name)
+            # the same sums, in the same order, as estimate.demand_after
             if pending is None:
-                cu, mu = base[1] + 0.0 + pc, base[3] + 0.0 + pm
+                cu, mu = base[1] + (0.0 + pc), base[3] + (0.0 + pm)
             else:
-                cu, mu = base[1] + pending.cpu_millis + pc, base[3] + pending.memory_bytes + pm
-            ca, ma = base[2], base[4]
-            sc = 0 if ca <= 0 or cu > ca else int((ca - cu) * MAX_SCORE // ca)
-            sm = 0 if ma <= 0 or mu > ma else int((ma - mu) * MAX_SCORE // ma)
-            total = sc * wc + sm * wm
-            if dw:  # the worst of the resources that count (min() costs a call here)
-                if wc and wm:
-                    total += (sc if sc < sm else sm) * dw
-                else:
-                    total += (sc if wc else sm) * dw
-            out.append(int(total // weights))
+                cu, mu = base[1] + (pending.cpu_millis + pc), base[3] + (pending.memory_bytes + pm)
+            score = policy.combine(least_used(base[2], cu), least_used(base[4], mu), None)
+            assert score is not None  # cpu or memory has a weight and, checked above, data
+            out.append(score)
         return out

@@ -168,9 +168,9 @@ class Ledger:
         heap = self._heap
         while heap and heap[0][0] <= since:
             _, seq, key = heapq.heappop(heap)
-            p = self._placements.get(key)
-            if p is not None and p.seq == seq:
-                self._recent.add(p, -1)
+            placed = self._placements.get(key)
+            if placed is not None and placed.seq == seq:
+                self._recent.add(placed, -1)
 
     def recent(self, since: float) -> Mapping[str, Pending]:
         """Per node, placements made after ``since``."""

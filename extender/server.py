@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 from aiohttp import web
+from prometheus_client import Histogram
 
+from .exceptions import WireError
 from .service import Extender
-from .wire import WireError, decode_args, encode
+from .wire import ExtenderArgs, PrioritizeArgs, decode_args, encode
 
 __all__ = ["EXTENDER_KEY", "make_app"]
 
@@ -27,12 +31,14 @@ log = logging.getLogger("loadwise.extender.server")
 EXTENDER_KEY = web.AppKey("extender", Extender)
 _JSON = "application/json"
 
+A = TypeVar("A", ExtenderArgs, PrioritizeArgs)
+
 
 def _error(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=encode({"Error": message}), content_type=_JSON)
 
 
-async def _read_args(request: web.Request, verb: str, ext: Extender):  # type: ignore[no-untyped-def]
+async def _read_body(request: web.Request, verb: str, ext: Extender) -> bytes:
     try:
         body = await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -40,11 +46,24 @@ async def _read_args(request: web.Request, verb: str, ext: Extender):  # type: i
         raise
     if not body:
         raise WireError("empty request body; expected ExtenderArgs JSON")
-    return decode_args(body, raw_nodes=verb == "filter")
+    return body
 
 
-def _handler(verb: str):  # type: ignore[no-untyped-def]
-    latency = None
+def _filter_args(body: bytes) -> ExtenderArgs:
+    return decode_args(body, raw_nodes=True)
+
+
+def _prioritize_args(body: bytes) -> PrioritizeArgs:
+    return decode_args(body, raw_nodes=False)
+
+
+def _handler(
+    verb: str,
+    decode: Callable[[bytes], A],
+    answer: Callable[[Extender, A], object],
+    fallback: Callable[[Extender, A], object],
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    latency: Histogram | None = None
 
     async def handle(request: web.Request) -> web.Response:
         nonlocal latency
@@ -53,25 +72,25 @@ def _handler(verb: str):  # type: ignore[no-untyped-def]
             latency = ext.metrics.request_seconds.labels(verb)
         started = time.perf_counter()
         try:
-            args = await _read_args(request, verb, ext)
+            args = decode(await _read_body(request, verb, ext))
         except WireError as exc:
             ext.metrics.errors.labels(verb, "bad_request").inc()
             return _error(400, str(exc))
         try:
-            answer = ext.filter(args) if verb == "filter" else ext.prioritize(args)
+            result = answer(ext, args)
         except WireError as exc:
             ext.metrics.errors.labels(verb, "bad_request").inc()
             return _error(400, str(exc))
         except Exception:
+            # The fail-open boundary: whatever goes wrong in a decision, the scheduler
+            # gets an answer that changes nothing, and the bug is logged and counted.
             log.exception("%s failed; answering fail-open", verb)
             ext.metrics.errors.labels(verb, "internal").inc()
             try:
-                answer = (
-                    ext.fallback_filter(args) if verb == "filter" else ext.fallback_prioritize(args)
-                )
+                result = fallback(ext, args)
             except WireError as exc:
                 return _error(400, str(exc))
-        body = encode(answer)
+        body = encode(result)
         latency.observe(time.perf_counter() - started)
         return web.Response(body=body, content_type=_JSON)
 
@@ -103,14 +122,20 @@ async def _not_found(request: web.Request) -> web.Response:
 def make_app(ext: Extender, *, manage_lifecycle: bool = True) -> web.Application:
     app = web.Application(client_max_size=ext.settings.max_body_bytes)
     app[EXTENDER_KEY] = ext
-    app.router.add_post("/scheduler/filter", _handler("filter"))
-    app.router.add_post("/scheduler/prioritize", _handler("prioritize"))
+    app.router.add_post(
+        "/scheduler/filter",
+        _handler("filter", _filter_args, Extender.filter, Extender.fallback_filter),
+    )
+    app.router.add_post(
+        "/scheduler/prioritize",
+        _handler("prioritize", _prioritize_args, Extender.prioritize, Extender.fallback_prioritize),
+    )
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     if manage_lifecycle:
 
-        async def lifecycle(app: web.Application):  # type: ignore[no-untyped-def]
+        async def lifecycle(app: web.Application) -> AsyncIterator[None]:
             await ext.start()
             yield
             await ext.stop()

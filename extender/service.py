@@ -1,9 +1,9 @@
-"""The extender's state and its two answers, wired from settings.
+"""The extender's state and its two answers.
 
-This is the composition root: it owns the load refresher, the ledger, the
-optional cluster watch and event recorder, and turns an ExtenderArgs into a
-filter or prioritize answer by calling the pure functions in ``nodestate``,
-``decide`` and ``policies``. Nothing here does I/O on the request path.
+``Extender`` holds the load refresher, the ledger, the optional cluster watch and
+event recorder (all built by ``wiring.build_extender``), and turns an
+ExtenderArgs into a filter or prioritize answer by calling the pure functions in
+``nodestate``, ``decide`` and ``policies``. Nothing here does I/O on the request path.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import msgspec
 
+from .cluster import ClusterView
 from .config import Settings
 from .decide import best, filter_nodes, prioritize, to_priorities
 from .estimate import PodFacts, pod_facts
@@ -50,21 +51,22 @@ class Extender:
         source: LoadSource,
         *,
         metrics: Metrics | None = None,
-        cluster: object | None = None,
+        ledger: Ledger | None = None,
+        cluster: ClusterView | None = None,
         recorder: EventRecorder | None = None,
         clock: Callable[[], float] = time.time,
+        use_fast_path: bool = True,
     ) -> None:
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.policy: Policy = make_policy(settings.policy, settings.policy_args)
-        self._fast = (
-            LeastUsedFastPath(self.policy) if LeastUsedFastPath.applies(self.policy) else None
-        )
+        self.fast_path = LeastUsedFastPath.for_policy(self.policy) if use_fast_path else None
+        """least-used's arithmetic per snapshot (see ``fastpath``); None: general path only."""
         self.thresholds = dict(settings.filter.thresholds) if settings.filter.enabled else {}
         self.estimator = settings.estimator_args()
         self.tlp = settings.tlp_args()
-        self.ledger = Ledger()
-        self.cluster = cluster  # ClusterWatch, when a kubeconfig was given
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.cluster = cluster  # the node/pod watch, when a kubeconfig was given
         self.recorder = recorder
         self.clock = clock
         interval = (
@@ -87,7 +89,7 @@ class Extender:
 
     async def start(self) -> None:
         if self.cluster is not None:
-            self.cluster.start(asyncio.get_running_loop())  # type: ignore[attr-defined]
+            self.cluster.start(asyncio.get_running_loop())
         self.refresher.start()
         if self.recorder is not None:
             self.recorder.start()
@@ -97,7 +99,7 @@ class Extender:
         if self._prune_task is not None:
             self._prune_task.cancel()
         if self.cluster is not None:
-            self.cluster.stop()  # type: ignore[attr-defined]
+            self.cluster.stop()
         await self.refresher.stop()
         if self.recorder is not None:
             await self.recorder.stop()
@@ -133,8 +135,8 @@ class Extender:
                     else ""
                 )
             )
-        if self.cluster is not None and not self.cluster.synced:  # type: ignore[attr-defined]
-            err = self.cluster.last_error  # type: ignore[attr-defined]
+        if self.cluster is not None and not self.cluster.synced:
+            err = self.cluster.last_error
             problems.append("node/pod watch not synced" + (f": {err}" if err else ""))
         if problems:
             return False, "; ".join(problems)
@@ -143,6 +145,11 @@ class Extender:
             True,
             f"ok: {len(snap.nodes)} nodes from {snap.source}, {self.refresher.age(now):.0f}s old",
         )
+
+    @property
+    def seen_nodes(self) -> Mapping[str, NodeInfo]:
+        """Node sizes learnt from full-Node requests (nodeCacheCapable: false)."""
+        return self._seen
 
     # -- the answers ----------------------------------------------------------------
 
@@ -172,18 +179,20 @@ class Extender:
                 infos[info.name] = info
             return names, infos
         names = list(args.node_names or [])
-        known = self.cluster.nodes if self.cluster is not None else {}  # type: ignore[attr-defined]
-        infos = {}
+        known = self.cluster.nodes if self.cluster is not None else {}
+        found: dict[str, NodeInfo] = {}
         for name in names:
-            info = known.get(name) or self._seen.get(name)
-            if info is not None:
-                infos[name] = info
-        return names, infos
+            seen = known.get(name) or self._seen.get(name)
+            if seen is not None:
+                found[name] = seen
+        return names, found
 
-    def _states(self, names: list[str], infos: dict[str, NodeInfo]) -> tuple[list[NodeState], bool]:
+    def _states(
+        self, names: list[str], infos: Mapping[str, NodeInfo]
+    ) -> tuple[list[NodeState], bool]:
         now = self.clock()
         fresh = self.refresher.fresh(now)
-        facts = self.cluster.facts() if self.cluster is not None else None  # type: ignore[attr-defined]
+        facts = self.cluster.facts() if self.cluster is not None else None
         states = build_states(
             names, infos, self.refresher.snapshot, fresh=fresh, ledger=self.ledger, cluster=facts
         )
@@ -208,8 +217,8 @@ class Extender:
         outcome = filter_nodes(pod, states, self.thresholds)
         self.metrics.decisions.labels("filter", "passed").inc(len(outcome.passed))
         self.metrics.decisions.labels("filter", "failed").inc(len(outcome.failed))
-        if self.recorder is not None:
-            meta = args.pod.metadata  # type: ignore[union-attr]
+        if self.recorder is not None and args.pod is not None:
+            meta = args.pod.metadata
             failed = dict(outcome.failed)
 
             def update(d: Decision) -> Decision:
@@ -239,7 +248,8 @@ class Extender:
         snap = self.refresher.snapshot
         fresh = snap is not None and self.refresher.fresh(now)
         scores = None
-        fast = self._fast if self._fast is not None and self._fast.policy is self.policy else None
+        # (the policy may have been swapped since, in tests)
+        fast = self.fast_path if self.fast_path and self.fast_path.policy is self.policy else None
         recent = None
         if fast is not None and fresh:
             assert snap is not None
@@ -249,7 +259,7 @@ class Extender:
             # Look sizes up where the watch keeps them, without copying them per request.
             assert snap is not None and args.node_names is not None
             names = args.node_names
-            infos = self.cluster.nodes if self.cluster is not None else self._seen  # type: ignore[attr-defined]
+            infos = self.cluster.nodes if self.cluster is not None else self._seen
             scores = fast.scores(pod, names, infos, snap, recent)
         if scores is None:
             names, infos = self._infos(args)

@@ -22,7 +22,10 @@ class NodeScore(msgspec.Struct, frozen=True):
 
 
 class Policy(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """The policy's name, as in ``--policy``."""
+        ...
 
     def score(self, pod: PodFacts, node: NodeState, explain: bool = True) -> NodeScore:
         """Score one node; ``explain=False`` skips building the reason text, which

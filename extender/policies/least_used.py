@@ -9,24 +9,25 @@ PodCapacityOfNode.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..estimate import PodFacts, demand_after
 from ..model import NodeState
 from .base import MAX_SCORE, NodeScore
 
-__all__ = ["LeastUsed", "RESOURCES"]
+__all__ = ["RESOURCES", "LeastUsed", "least_used"]
 
 RESOURCES = ("cpu", "memory", "pods")
 
 
-def _least_used(capacity: float, used: float) -> int:
-    if capacity <= 0:
+def least_used(allocatable: float, used: float) -> int:
+    """One resource's score: the share of ``allocatable`` still free after ``used``,
+    0..100 rounded down; 0 when over-committed or of no size (Koordinator's
+    leastUsedScore)."""
+    if allocatable <= 0 or used > allocatable:
         return 0
-    if used > capacity:
-        return 0
-    return int((capacity - used) * MAX_SCORE // capacity)
+    return int((allocatable - used) * MAX_SCORE // allocatable)
 
 
 @dataclass(frozen=True)
@@ -47,79 +48,54 @@ class LeastUsed:
                 return None
             used = node.pod_count + node.pending_pods + 1
             text = f"pods {used}/{info.pods_allocatable}" if explain else ""
-            return _least_used(info.pods_allocatable, used), text
+            return least_used(info.pods_allocatable, used), text
         demand = demand_after(resource, pod, node)
         if demand is None:
             return None
-        score = _least_used(demand.allocatable, demand.used)
+        score = least_used(demand.allocatable, demand.used)
         return score, f"{resource} {demand.percent:.0f}%" if explain else ""
 
-    def rank(self, pod: PodFacts, nodes: Sequence[NodeState]) -> list[int]:
-        """``score(...).score`` for many nodes at once, in one tight loop: this is
-        the request path for every node of every pod. Kept equal to ``score`` by
-        a randomized test (tests/extender/test_policies.py)."""
-        w = self.weights
-        wc, wm, wp = w.get("cpu", 0), w.get("memory", 0), w.get("pods", 0)
-        dw = self.dominant_weight
-        pod_cpu, pod_mem = pod.usage.cpu_millis, pod.usage.memory_bytes
-        out = []
-        for node in nodes:
-            total = weights = 0.0
-            worst = MAX_SCORE
-            info = node.info
-            if wc and (avg := node.load.cpu.avg) is not None:
-                if info is None:
-                    cap, used = 100.0, avg
-                else:
-                    cap = info.cpu_allocatable_millis
-                    used = avg * info.cpu_capacity_millis / 100 + node.pending.cpu_millis + pod_cpu
-                part = 0 if cap <= 0 or used > cap else int((cap - used) * MAX_SCORE // cap)
-                total, weights, worst = total + part * wc, weights + wc, min(worst, part)
-            if wm and (avg := node.load.memory.avg) is not None:
-                if info is None:
-                    cap, used = 100.0, avg
-                else:
-                    cap = info.memory_allocatable_bytes
-                    used = (
-                        avg * info.memory_capacity_bytes / 100 + node.pending.memory_bytes + pod_mem
-                    )
-                part = 0 if cap <= 0 or used > cap else int((cap - used) * MAX_SCORE // cap)
-                total, weights, worst = total + part * wm, weights + wm, min(worst, part)
-            if wp and info is not None and info.pods_allocatable and node.pod_count is not None:
-                cap = info.pods_allocatable
-                used = node.pod_count + node.pending_pods + 1
-                part = 0 if used > cap else int((cap - used) * MAX_SCORE // cap)
-                total, weights, worst = total + part * wp, weights + wp, min(worst, part)
-            if weights and dw:
-                total, weights = total + worst * dw, weights + dw
-            out.append(int(total // weights) if weights else MAX_SCORE // 2)
-        return out
-
-    def score(self, pod: PodFacts, node: NodeState, explain: bool = True) -> NodeScore:
-        total = 0.0
-        weight_sum = 0.0
+    def combine(self, cpu: int | None, memory: int | None, pods: int | None) -> int | None:
+        """The node's score from its per-resource ``least_used`` scores (None: no
+        data for that resource): the weighted mean over the resources that have a
+        weight and data, with the worst of them counted again at the dominant
+        weight; None when no resource counts. The one formula every path uses."""
+        total = weights = 0.0
         worst = MAX_SCORE
-        parts: list[str] = []
-        for resource in RESOURCES:
-            weight = self.weights.get(resource, 0)
-            if not weight:
+        w = self.weights
+        for part, weight in (
+            (cpu, w.get("cpu", 0)),
+            (memory, w.get("memory", 0)),
+            (pods, w.get("pods", 0)),
+        ):
+            if part is None or not weight:
                 continue
-            result = self._resource(resource, pod, node, explain)
-            if result is None:
-                continue
-            score, text = result
-            total += score * weight
-            weight_sum += weight
-            worst = min(worst, score)
-            parts.append(text)
-        if not weight_sum:
-            return NodeScore(MAX_SCORE // 2, "no usable load data; neutral")
+            total += part * weight
+            weights += weight
+            worst = part if part < worst else worst
+        if not weights:
+            return None
         if self.dominant_weight:
             total += worst * self.dominant_weight
-            weight_sum += self.dominant_weight
+            weights += self.dominant_weight
+        return int(total // weights)
+
+    def score(self, pod: PodFacts, node: NodeState, explain: bool = True) -> NodeScore:
+        parts: dict[str, int] = {}
+        texts: list[str] = []
+        for resource in RESOURCES:
+            if not self.weights.get(resource, 0):
+                continue
+            result = self._resource(resource, pod, node, explain)
+            if result is not None:
+                parts[resource], text = result
+                texts.append(text)
+        score = self.combine(parts.get("cpu"), parts.get("memory"), parts.get("pods"))
+        if score is None:
+            return NodeScore(MAX_SCORE // 2, "no usable load data; neutral")
         if not explain:
-            return NodeScore(int(total // weight_sum), "")
-        why = ", ".join(parts) + " after placement"
+            return NodeScore(score, "")
+        why = ", ".join(texts) + " after placement"
         if node.estimated:
             why += " (estimated, no fresh metrics)"
-        return NodeScore(int(total // weight_sum), why)
+        return NodeScore(score, why)

@@ -9,8 +9,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from extender.cli import build_extender
 from extender.config import load_settings
+from extender.wiring import build_extender
 
 from .helpers import container, node_json, pod_json
 
@@ -154,7 +154,7 @@ async def test_watch_metrics_server_and_events(fake):
         },
     )
     ext = build_extender(settings)
-    ext.recorder._merge = 0.05
+    ext.recorder.merge_seconds = 0.05
     await ext.start()
     try:
         await wait_for(lambda: ext.readiness()[0], "readiness")

@@ -52,20 +52,21 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
     settings = load_settings(
         None, {"source.kind": "file", "source.file": "/dev/null", "policy_args": policy_args}
     )
-    fast, general = (Extender(settings, Static(snap)) for _ in range(2))
+    fast = Extender(settings, Static(snap))
+    general = Extender(settings, Static(snap), use_fast_path=False)
     for ext in (fast, general):
         ext.refresher.snapshot = snap
-    general._fast = None
-    assert fast._fast is not None
+    assert general.fast_path is None
+    assert fast.fast_path is not None
     taken = []
-    real_scores = fast._fast.scores
+    real_scores = fast.fast_path.scores
 
     def counting(*args):
         result = real_scores(*args)
         taken.append(result is not None)
         return result
 
-    fast._fast.scores = counting
+    fast.fast_path.scores = counting
     warm = json.dumps({"Pod": pod_json(), "Nodes": {"items": nodes}}).encode()
     for ext in (fast, general):
         ext.prioritize(decode_args(warm, raw_nodes=False))

@@ -203,4 +203,4 @@ async def test_prioritize_full_nodes_decodes_and_sizes_them(server):
     nodes = [node_json("n1", cpu="8", memory="32Gi", images=20), node_json("n2", images=20)]
     r = await server.post("/scheduler/prioritize", content=_body(nodes=nodes))
     assert r.status_code == 200 and [h["Host"] for h in r.json()] == ["n1", "n2"]
-    assert server.ext._seen["n1"].cpu_capacity_millis == 8000
+    assert server.ext.seen_nodes["n1"].cpu_capacity_millis == 8000

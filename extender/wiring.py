@@ -1,0 +1,82 @@
+"""The composition root: the one place that builds the extender from its settings.
+
+It chooses the load source, makes the ledger, and, with a kubeconfig, the API
+client, the node/pod watch (which reports placements straight into the ledger)
+and the Event recorder; then hands them all, typed, to ``Extender``. Nothing else
+constructs these parts, so each is built once and no part looks another up later.
+"""
+
+from __future__ import annotations
+
+from .cluster import ClusterWatch
+from .config import Settings
+from .events import EventRecorder
+from .kubeapi import KubeAPI
+from .ledger import Ledger
+from .metrics import Metrics
+from .service import Extender
+from .sources import (
+    LoadFileSource,
+    LoadSource,
+    LoadWatcherSource,
+    MetricsServerSource,
+    PrometheusSource,
+)
+
+__all__ = ["build_extender", "build_source"]
+
+
+def build_source(
+    settings: Settings, *, api: KubeAPI | None, cluster: ClusterWatch | None
+) -> LoadSource:
+    """The load source ``settings.source`` names (metrics-server needs the API and
+    the node sizes the watch keeps)."""
+    src = settings.source
+    if src.kind == "load-watcher":
+        return LoadWatcherSource(src.url or "", timeout=src.timeout_seconds)
+    if src.kind == "file":
+        return LoadFileSource(src.file or "")
+    if src.kind == "prometheus":
+        return PrometheusSource(
+            src.url or "",
+            cpu_query=src.prometheus.cpu_query,
+            memory_query=src.prometheus.memory_query,
+            node_label=src.prometheus.node_label,
+            timeout=src.timeout_seconds,
+        )
+    # metrics-server: config validation guarantees a kubeconfig, hence a watch
+    assert api is not None and cluster is not None, "metrics-server without a kubeconfig"
+    watch = cluster
+    return MetricsServerSource(api, lambda: watch.nodes)
+
+
+def build_extender(settings: Settings) -> Extender:
+    """Build every part the settings ask for; raises ``KubeError`` when the
+    kubeconfig cannot be loaded."""
+    metrics = Metrics()
+    ledger = Ledger()
+    api: KubeAPI | None = None
+    cluster: ClusterWatch | None = None
+    recorder: EventRecorder | None = None
+    if settings.kubeconfig:
+        api = kube = KubeAPI(settings.kubeconfig)
+        cluster = ClusterWatch(
+            api,
+            estimator=settings.estimator_args(),
+            tlp=settings.tlp_args(),
+            placements=ledger,
+        )
+        if settings.events_enabled:
+            recorder = EventRecorder(
+                lambda ns, event: kube.post(f"/api/v1/namespaces/{ns}/events", event),
+                per_minute=settings.events.per_minute,
+                on_result=lambda outcome: metrics.events.labels(outcome).inc(),
+            )
+    return Extender(
+        settings,
+        build_source(settings, api=api, cluster=cluster),
+        metrics=metrics,
+        ledger=ledger,
+        cluster=cluster,
+        recorder=recorder,
+    )
