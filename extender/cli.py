@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import sys
+import textwrap
 from typing import Any
 
 from aiohttp import web
@@ -32,11 +33,13 @@ EXIT_CODES = {
 
 log = logging.getLogger("loadwise.extender")
 
+DEFAULTS = Settings()
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="loadwise-extender",
-        description=(
+        description=textwrap.fill(
             "A kube-scheduler HTTP extender that filters and scores nodes by their real load. "
             "Point a KubeSchedulerConfiguration extender at http://HOST:PORT/scheduler with "
             "filterVerb: filter, prioritizeVerb: prioritize."
@@ -47,9 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", metavar="FILE", help="YAML config file with all settings")
     p.add_argument(
-        "--listen", metavar="HOST:PORT", help="address to serve on (default 127.0.0.1:8888)"
+        "--listen", metavar="HOST:PORT", help=f"address to serve on (default {DEFAULTS.listen})"
     )
-    p.add_argument("--policy", choices=POLICY_NAMES, help="scoring policy (default least-used)")
+    p.add_argument(
+        "--policy", choices=POLICY_NAMES, help=f"scoring policy (default {DEFAULTS.policy})"
+    )
     src = p.add_mutually_exclusive_group()
     src.add_argument(
         "--watcher-url", metavar="URL", help="load-watcher base URL; the extender GETs URL/watcher"

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 import msgspec
 
-from .estimate import EstimatorArgs, TLPArgs
-from .exceptions import ConfigError, QuantityError
-from .policies import make_policy
-from .quantity import cpu_millis
+from .decide import DEFAULT_THRESHOLDS
+from .estimate import CPU_FACTOR, MEMORY_FACTOR, EstimatorArgs, TLPArgs
+from .exceptions import ConfigError
+from .policies import make_policy, tlp_args
 
 __all__ = [
     "ConfigError",
@@ -47,9 +47,7 @@ class SourceConfig(msgspec.Struct, forbid_unknown_fields=True):
 
 class FilterConfig(msgspec.Struct, forbid_unknown_fields=True):
     enabled: bool = True
-    thresholds: dict[str, float] = msgspec.field(
-        default_factory=lambda: {"cpu": 90.0, "memory": 90.0}
-    )
+    thresholds: dict[str, float] = msgspec.field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
 
 
 class EventsConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -58,8 +56,8 @@ class EventsConfig(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class EstimatorConfig(msgspec.Struct, forbid_unknown_fields=True):
-    cpu_factor: float = 85.0
-    memory_factor: float = 70.0
+    cpu_factor: float = CPU_FACTOR
+    memory_factor: float = MEMORY_FACTOR
 
 
 class Settings(msgspec.Struct, forbid_unknown_fields=True):
@@ -87,16 +85,7 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True):
         return EstimatorArgs(self.estimator.cpu_factor, self.estimator.memory_factor)
 
     def tlp_args(self) -> TLPArgs:
-        args = self.policy_args
-        default = TLPArgs()
-        requests = args.get("defaultRequests") or {}
-        cpu = requests.get("cpu") if isinstance(requests, dict) else None
-        multiplier = args.get("defaultRequestsMultiplier", default.requests_multiplier)
-        return TLPArgs(
-            default_cpu_millis=cpu_millis(cpu) if cpu is not None else default.default_cpu_millis,
-            requests_multiplier=float(multiplier),
-            target_utilization=float(args.get("targetUtilization", default.target_utilization)),
-        )
+        return tlp_args(self.policy_args)
 
 
 def _validate(settings: Settings) -> Settings:
@@ -106,13 +95,8 @@ def _validate(settings: Settings) -> Settings:
         raise ConfigError(f"listen: expected HOST:PORT, got {settings.listen!r}") from None
     if not 0 < port < 65536:
         raise ConfigError(f"listen: port {port} out of range")
-    try:
-        make_policy(settings.policy, settings.policy_args)
-        settings.tlp_args()
-    except ConfigError:
-        raise  # PolicyError: its message names the key already
-    except (QuantityError, ValueError, TypeError) as exc:
-        raise ConfigError(f"policy_args: {exc}") from None
+    make_policy(settings.policy, settings.policy_args)  # PolicyError is a ConfigError
+    settings.tlp_args()
     src = settings.source
     if src.kind in ("load-watcher", "prometheus") and not src.url:
         raise ConfigError(f"source.url is required for source.kind {src.kind}")

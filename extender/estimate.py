@@ -81,9 +81,18 @@ def pod_limits(pod: Pod, resource: str) -> int:
     return total + (_overhead(pod, resource) if total else 0)
 
 
+# Koordinator's estimator defaults: a pod uses this percentage of its request/limit.
+CPU_FACTOR = 85.0
+MEMORY_FACTOR = 70.0
+# Trimaran TargetLoadPacking's defaults (pkg/apis/config/v1 defaults.go).
+TLP_TARGET_UTILIZATION = 40.0
+TLP_DEFAULT_CPU_MILLIS = 1000
+TLP_REQUESTS_MULTIPLIER = 1.5
+
+
 class EstimatorArgs(msgspec.Struct, frozen=True):
-    cpu_factor: float = 85.0
-    memory_factor: float = 70.0
+    cpu_factor: float = CPU_FACTOR
+    memory_factor: float = MEMORY_FACTOR
     default_cpu_millis: int = DEFAULT_CPU_MILLIS
     default_memory_bytes: int = DEFAULT_MEMORY_BYTES
 
@@ -117,9 +126,9 @@ def estimate_usage(pod: Pod, args: EstimatorArgs | None = None) -> Usage:
 
 
 class TLPArgs(msgspec.Struct, frozen=True):
-    default_cpu_millis: int = 1000
-    requests_multiplier: float = 1.5
-    target_utilization: float = 40.0
+    default_cpu_millis: int = TLP_DEFAULT_CPU_MILLIS
+    requests_multiplier: float = TLP_REQUESTS_MULTIPLIER
+    target_utilization: float = TLP_TARGET_UTILIZATION
 
 
 def predict_tlp_cpu(pod: Pod, args: TLPArgs | None = None) -> int:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..exceptions import PolicyError
+from ..estimate import (
+    TLP_DEFAULT_CPU_MILLIS,
+    TLP_REQUESTS_MULTIPLIER,
+    TLP_TARGET_UTILIZATION,
+    TLPArgs,
+)
+from ..exceptions import PolicyError, QuantityError
+from ..quantity import cpu_millis
 from .base import MAX_SCORE, NodeScore, Policy, to_extender_priority
 from .least_used import LeastUsed
 from .load_variation import LoadVariationRiskBalancing
@@ -21,6 +28,7 @@ __all__ = [
     "PolicyError",
     "TargetLoadPacking",
     "make_policy",
+    "tlp_args",
     "to_extender_priority",
 ]
 
@@ -38,6 +46,28 @@ def _number(args: Mapping[str, Any], key: str, default: float, low: float | None
     if low is not None and number < low:
         raise PolicyError(f"policy_args.{key} must be >= {low}, got {number}")
     return number
+
+
+def tlp_args(args: Mapping[str, Any]) -> TLPArgs:
+    """TargetLoadPacking's arguments from ``policy_args``: the target, and how the
+    CPU of a pod not yet measured is predicted (also used, with these defaults, by
+    the ledger under the other policies)."""
+    target = _number(args, "targetUtilization", TLP_TARGET_UTILIZATION)
+    if not 0 < target < 100:
+        target = TLP_TARGET_UTILIZATION  # Trimaran applies the default to values <= 0
+    requests = args.get("defaultRequests") or {}
+    if not isinstance(requests, Mapping):
+        raise PolicyError(f"policy_args.defaultRequests must be a mapping, got {requests!r}")
+    cpu = requests.get("cpu")
+    try:
+        default_cpu = TLP_DEFAULT_CPU_MILLIS if cpu is None else cpu_millis(cpu)
+    except QuantityError as exc:
+        raise PolicyError(f"policy_args.defaultRequests.cpu: {exc}") from None
+    return TLPArgs(
+        default_cpu_millis=default_cpu,
+        requests_multiplier=_number(args, "defaultRequestsMultiplier", TLP_REQUESTS_MULTIPLIER),
+        target_utilization=target,
+    )
 
 
 def make_policy(name: str, args: Mapping[str, Any] | None = None) -> Policy:
@@ -62,13 +92,9 @@ def make_policy(name: str, args: Mapping[str, Any] | None = None) -> Policy:
         args.pop("dominantResourceWeight", None)
         policy: Policy = LeastUsed(weights=clean, dominant_weight=dominant)
     elif name == "target-load-packing":
-        target = _number(args, "targetUtilization", 40)
-        if not 0 < target < 100:
-            target = 40.0  # Trimaran applies the default to values <= 0
-        policy = TargetLoadPacking(target_utilization=target)
-        args.pop("targetUtilization", None)
-        for key in ("defaultRequests", "defaultRequestsMultiplier"):
-            args.pop(key, None)  # used by the pod estimator, see config.tlp_args
+        policy = TargetLoadPacking(target_utilization=tlp_args(args).target_utilization)
+        for key in ("targetUtilization", "defaultRequests", "defaultRequestsMultiplier"):
+            args.pop(key, None)
     elif name == "load-variation-risk-balancing":
         margin = _number(args, "safeVarianceMargin", 1.0)
         sensitivity = _number(args, "safeVarianceSensitivity", 1.0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..estimate import PodFacts, go_round
+from ..estimate import TLP_TARGET_UTILIZATION, PodFacts, go_round
 from ..model import NodeState
 from .base import NodeScore
 
@@ -30,7 +30,7 @@ def tlp_score(predicted: float, target: float) -> int:
 
 @dataclass(frozen=True)
 class TargetLoadPacking:
-    target_utilization: float = 40.0
+    target_utilization: float = TLP_TARGET_UTILIZATION
     name: str = "target-load-packing"
 
     def score(self, pod: PodFacts, node: NodeState, explain: bool = True) -> NodeScore:
