@@ -1,10 +1,11 @@
 """Build the per-node state the policies score, from what the extender holds.
 
 The interesting part is the node with no fresh measurement (it just joined, or
-the source's data went stale). Trimaran scores it 0, which is why new nodes
-stay empty (seed 002). Here its load is *estimated*: the idlest measured node's
-use as a floor (a fresh node runs at least the same system daemons), plus the
-estimated use of the pods known to run on it.
+the source's data went stale). Trimaran scores it 0, so a node that has just
+joined, with no metrics yet, is every pod's last choice and stays empty. Here
+its load is *estimated*: the idlest measured node's use as a floor (a fresh
+node runs at least the same system daemons), plus the estimated use of the pods
+known to run on it.
 """
 
 from __future__ import annotations

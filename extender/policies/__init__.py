@@ -86,8 +86,9 @@ def make_policy(name: str, args: Mapping[str, Any] | None = None) -> Policy:
         if not any(clean.values()):
             raise PolicyError("policy_args.resources: at least one weight must be > 0")
         # Default 1, not Koordinator's 0: measured in the lab (tests/lab/test_e2e_scheduling.py),
-        # averaging a free CPU with an exhausted memory let the real scheduler keep
-        # placing pods on seed 000's memory hog; counting the worst resource again stops it.
+        # averaging a free CPU with an exhausted memory let the real scheduler keep placing
+        # pods on a node whose memory was 75 % used by processes no pod requests; counting
+        # the worst resource again stops it.
         dominant = _number(args, "dominantResourceWeight", 1, low=0)
         args.pop("dominantResourceWeight", None)
         policy: Policy = LeastUsed(weights=clean, dominant_weight=dominant)

@@ -3,8 +3,10 @@
 Per resource, the share of the node still free after the measured use, the pods
 placed since the measurement and the incoming pod (Koordinator's
 loadAwareSchedulingScorer, integer arithmetic included); then the weighted mean.
-``{memory: 1}`` alone is seed 000's MemRealUsage; ``{pods: 1}`` alone is seed 001's
-PodCapacityOfNode.
+``{memory: 1}`` alone scores by memory really in use, so a node whose memory is
+mostly taken by processes no pod requests scores low however few requests it has;
+``{pods: 1}`` alone scores by free pod slots (pods running over the node's pod
+capacity), as a scheduler that spreads by pod count does.
 """
 
 from __future__ import annotations

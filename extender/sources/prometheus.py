@@ -1,11 +1,11 @@
-"""Prometheus instant queries, one per resource, as seed 000's scheduler did.
+"""Prometheus instant queries, one per resource (node CPU and memory utilisation).
 
 Each query must return a vector with one sample per node, valued as a fraction
 (0..1) of the node's capacity, labelled with the node name. The defaults are the
 recording rules load-watcher's Prometheus provider reads
 (``instance:node_cpu:ratio``, ``instance:node_memory_utilisation:ratio``), keyed
 by the ``instance`` label; set ``node_label`` when your relabeling names nodes
-another way (seed 000 added a ``node`` label).
+another way (for example a ``node`` label added by relabeling).
 """
 
 from __future__ import annotations

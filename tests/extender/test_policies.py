@@ -1,4 +1,5 @@
-"""Every published scoring vector from the reference, plus the seeds' policies."""
+"""Every published scoring vector from the reference, plus the single-resource
+least-used variants (memory really in use; free pod slots)."""
 
 import pytest
 
@@ -135,7 +136,7 @@ def test_least_used_koordinator_vectors():
     assert policy.score(p, state(info, used_cpu, used_mem, pending=assigned)).score == 63
 
 
-def test_memory_only_weights_are_seed_000_mem_real_usage():
+def test_memory_only_weights_score_memory_really_in_use():
     # A node with plenty of unrequested memory in use scores low however few requests it has.
     policy = LeastUsed({"memory": 1})
     hog = state(node_info("hog", memory="8Gi"), cpu=5, memory=85)
@@ -144,7 +145,7 @@ def test_memory_only_weights_are_seed_000_mem_real_usage():
     assert "cpu" not in policy.score(EMPTY, hog).why
 
 
-def test_pods_only_weights_are_seed_001_pod_capacity():
+def test_pods_only_weights_score_free_pod_slots():
     policy = LeastUsed({"pods": 1})
     full = state(node_info(pods="110"), 10, 10, pod_count=99)
     empty = state(node_info(pods="110"), 90, 90, pod_count=9)
