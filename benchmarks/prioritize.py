@@ -53,6 +53,8 @@ from pathlib import Path
 
 import msgspec
 
+from extender import kubeobjects
+
 NODE_COUNTS = (10, 100, 1000)
 MODES = ("names", "full")  # names: nodeCacheCapable true; full: false
 MODE_LABEL = {"names": "cache-capable (NodeNames)", "full": "full Nodes"}
@@ -132,6 +134,10 @@ def _hex(rng: random.Random, n: int) -> str:
     return f"{rng.getrandbits(4 * n):0{n}x}"
 
 
+def _uuid(rng: random.Random) -> str:
+    return f"{_hex(rng, 8)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 12)}"
+
+
 def make_node(i: int, rng: random.Random) -> dict:
     """A v1.Node shaped like what kube-scheduler's informer holds for a real node."""
     name = node_name(i)
@@ -140,7 +146,6 @@ def make_node(i: int, rng: random.Random) -> dict:
     arch = rng.choice(["amd64", "amd64", "arm64"])
     zone = f"zone-{'abc'[i % 3]}"
     ip = f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
-    now = "2025-01-01T00:00:00Z"
     images = []
     for repo in rng.sample(_IMAGE_REPOS, rng.randint(30, 50)):
         digest = _hex(rng, 64)
@@ -149,188 +154,126 @@ def make_node(i: int, rng: random.Random) -> dict:
         if rng.random() < 0.4:
             names.append(f"{repo}:latest")
         images.append({"names": names, "sizeBytes": rng.randint(700_000, 1_500_000_000)})
-    conditions = [
-        (
-            "MemoryPressure",
-            "False",
-            "KubeletHasSufficientMemory",
-            "kubelet has sufficient memory available",
-        ),
-        ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-        ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-        ("Ready", "True", "KubeletReady", "kubelet is posting ready status. AppArmor enabled"),
-    ]
-    return {
-        "metadata": {
-            "name": name,
-            "uid": f"{_hex(rng, 8)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 12)}",
-            "resourceVersion": str(rng.randint(100_000, 9_999_999)),
-            "creationTimestamp": "2024-06-01T12:00:00Z",
-            "labels": {
-                "beta.kubernetes.io/arch": arch,
-                "beta.kubernetes.io/instance-type": "k3s",
-                "beta.kubernetes.io/os": "linux",
-                "kubernetes.io/arch": arch,
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "node-role.kubernetes.io/worker": "true",
-                "node.kubernetes.io/instance-type": "k3s",
-                "topology.kubernetes.io/region": "homelab",
-                "topology.kubernetes.io/zone": zone,
-                "longhorn.io/node": "true",
-            },
-            "annotations": {
-                "alpha.kubernetes.io/provided-node-ip": ip,
-                "flannel.alpha.coreos.com/backend-data": '{"VNI":1,"VtepMAC":"'
-                + ":".join(_hex(rng, 2) for _ in range(6))
-                + '"}',
-                "flannel.alpha.coreos.com/backend-type": "vxlan",
-                "flannel.alpha.coreos.com/kube-subnet-manager": "true",
-                "flannel.alpha.coreos.com/public-ip": ip,
-                "k3s.io/hostname": name,
-                "k3s.io/internal-ip": ip,
-                "k3s.io/node-args": '["agent","--node-label",'
-                '"node-role.kubernetes.io/worker=true"]',
-                "k3s.io/node-config-hash": _hex(rng, 52).upper() + "====",
-                "k3s.io/node-env": '{"K3S_URL":"https://10.0.0.1:6443"}',
-                "node.alpha.kubernetes.io/ttl": "0",
-                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
-                "csi.volume.kubernetes.io/nodeid": '{"driver.longhorn.io":"' + name + '"}',
-            },
+    hugepages = {"hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+    return kubeobjects.node(
+        name,
+        cpu=str(cpus),
+        memory=f"{mem_ki}Ki",
+        ephemeral_storage=f"{rng.randint(50, 2000) * 1024 * 1024}Ki",
+        capacity=hugepages,
+        allocatable={
+            "cpu": str(cpus),
+            "ephemeral-storage": str(rng.randint(50, 2000) * 1024**3),
+            **hugepages,
+            "memory": f"{mem_ki - 100_000}Ki",
+            "pods": "110",
         },
-        "spec": {
+        uid=_uuid(rng),
+        resource_version=str(rng.randint(100_000, 9_999_999)),
+        created="2024-06-01T12:00:00Z",
+        labels={
+            "beta.kubernetes.io/arch": arch,
+            "beta.kubernetes.io/instance-type": "k3s",
+            "beta.kubernetes.io/os": "linux",
+            "kubernetes.io/arch": arch,
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "node-role.kubernetes.io/worker": "true",
+            "node.kubernetes.io/instance-type": "k3s",
+            "topology.kubernetes.io/region": "homelab",
+            "topology.kubernetes.io/zone": zone,
+            "longhorn.io/node": "true",
+        },
+        annotations={
+            "alpha.kubernetes.io/provided-node-ip": ip,
+            "flannel.alpha.coreos.com/backend-data": '{"VNI":1,"VtepMAC":"'
+            + ":".join(_hex(rng, 2) for _ in range(6))
+            + '"}',
+            "flannel.alpha.coreos.com/backend-type": "vxlan",
+            "flannel.alpha.coreos.com/kube-subnet-manager": "true",
+            "flannel.alpha.coreos.com/public-ip": ip,
+            "k3s.io/hostname": name,
+            "k3s.io/internal-ip": ip,
+            "k3s.io/node-args": '["agent","--node-label","node-role.kubernetes.io/worker=true"]',
+            "k3s.io/node-config-hash": _hex(rng, 52).upper() + "====",
+            "k3s.io/node-env": '{"K3S_URL":"https://10.0.0.1:6443"}',
+            "node.alpha.kubernetes.io/ttl": "0",
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            "csi.volume.kubernetes.io/nodeid": '{"driver.longhorn.io":"' + name + '"}',
+        },
+        spec={
             "podCIDR": f"10.42.{i % 256}.0/24",
             "podCIDRs": [f"10.42.{i % 256}.0/24"],
             "providerID": f"k3s://{name}",
         },
-        "status": {
-            "capacity": {
-                "cpu": str(cpus),
-                "ephemeral-storage": f"{rng.randint(50, 2000) * 1024 * 1024}Ki",
-                "hugepages-1Gi": "0",
-                "hugepages-2Mi": "0",
-                "memory": f"{mem_ki}Ki",
-                "pods": "110",
-            },
-            "allocatable": {
-                "cpu": str(cpus),
-                "ephemeral-storage": str(rng.randint(50, 2000) * 1024**3),
-                "hugepages-1Gi": "0",
-                "hugepages-2Mi": "0",
-                "memory": f"{mem_ki - 100_000}Ki",
-                "pods": "110",
-            },
-            "conditions": [
-                {
-                    "type": t,
-                    "status": s,
-                    "lastHeartbeatTime": now,
-                    "lastTransitionTime": "2024-06-01T12:00:30Z",
-                    "reason": r,
-                    "message": m,
-                }
-                for t, s, r, m in conditions
-            ],
-            "addresses": [
-                {"type": "InternalIP", "address": ip},
-                {"type": "Hostname", "address": name},
-            ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {
-                "machineID": _hex(rng, 32),
-                "systemUUID": _hex(rng, 8)
-                + "-"
-                + _hex(rng, 4)
-                + "-"
-                + _hex(rng, 4)
-                + "-"
-                + _hex(rng, 4)
-                + "-"
-                + _hex(rng, 12),
-                "bootID": _hex(rng, 8)
-                + "-"
-                + _hex(rng, 4)
-                + "-"
-                + _hex(rng, 4)
-                + "-"
-                + _hex(rng, 4)
-                + "-"
-                + _hex(rng, 12),
-                "kernelVersion": "6.1.0-28-" + arch,
-                "osImage": "Debian GNU/Linux 12 (bookworm)",
-                "containerRuntimeVersion": "containerd://1.7.23-k3s2",
-                "kubeletVersion": "v1.31.4+k3s1",
-                "kubeProxyVersion": "v1.31.4+k3s1",
-                "operatingSystem": "linux",
-                "architecture": arch,
-            },
-            "images": images,
+        conditions=kubeobjects.node_conditions(heartbeat="2025-01-01T00:00:00Z"),
+        internal_ip=ip,
+        node_info={
+            "machineID": _hex(rng, 32),
+            "systemUUID": _uuid(rng),
+            "bootID": _uuid(rng),
+            "kernelVersion": "6.1.0-28-" + arch,
+            "osImage": "Debian GNU/Linux 12 (bookworm)",
+            "containerRuntimeVersion": "containerd://1.7.23-k3s2",
+            "kubeletVersion": "v1.31.4+k3s1",
+            "kubeProxyVersion": "v1.31.4+k3s1",
+            "operatingSystem": "linux",
+            "architecture": arch,
         },
-    }
+        images=images,
+        extra={"daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}},
+    )
 
 
 def make_pod_template() -> bytes:
     """A Deployment's pod as kube-scheduler sends it; ``@UID@`` is replaced per request."""
-    pod = {
-        "metadata": {
-            "name": "web-7d4b9c8f6d-@UID@",
-            "generateName": "web-7d4b9c8f6d-",
-            "namespace": "default",
-            "uid": "@UID@",
-            "resourceVersion": "123456",
-            "creationTimestamp": "2025-01-01T00:00:00Z",
-            "labels": {"app": "web", "pod-template-hash": "7d4b9c8f6d"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "web-7d4b9c8f6d",
-                    "uid": "3f1c0d7e-5a8b-4c2d-9e6f-0a1b2c3d4e5f",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+    not_ready = {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    pod = kubeobjects.pod(
+        "web-7d4b9c8f6d-@UID@",
+        generate_name="web-7d4b9c8f6d-",
+        uid="@UID@",
+        resource_version="123456",
+        created="2025-01-01T00:00:00Z",
+        labels={"app": "web", "pod-template-hash": "7d4b9c8f6d"},
+        owner={
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "web-7d4b9c8f6d",
+            "uid": "3f1c0d7e-5a8b-4c2d-9e6f-0a1b2c3d4e5f",
+            "controller": True,
+            "blockOwnerDeletion": True,
         },
-        "spec": {
-            "containers": [
-                {
-                    "name": "web",
-                    "image": "docker.io/library/nginx:1.27",
-                    "ports": [{"containerPort": 80, "protocol": "TCP"}],
-                    "resources": {
-                        "requests": {"cpu": "250m", "memory": "256Mi"},
-                        "limits": {"cpu": "1", "memory": "512Mi"},
-                    },
+        containers=[
+            kubeobjects.container(
+                "web",
+                image="docker.io/library/nginx:1.27",
+                ports=[80],
+                requests={"cpu": "250m", "memory": "256Mi"},
+                limits={"cpu": "1", "memory": "512Mi"},
+                extra={
                     "terminationMessagePath": "/dev/termination-log",
                     "terminationMessagePolicy": "File",
                     "imagePullPolicy": "IfNotPresent",
-                }
-            ],
+                },
+            )
+        ],
+        tolerations=[
+            {"key": "node.kubernetes.io/not-ready", **not_ready},
+            {"key": "node.kubernetes.io/unreachable", **not_ready},
+        ],
+        phase="Pending",
+        status={"qosClass": "Burstable"},
+        extra={
             "restartPolicy": "Always",
             "terminationGracePeriodSeconds": 30,
             "dnsPolicy": "ClusterFirst",
             "serviceAccountName": "default",
             "schedulerName": "default-scheduler",
-            "tolerations": [
-                {
-                    "key": "node.kubernetes.io/not-ready",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-                {
-                    "key": "node.kubernetes.io/unreachable",
-                    "operator": "Exists",
-                    "effect": "NoExecute",
-                    "tolerationSeconds": 300,
-                },
-            ],
             "priority": 0,
             "enableServiceLinks": True,
             "preemptionPolicy": "PreemptLowerPriority",
         },
-        "status": {"phase": "Pending", "qosClass": "Burstable"},
-    }
+    )
     return msgspec.json.encode(pod)
 
 

@@ -1,4 +1,5 @@
-"""Builders for the Pod and Node JSON that kube-scheduler sends."""
+"""Shorthands over ``extender.kubeobjects`` for the Pod and Node JSON that kube-scheduler
+sends, plus node states for the policy tests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from extender import kubeobjects
 from extender.model import NodeInfo, NodeLoad, NodeState, ResourceLoad, Usage
 from extender.wire import Node, Pod
 
@@ -16,12 +18,8 @@ MI = 1024**2
 def container(
     requests: dict[str, str] | None = None, limits: dict[str, str] | None = None, name: str = "c"
 ) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    if requests:
-        resources["requests"] = requests
-    if limits:
-        resources["limits"] = limits
-    return {"name": name, "image": "nginx", "resources": resources}
+    """``kubeobjects.container`` with requests first, the tests' most common argument."""
+    return kubeobjects.container(name, requests=requests, limits=limits)
 
 
 def pod_json(
@@ -32,16 +30,15 @@ def pod_json(
     overhead: dict[str, str] | None = None,
     init: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": list(containers)}
-    if overhead:
-        spec["overhead"] = overhead
-    if init:
-        spec["initContainers"] = init
-    return {
-        "metadata": {"name": name, "namespace": namespace, "uid": uid},
-        "spec": spec,
-        "status": {},
-    }
+    """``kubeobjects.pod`` with its containers as positional arguments."""
+    return kubeobjects.pod(
+        name,
+        namespace=namespace,
+        uid=uid,
+        containers=containers,
+        init_containers=init or (),
+        overhead=overhead,
+    )
 
 
 def pod(*containers: dict[str, Any], **kw: Any) -> Pod:
@@ -56,10 +53,14 @@ def node_json(
     allocatable: dict[str, str] | None = None,
     images: int = 0,
 ) -> dict[str, Any]:
-    capacity = {"cpu": cpu, "memory": memory, "pods": pods, "ephemeral-storage": "61255492Ki"}
-    status: dict[str, Any] = {"capacity": capacity, "allocatable": allocatable or capacity}
-    if images:
-        status["images"] = [
+    """``kubeobjects.node`` with a default size and ``images`` made-up images."""
+    return kubeobjects.node(
+        name,
+        cpu=cpu,
+        memory=memory,
+        pods=pods,
+        allocatable=allocatable,
+        images=[
             {
                 "names": [
                     f"registry.example/app{i}@sha256:{i:064x}",
@@ -68,12 +69,8 @@ def node_json(
                 "sizeBytes": 1000000 + i,
             }
             for i in range(images)
-        ]
-    return {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "spec": {},
-        "status": status,
-    }
+        ],
+    )
 
 
 def node_info(name: str = "n", cpu: str = "4", memory: str = "8Gi", pods: str = "110") -> NodeInfo:
