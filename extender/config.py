@@ -19,8 +19,10 @@ from .policies import make_policy, tlp_args
 
 __all__ = [
     "ConfigError",
+    "EstimatorConfig",
     "EventsConfig",
     "FilterConfig",
+    "PrometheusConfig",
     "Settings",
     "SourceConfig",
     "load_settings",

@@ -10,7 +10,15 @@ from .estimate import PodFacts, demand_after, go_round
 from .model import NodeState
 from .policies.base import MAX_SCORE, PRIORITY_OF, NodeScore, Policy, to_extender_priority
 
-__all__ = ["DEFAULT_THRESHOLDS", "FilterOutcome", "Ranked", "filter_nodes", "prioritize"]
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "FilterOutcome",
+    "Ranked",
+    "best",
+    "filter_nodes",
+    "prioritize",
+    "to_priorities",
+]
 
 DEFAULT_THRESHOLDS: Mapping[str, float] = {"cpu": 90.0, "memory": 90.0}
 

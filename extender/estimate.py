@@ -23,8 +23,13 @@ from .quantity import cpu_millis, memory_bytes
 from .wire import Container, Pod
 
 __all__ = [
+    "CPU_FACTOR",
     "DEFAULT_CPU_MILLIS",
     "DEFAULT_MEMORY_BYTES",
+    "MEMORY_FACTOR",
+    "TLP_DEFAULT_CPU_MILLIS",
+    "TLP_REQUESTS_MULTIPLIER",
+    "TLP_TARGET_UTILIZATION",
     "Demand",
     "demand_after",
     "EstimatorArgs",

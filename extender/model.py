@@ -12,7 +12,7 @@ from .exceptions import QuantityError
 from .quantity import cpu_millis, memory_bytes
 from .wire import Node
 
-__all__ = ["LoadSnapshot", "NodeInfo", "NodeLoad", "NodeState", "ResourceLoad", "Usage"]
+__all__ = ["Amount", "LoadSnapshot", "NodeInfo", "NodeLoad", "NodeState", "ResourceLoad", "Usage"]
 
 
 class Usage(msgspec.Struct, frozen=True):

@@ -98,16 +98,16 @@ def _handler(
     return handle
 
 
-async def healthz(request: web.Request) -> web.Response:
+async def _healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
-async def readyz(request: web.Request) -> web.Response:
+async def _readyz(request: web.Request) -> web.Response:
     ready, why = request.app[EXTENDER_KEY].readiness()
     return web.Response(status=200 if ready else 503, text=why + "\n")
 
 
-async def metrics(request: web.Request) -> web.Response:
+async def _metrics(request: web.Request) -> web.Response:
     ext = request.app[EXTENDER_KEY]
     ext.update_gauges()
     return web.Response(
@@ -130,9 +130,9 @@ def make_app(ext: Extender, *, manage_lifecycle: bool = True) -> web.Application
         "/scheduler/prioritize",
         _handler("prioritize", _prioritize_args, Extender.prioritize, Extender.fallback_prioritize),
     )
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", _metrics)
     if manage_lifecycle:
 
         async def lifecycle(app: web.Application) -> AsyncIterator[None]:
