@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from .exceptions import KubeError
 from .tasks import cancel
 
 __all__ = [
@@ -128,7 +129,8 @@ class _Pending:
 class EventRecorder:
     """Merges filter and prioritize per pod, then posts one Event, rate-limited.
 
-    ``post`` is a blocking callable (namespace, event dict) run in a thread.
+    ``post`` is a blocking callable (namespace, event dict) run in a thread; it
+    raises ``KubeError`` when the API refuses (counted as an "error" outcome).
     """
 
     def __init__(
@@ -192,7 +194,7 @@ class EventRecorder:
         )
         try:
             await asyncio.to_thread(self._post, entry.namespace, event)
-        except Exception as exc:
+        except KubeError as exc:
             log.warning("could not record Event for %s/%s: %s", entry.namespace, entry.name, exc)
             self._on_result("error")
             return

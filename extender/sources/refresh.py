@@ -58,7 +58,10 @@ class Refresher:
         except SourceError as exc:
             self._failed(str(exc))
             return
-        except Exception as exc:  # never let a source bug kill the loop
+        except Exception as exc:
+            # The refresh task's top level: a source reports what it expects as
+            # SourceError; anything else is a bug in it, which must not end the
+            # polling for the life of the process. Logged with its traceback.
             log.exception("load source %s crashed", self.source.name)
             self._failed(f"{type(exc).__name__}: {exc}")
             return

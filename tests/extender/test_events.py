@@ -12,6 +12,7 @@ from extender.events import (
     format_message,
     parse_decision,
 )
+from extender.exceptions import KubeError
 
 
 def test_message_and_annotation_round_trip():
@@ -76,7 +77,7 @@ async def test_recorder_survives_post_failures():
     outcomes = []
 
     def boom(ns, ev):
-        raise RuntimeError("forbidden")
+        raise KubeError("POST /api/v1/namespaces/ns/events: HTTP 403", 403)
 
     rec = EventRecorder(boom, per_minute=10, merge_seconds=0.01, on_result=outcomes.append)
     rec.start()
