@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import msgspec
 
@@ -28,6 +28,8 @@ from .wire import Node, Pod
 __all__ = ["POD_SELECTOR", "ClusterView", "ClusterWatch", "PlacementSink", "scheduled_at"]
 
 log = logging.getLogger("loadwise.extender.cluster")
+
+T = TypeVar("T", Node, Pod)
 
 # Pods that hold resources on a node: bound and not finished.
 POD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -180,25 +182,29 @@ class ClusterWatch:
             log.warning("watching %s failed: %s; retrying in %.0fs", what, exc, delay)
 
         if what == "nodes":
-            return Reflector(
-                self._api,
-                "/api/v1/nodes",
-                on_list=lambda items: self._post(
-                    self._listed_nodes, [_node.decode(raw) for raw in items]
-                ),
-                on_event=lambda kind, raw: self._post(self._node_event, kind, _node.decode(raw)),
-                on_error=failed,
-                stop=self._stop,
-                watch_timeout=self._watch_timeout,
+            return self._reflect(
+                "/api/v1/nodes", "", _node, self._listed_nodes, self._node_event, failed
             )
+        return self._reflect(
+            "/api/v1/pods", POD_SELECTOR, _pod, self._listed_pods, self._pod_event, failed
+        )
+
+    def _reflect(
+        self,
+        path: str,
+        selector: str,
+        decoder: msgspec.json.Decoder[T],
+        listed: Callable[[list[T]], None],
+        changed: Callable[[str, T], None],
+        failed: Callable[[Exception, float], None],
+    ) -> Reflector:
+        """A reflector that decodes in its own thread and applies on the loop's."""
         return Reflector(
             self._api,
-            "/api/v1/pods",
-            field_selector=POD_SELECTOR,
-            on_list=lambda items: self._post(
-                self._listed_pods, [_pod.decode(raw) for raw in items]
-            ),
-            on_event=lambda kind, raw: self._post(self._pod_event, kind, _pod.decode(raw)),
+            path,
+            field_selector=selector,
+            on_list=lambda items: self._post(listed, [decoder.decode(raw) for raw in items]),
+            on_event=lambda kind, raw: self._post(changed, kind, decoder.decode(raw)),
             on_error=failed,
             stop=self._stop,
             watch_timeout=self._watch_timeout,

@@ -182,21 +182,21 @@ def pod_template(
     extra: Mapping[str, Any] | None = None,
 ) -> JSON:
     """A workload's ``spec.template``: a pod without name, namespace or status."""
-    meta: JSON = {}
-    if labels is not None:
-        meta["labels"] = dict(labels)
-    if annotations is not None:
-        meta["annotations"] = dict(annotations)
-    spec = _pod_spec(
-        containers,
+    doc = pod(
+        "",
+        containers=containers,
         init_containers=init_containers,
-        overhead=None,
-        node_name=None,
+        labels=labels,
+        annotations=annotations,
         node_selector=node_selector,
         tolerations=tolerations,
         extra=extra,
     )
-    return {"metadata": meta, "spec": spec}
+    keep = ("labels", "annotations")
+    return {
+        "metadata": {k: v for k, v in doc["metadata"].items() if k in keep},
+        "spec": doc["spec"],
+    }
 
 
 def taint(key: str, *, effect: str = "NoSchedule", value: str | None = None) -> JSON:

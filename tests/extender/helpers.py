@@ -8,11 +8,26 @@ from typing import Any
 import msgspec
 
 from extender import kubeobjects
-from extender.model import NodeInfo, NodeLoad, NodeState, ResourceLoad, Usage
+from extender.model import LoadSnapshot, NodeInfo, NodeLoad, NodeState, ResourceLoad, Usage
 from extender.wire import Node, Pod
 
 GI = 1024**3
 MI = 1024**2
+
+
+class StaticSource:
+    """A load source that always answers the same snapshot."""
+
+    name = "static"
+
+    def __init__(self, snapshot: LoadSnapshot) -> None:
+        self.snapshot = snapshot
+
+    async def fetch(self) -> LoadSnapshot:
+        return self.snapshot
+
+    async def close(self) -> None:
+        pass
 
 
 def container(

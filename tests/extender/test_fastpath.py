@@ -11,20 +11,7 @@ from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
 from extender.service import Extender
 from extender.wire import decode_args
 
-from .helpers import container, node_json, pod_json
-
-
-class Static:
-    name = "static"
-
-    def __init__(self, snap):
-        self.snap = snap
-
-    async def fetch(self):
-        return self.snap
-
-    async def close(self):
-        pass
+from .helpers import StaticSource, container, node_json, pod_json
 
 
 @pytest.mark.parametrize(
@@ -52,8 +39,8 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
     settings = load_settings(
         None, {"source.kind": "file", "source.file": "/dev/null", "policy_args": policy_args}
     )
-    fast = Extender(settings, Static(snap))
-    general = Extender(settings, Static(snap), use_fast_path=False)
+    fast = Extender(settings, StaticSource(snap))
+    general = Extender(settings, StaticSource(snap), use_fast_path=False)
     for ext in (fast, general):
         ext.refresher.snapshot = snap
     assert general.fast_path is None

@@ -10,20 +10,7 @@ from extender.nodestate import ClusterFacts, build_states
 from extender.service import Extender
 from extender.wire import decode_args
 
-from .helpers import container, node_info, node_json, pod_json
-
-
-class StaticSource:
-    name = "static"
-
-    def __init__(self, snapshot):
-        self.snapshot = snapshot
-
-    async def fetch(self):
-        return self.snapshot
-
-    async def close(self):
-        pass
+from .helpers import StaticSource, container, node_info, node_json, pod_json
 
 
 def snapshot(loads, age=5.0):
