@@ -71,3 +71,34 @@ def test_cli_reports_config_errors_and_exits_2(tmp_path, capsys):
 def test_source_flags_are_exclusive(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--watcher-url", "http://a", "--load-file", "b"])
+
+
+def test_cli_reports_an_unloadable_kubeconfig_and_exits_3(tmp_path, capsys):
+    missing = tmp_path / "no-such-kubeconfig"
+    assert main(["--load-file", "/dev/null", "--kubeconfig", str(missing)]) == 3
+    assert "cannot load kubeconfig" in capsys.readouterr().err
+
+
+def test_help_lists_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert "exit codes:" in out and "3  the kubeconfig cannot be loaded" in out
+
+
+def test_every_error_is_a_loadwise_error():
+    from extender import exceptions
+    from extender.config import ConfigError as FromConfig
+    from extender.kubeapi import KubeError as FromKubeapi
+    from extender.policies import PolicyError as FromPolicies
+    from extender.quantity import QuantityError as FromQuantity
+    from extender.sources import SourceError as FromSources
+    from extender.wire import WireError as FromWire
+
+    for cls in (FromConfig, FromKubeapi, FromPolicies, FromQuantity, FromSources, FromWire):
+        assert issubclass(cls, exceptions.LoadwiseError)
+        assert getattr(exceptions, cls.__name__) is cls
+    assert issubclass(exceptions.PolicyError, exceptions.ConfigError)
+    for bad_input in (FromConfig, FromQuantity, FromWire):
+        assert issubclass(bad_input, ValueError)
+    assert exceptions.KubeError("x", 410).status == 410
