@@ -11,7 +11,8 @@ server until its ``stop`` event is set:
 3. when the server ends the watch (its ``timeoutSeconds``), watch again from the last
    version; when the version is too old (HTTP ``410 Gone`` or a watch ERROR event with
    code 410, see the API concepts page "Efficient detection of changes") list again;
-4. on any other failure call ``on_error(exc, delay)``, wait ``delay`` from a capped,
+4. on any other failure (a watch closed at once with no events counts as one) call
+   ``on_error(exc, delay)``, wait ``delay`` from a capped,
    jittered exponential ``Backoff`` (stop-aware), and retry from the last version.
 
 Objects are passed on as undecoded ``msgspec.Raw`` bytes: each caller decodes only the
@@ -23,6 +24,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
@@ -35,6 +37,7 @@ __all__ = ["Backoff", "ListWatchClient", "Reflector"]
 log = logging.getLogger("loadwise.extender.reflector")
 
 GONE = 410
+SHORT_WATCH = 1.0  # seconds: a watch ending sooner, with no event, counts as a failure
 
 
 class Backoff:
@@ -197,7 +200,9 @@ class Reflector:
         query = dict(self._selector, resourceVersion=self._version, allowWatchBookmarks="true")
         # Spread the reconnections of many watchers, as client-go does.
         timeout = int(self._watch_timeout * random.uniform(1.0, 1.2))
+        started, seen = time.monotonic(), False
         for line in self._client.watch_lines(self._path, query, timeout):
+            seen = True
             event = _event.decode(line)
             if event.type == "ERROR":
                 status = _status.decode(event.object)
@@ -210,3 +215,7 @@ class Reflector:
             self._backoff.reset()
             if self._stop.is_set():
                 break
+        if not seen and time.monotonic() - started < SHORT_WATCH and not self._stop.is_set():
+            # A server that closes every watch at once would otherwise be asked again
+            # in a tight loop; client-go treats such a "very short watch" as a failure.
+            raise KubeError(f"watch {self._path}: closed at once with no events")

@@ -230,3 +230,12 @@ def test_a_stopped_reflector_does_nothing():
     client = Script(stop, [])
     Reflector(client, "/x", on_list=print, on_event=print, stop=stop).run()
     assert client.calls == []
+
+
+def test_a_watch_closed_at_once_without_events_backs_off():
+    client, seen, stop = _run([_page(["a"], version="3"), [], [], [_line("ADDED", _obj("b", "4"))]])
+    assert [str(exc) for exc, _ in seen.errors] == [
+        "watch /api/v1/pods: closed at once with no events"
+    ] * 2
+    assert 0.8 <= stop.waits[0] <= 1.2 and 1.6 <= stop.waits[1] <= 2.4
+    assert seen.events == [("ADDED", "b")] and seen.lists == [["a"]]
