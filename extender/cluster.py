@@ -199,12 +199,17 @@ class ClusterWatch:
         failed: Callable[[Exception, float], None],
     ) -> Reflector:
         """A reflector that decodes in its own thread and applies on the loop's."""
+
+        def apply(kind: str, obj: T) -> None:
+            self.last_error = None  # the watch is back (it may have resumed without a list)
+            changed(kind, obj)
+
         return Reflector(
             self._api,
             path,
             field_selector=selector,
             on_list=lambda items: self._post(listed, [decoder.decode(raw) for raw in items]),
-            on_event=lambda kind, raw: self._post(changed, kind, decoder.decode(raw)),
+            on_event=lambda kind, raw: self._post(apply, kind, decoder.decode(raw)),
             on_error=failed,
             stop=self._stop,
             watch_timeout=self._watch_timeout,
