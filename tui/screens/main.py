@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,20 +9,22 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
-from ..model import NodeSort
+from ..messages import ModelChanged, NodeRequested
+from ..model import ClusterModel, NodeSort
+from ..settings import Clock, Settings
 from ..status import banner_text, is_stale, metrics_stale, nodes_notice, placements_notice, summary
 from ..widgets import DecisionPanel, FilterBar, NodesTable, Notice, PlacementsTable
 from ..widgets.placements import describe_item
-from .node import NodeDetailScreen
-
-if TYPE_CHECKING:
-    from ..app import LoadwiseApp
 
 __all__ = ["MainScreen"]
 
 
 class MainScreen(Screen[None]):
-    """Nodes (1) and Placements (2); `/` filters the visible table, shift+letter sorts nodes."""
+    """Nodes (1) and Placements (2); `/` filters the visible table, shift+letter sorts nodes.
+
+    Renders `model` as of `clock()`; re-renders on `ModelChanged`. `description` names
+    the source in the header (the kubeconfig context, or "demo ...").
+    """
 
     BINDINGS = [
         Binding("1", "tab('nodes')", "Nodes"),
@@ -48,12 +48,14 @@ class MainScreen(Screen[None]):
 
     _nodes_signature: tuple[object, ...] = ()
 
-    @property
-    def lw(self) -> LoadwiseApp:
-        from ..app import LoadwiseApp
-
-        assert isinstance(self.app, LoadwiseApp)
-        return self.app
+    def __init__(
+        self, model: ClusterModel, *, clock: Clock, settings: Settings, description: str
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.clock = clock
+        self.settings = settings
+        self.description = description
 
     @property
     def nodes_table(self) -> NodesTable:
@@ -79,7 +81,10 @@ class MainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one(FilterBar).display = False
-        self.watch(self.app, "revision", self.refresh_view, init=True)
+        self.refresh_view()
+
+    def on_model_changed(self, _message: ModelChanged) -> None:
+        self.refresh_view()
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -87,14 +92,13 @@ class MainScreen(Screen[None]):
     def active_tab(self) -> str:
         return self.query_one(TabbedContent).active or "nodes"
 
-    def refresh_view(self, _revision: int = 0) -> None:
-        app = self.lw
-        model, now = app.model, app.clock()
-        self.sub_title = summary(model, app.source.description)
+    def refresh_view(self) -> None:
+        model, now, refresh = self.model, self.clock(), self.settings.refresh_seconds
+        self.sub_title = summary(model, self.description)
         self.query_one("#banner", Notice).say(banner_text(model))
         stale = is_stale(model)
         if self.active_tab == "nodes":
-            mstale = metrics_stale(model, now, app.refresh_seconds)
+            mstale = metrics_stale(model, now, refresh)
             signature = (
                 model.revision,
                 self.sort,
@@ -106,9 +110,7 @@ class MainScreen(Screen[None]):
             if signature == self._nodes_signature:
                 return  # nothing on this tab depends on the clock alone: skip the rebuild
             self._nodes_signature = signature
-            self.query_one("#nodes-notice", Notice).say(
-                nodes_notice(model, now, app.refresh_seconds)
-            )
+            self.query_one("#nodes-notice", Notice).say(nodes_notice(model, now, refresh))
             nodes = model.node_list(self.sort, descending=self.descending, text=self.filter_text)
             table = self.nodes_table
             table.render_model(model, nodes, stale=stale or mstale)
@@ -119,7 +121,7 @@ class MainScreen(Screen[None]):
             )
         else:
             self.query_one("#placements-notice", Notice).say(placements_notice(model))
-            items = model.feed(app.feed_limit, self.filter_text)
+            items = model.feed(self.settings.feed_limit, self.filter_text)
             table = self.feed_table
             table.render_feed(items, now)
             table.border_title = self._title(
@@ -135,7 +137,7 @@ class MainScreen(Screen[None]):
 
     def _describe_current(self) -> None:
         self.query_one(DecisionPanel).update(
-            describe_item(self.feed_table.current_item, self.lw.clock())
+            describe_item(self.feed_table.current_item, self.clock())
         )
 
     def watch_filter_text(self) -> None:
@@ -191,8 +193,8 @@ class MainScreen(Screen[None]):
     @on(NodesTable.NodeChosen)
     @on(PlacementsTable.NodeChosen)
     def _open_node(self, message: NodesTable.NodeChosen | PlacementsTable.NodeChosen) -> None:
-        if message.name in self.lw.model.nodes:
-            self.app.push_screen(NodeDetailScreen(message.name))
+        if message.name in self.model.nodes:
+            self.post_message(NodeRequested(message.name))
 
     @on(PlacementsTable.RowHighlighted)
     def _feed_highlighted(self) -> None:

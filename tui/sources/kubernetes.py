@@ -27,25 +27,16 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from .objects import parse_event, parse_node, parse_node_metrics, parse_pod, parse_pod_metrics
-from .source import (
-    ApiReachable,
-    ApiUnreachable,
-    Change,
-    EventsSeen,
-    MetricsPolled,
-    MetricsUnavailable,
-    NodeDeleted,
-    NodesListed,
-    NodeUpserted,
-    PodDeleted,
-    PodsListed,
-    PodUpserted,
-    Sink,
-)
+from ..exceptions import ApiError, KubeconfigError
+from ..objects import parse_event, parse_node, parse_node_metrics, parse_pod, parse_pod_metrics
+from . import Sink
+from . import changes as ch
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 __all__ = ["ApiError", "Backoff", "KubernetesSource", "Stream", "load_api_client"]
 
@@ -56,15 +47,6 @@ EVENT_SELECTORS = (
     "reportingComponent=sigs.k8s.io.descheduler",
     "source=sigs.k8s.io.descheduler",
 )
-
-
-class ApiError(Exception):
-    """A non-2xx answer from the API server."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(f"{status} {reason}")
-        self.status = status
-        self.reason = reason
 
 
 class _Gone(Exception):
@@ -97,13 +79,22 @@ class Stream:
     field_selector: str = ""
 
 
-def load_api_client(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
-    """Build an ApiClient from a kubeconfig the way kubectl picks one; returns (client, context)."""
-    from kubernetes import config
+def load_api_client(kubeconfig: str | None, context: str | None) -> tuple[ApiClient, str]:
+    """Build an ApiClient from a kubeconfig the way kubectl picks one; returns (client, context).
 
-    contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
-    name = context or (current or {}).get("name", "")
-    api_client = config.new_client_from_config(config_file=kubeconfig, context=name or None)
+    Raises `KubeconfigError` when the file is missing or malformed or lacks the context.
+    """
+    import yaml
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        _contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
+        name = context or (current or {}).get("name", "")
+        api_client = config.new_client_from_config(config_file=kubeconfig, context=name or None)
+    except (ConfigException, yaml.YAMLError, OSError) as exc:
+        where = kubeconfig or "$KUBECONFIG or ~/.kube/config"
+        raise KubeconfigError(f"cannot load kubeconfig ({where}): {exc}") from exc
     return api_client, name or "in-cluster"
 
 
@@ -271,27 +262,27 @@ class KubernetesSource:
 
     # -- streams --------------------------------------------------------------------------
 
-    def _listed(self, stream: Stream, items: list[JSON]) -> Change:
+    def _listed(self, stream: Stream, items: list[JSON]) -> ch.Change:
         if stream.name == "nodes":
-            return NodesListed(tuple(parse_node(i) for i in items))
+            return ch.NodesListed(tuple(parse_node(i) for i in items))
         if stream.name == "pods":
-            return PodsListed(tuple(parse_pod(i) for i in items))
-        return EventsSeen(tuple(r for i in items if (r := parse_event(i)) is not None))
+            return ch.PodsListed(tuple(parse_pod(i) for i in items))
+        return ch.EventsSeen(tuple(r for i in items if (r := parse_event(i)) is not None))
 
-    def _watched(self, stream: Stream, kind: str, obj: JSON) -> Change | None:
+    def _watched(self, stream: Stream, kind: str, obj: JSON) -> ch.Change | None:
         if stream.name == "nodes":
             if kind == "DELETED":
-                return NodeDeleted((obj.get("metadata") or {}).get("name", ""))
-            return NodeUpserted(parse_node(obj))
+                return ch.NodeDeleted((obj.get("metadata") or {}).get("name", ""))
+            return ch.NodeUpserted(parse_node(obj))
         if stream.name == "pods":
             if kind == "DELETED":
                 meta = obj.get("metadata") or {}
-                return PodDeleted(meta.get("namespace", ""), meta.get("name", ""))
-            return PodUpserted(parse_pod(obj))
+                return ch.PodDeleted(meta.get("namespace", ""), meta.get("name", ""))
+            return ch.PodUpserted(parse_pod(obj))
         if kind == "DELETED":
             return None  # Events expire (1 h TTL); the feed keeps what it saw.
         record = parse_event(obj)
-        return EventsSeen((record,)) if record is not None else None
+        return ch.EventsSeen((record,)) if record is not None else None
 
     def run_stream_once(self, stream: Stream, sink: Sink, resource_version: str) -> str:
         """List if needed, then follow one watch; returns the version to resume from.
@@ -300,7 +291,7 @@ class KubernetesSource:
         """
         if not resource_version:
             items, resource_version = self.list_all(stream)
-            sink(ApiReachable(self._now()))
+            sink(ch.ApiReachable(self._now()))
             sink(self._listed(stream, items))
         for event in self.watch_lines(stream, resource_version):
             kind = event.get("type", "")
@@ -334,7 +325,7 @@ class KubernetesSource:
                 if self._stop.is_set():
                     return
                 delay = backoff.next()
-                sink(ApiUnreachable(_describe(exc), delay, self._now()))
+                sink(ch.ApiUnreachable(_describe(exc), delay, self._now()))
                 if isinstance(exc, ApiError) and exc.status == 401 and self.reload is not None:
                     try:
                         self.api_client = self.reload()
@@ -352,7 +343,7 @@ class KubernetesSource:
         except ApiError as exc:
             if exc.status in (404, 503):
                 sink(
-                    MetricsUnavailable(
+                    ch.MetricsUnavailable(
                         f"metrics.k8s.io answered {exc.status}: "
                         "is metrics-server installed and ready?"
                     )
@@ -360,7 +351,7 @@ class KubernetesSource:
                 return
             raise
         sink(
-            MetricsPolled(
+            ch.MetricsPolled(
                 self._now(),
                 tuple(parse_node_metrics(i) for i in nodes.get("items") or ()),
                 None

@@ -15,7 +15,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from .fake import RecordedCluster
+from .recorded import RecordedCluster
 
 __all__ = ["synthetic_cluster"]
 
