@@ -3,7 +3,9 @@
     LoadwiseTuiError               anything below; `loadwise-tui` prints it and exits non-zero
     ├── KubeconfigError            the kubeconfig cannot be read or names no usable context
     ├── RecordedClusterError       `--demo DIR` is not a readable recorded-cluster directory
-    └── ApiError                   the API server answered a request with a non-2xx status
+    └── ApiError                   a request to the API server failed (also an
+                                   `extender.kubeapi.KubeError`, so the shared
+                                   `extender.reflector.Reflector` retries it)
 
 The first two stop `loadwise-tui` before the dashboard opens: `tui.cli` prints the message
 and returns `exit_code` (2, like a usage error: the fix is in the command line or the
@@ -13,6 +15,8 @@ a `MetricsUnavailable` notice.
 """
 
 from __future__ import annotations
+
+from extender.kubeapi import KubeError
 
 __all__ = ["ApiError", "KubeconfigError", "LoadwiseTuiError", "RecordedClusterError"]
 
@@ -42,8 +46,11 @@ class RecordedClusterError(LoadwiseTuiError):
     exit_code = 2
 
 
-class ApiError(LoadwiseTuiError):
+class ApiError(LoadwiseTuiError, KubeError):
     """The API server answered with HTTP `status`; `reason` is its Status message.
+
+    Status 0 means no answer came at all (connection refused, timeout, a dropped watch);
+    `reason` is then the transport's message.
 
     401 means the kubeconfig's credentials were rejected (renew them), 403 that they lack
     RBAC permission to list/watch what the TUI shows, 404/503 from metrics.k8s.io that no
@@ -51,6 +58,5 @@ class ApiError(LoadwiseTuiError):
     """
 
     def __init__(self, status: int, reason: str) -> None:
-        super().__init__(f"{status} {reason}")
-        self.status = status
+        super().__init__(f"{status} {reason}" if status else reason, status)
         self.reason = reason

@@ -1,34 +1,37 @@
-"""The real `ClusterSource`: list+watch against the API server, plus metrics.k8s.io polls.
+"""The live `ClusterSource`: list+watch against the API server, plus metrics.k8s.io polls.
 
-One worker thread per stream, each doing what client-go's reflector does:
-
-1. list (paged, `limit=500`) and remember the list's `resourceVersion`;
-2. watch from that `resourceVersion` with `allowWatchBookmarks=true`, applying ADDED /
-   MODIFIED / DELETED and advancing the version on every event and BOOKMARK;
-3. when the server ends the watch (its `timeoutSeconds`), watch again from the last
-   version; on `410 Gone` (version too old) list again; on any other failure report
-   `ApiUnreachable`, wait with capped exponential backoff plus jitter, and retry.
+One worker thread per stream, each running the extender's `extender.reflector.Reflector`
+(paged list, watch with bookmarks from the list's resourceVersion, relist on 410 Gone,
+capped jittered backoff on any other failure). This module adds what the dashboard
+needs on top: each list becomes `ApiReachable` plus a `NodesListed`/`PodsListed`/
+`EventsSeen` change, each watch event a single change, each failure an `ApiUnreachable`
+with the reason in the user's terms and the delay before the retry.
 
 Streams: nodes, pods (all namespaces), and Events selected on the server by field
 selector (the extender's reason, the descheduler's reporting component), so the TUI never
 downloads the cluster's whole event stream. A further thread polls NodeMetrics every
 `refresh` seconds and PodMetrics every `pod_metrics_every` polls.
 
-Raw JSON is read with `_preload_content`-style streaming and parsed by `tui.objects`,
-skipping the generated client models: deserialising 10,000 V1Pod objects through them
-costs seconds, and the TUI needs a dozen fields of each.
+HTTP goes through `ApiClientTransport`, an `extender.reflector.ListWatchClient` over a
+`kubernetes.client.ApiClient`: bodies are read raw and parsed by `tui.objects`, skipping
+the generated client models (deserialising 10,000 V1Pod objects through them costs
+seconds, and the TUI needs a dozen fields of each).
 """
 
 from __future__ import annotations
 
 import json
-import random
+import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
+
+import msgspec
+
+from extender.reflector import Backoff, Reflector
 
 from ..exceptions import ApiError, KubeconfigError
 from ..objects import parse_event, parse_node, parse_node_metrics, parse_pod, parse_pod_metrics
@@ -38,7 +41,9 @@ from . import changes as ch
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
-__all__ = ["ApiError", "Backoff", "KubernetesSource", "Stream", "load_api_client"]
+__all__ = ["ApiClientTransport", "KubernetesSource", "Stream", "describe", "load_api_client"]
+
+log = logging.getLogger("loadwise.tui.kubernetes")
 
 JSON = dict[str, Any]
 
@@ -47,26 +52,7 @@ EVENT_SELECTORS = (
     "reportingComponent=sigs.k8s.io.descheduler",
     "source=sigs.k8s.io.descheduler",
 )
-
-
-class _Gone(Exception):
-    """The watch's resourceVersion is too old (HTTP 410 or a watch ERROR event): relist."""
-
-
-@dataclass(slots=True)
-class Backoff:
-    """Capped exponential backoff with jitter: 1 s, 2 s, 4 s … 30 s, each ±20 %."""
-
-    initial: float = 1.0
-    cap: float = 30.0
-    _next: float = 0.0
-
-    def next(self) -> float:
-        self._next = self.initial if not self._next else min(self.cap, self._next * 2)
-        return self._next * random.uniform(0.8, 1.2)
-
-    def reset(self) -> None:
-        self._next = 0.0
+METRICS = "/apis/metrics.k8s.io/v1beta1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +74,13 @@ def load_api_client(kubeconfig: str | None, context: str | None) -> tuple[ApiCli
     from kubernetes import config
     from kubernetes.config.config_exception import ConfigException
 
+    # The client's loaders carry no annotations; these are the types they return.
+    list_contexts: Callable[..., tuple[list[JSON], JSON | None]] = config.list_kube_config_contexts
+    new_client: Callable[..., ApiClient] = config.new_client_from_config
     try:
-        _contexts, current = config.list_kube_config_contexts(config_file=kubeconfig)
+        _contexts, current = list_contexts(config_file=kubeconfig)
         name = context or (current or {}).get("name", "")
-        api_client = config.new_client_from_config(config_file=kubeconfig, context=name or None)
+        api_client = new_client(config_file=kubeconfig, context=name or None)
     except (ConfigException, yaml.YAMLError, OSError) as exc:
         where = kubeconfig or "$KUBECONFIG or ~/.kube/config"
         raise KubeconfigError(f"cannot load kubeconfig ({where}): {exc}") from exc
@@ -102,19 +91,109 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ApiError):
+def describe(exc: BaseException) -> str:
+    """A failed request in the user's terms, for the "API server unreachable" banner."""
+    if isinstance(exc, ApiError) and exc.status:
         if exc.status == 401:
             return "credentials rejected (401 Unauthorized): refresh the kubeconfig credentials"
         if exc.status == 403:
             return f"forbidden (403): {exc.reason}"
         return f"API error {exc.status}: {exc.reason}"
-    text = str(exc) or type(exc).__name__
+    text = (exc.reason if isinstance(exc, ApiError) else str(exc)) or type(exc).__name__
     if "Connection refused" in text or "NewConnectionError" in text:
         return "connection refused"
     if "timed out" in text.lower():
         return "timed out"
     return text.splitlines()[0][:160]
+
+
+class ApiClientTransport:
+    """`extender.reflector.ListWatchClient` over a `kubernetes.client.ApiClient`.
+
+    Every failure is an `ApiError`: the server's status and Status message for a non-2xx
+    answer, status 0 and the transport's message when no answer came. Open watch
+    responses are tracked so that `close()` ends them at once instead of waiting for
+    the server's `timeoutSeconds`. `use()` swaps the ApiClient (after a 401, for
+    renewed credentials) without disturbing the reflectors holding this transport.
+    """
+
+    def __init__(self, api_client: ApiClient) -> None:
+        self.api_client = api_client
+        self._open: set[Any] = set()
+        self._lock = threading.Lock()
+
+    def use(self, api_client: ApiClient) -> None:
+        self.api_client = api_client
+
+    def _request(self, path: str, query: Mapping[str, str | int], read_timeout: float) -> Any:
+        import urllib3
+
+        url_path = f"{path}?{urlencode(query)}" if query else path
+        client = self.api_client
+        try:
+            method, url, headers, _body, _post = client.param_serialize(
+                "GET",
+                url_path,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            # The client's RESTResponse is unannotated: read it as Any.
+            response: Any = client.call_api(
+                method, url, header_params=headers, _request_timeout=(10, read_timeout)
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiError(0, str(exc)) from exc
+        if not 200 <= response.status < 300:
+            body = response.read() or b""
+            try:
+                message = json.loads(body).get("message", response.reason)
+            except (ValueError, AttributeError):
+                message = response.reason
+            raise ApiError(response.status, str(message))
+        return response
+
+    def get(self, path: str, query: Mapping[str, str], timeout: float = 10.0) -> bytes:
+        response = self._request(path, query, timeout)
+        return bytes(response.read())
+
+    def watch_lines(
+        self, path: str, query: Mapping[str, str], timeout_seconds: int
+    ) -> Iterator[bytes]:
+        """Yield the watch's newline-delimited events until the server closes the stream."""
+        import urllib3
+
+        full: dict[str, str | int] = {**query, "watch": "true", "timeoutSeconds": timeout_seconds}
+        response = self._request(path, full, timeout_seconds * 1.2 + 30)
+        with self._lock:
+            self._open.add(response)
+        try:
+            buffer = b""
+            for chunk in response.response.stream(4096, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield line
+            if buffer.strip():
+                yield buffer
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiError(0, str(exc)) from exc
+        finally:
+            with self._lock:
+                self._open.discard(response)
+            response.response.release_conn()
+
+    def close(self) -> None:
+        """End every open watch; the reflectors see the stream fail and check their stop."""
+        import urllib3
+
+        with self._lock:
+            responses = list(self._open)
+        for response in responses:
+            try:
+                response.response.shutdown()
+            except (urllib3.exceptions.HTTPError, OSError):
+                pass  # already closed by the server: nothing left to end
 
 
 class KubernetesSource:
@@ -127,7 +206,7 @@ class KubernetesSource:
 
     def __init__(
         self,
-        api_client: Any,
+        api_client: ApiClient,
         *,
         description: str = "",
         refresh: float = 15.0,
@@ -135,10 +214,10 @@ class KubernetesSource:
         page_size: int = 500,
         watch_timeout: int = 300,
         event_selectors: tuple[str, ...] = EVENT_SELECTORS,
-        reload: Callable[[], Any] | None = None,
+        reload: Callable[[], ApiClient] | None = None,
         now: Callable[[], datetime] = _now,
     ) -> None:
-        self.api_client = api_client
+        self.transport = ApiClientTransport(api_client)
         self._description = description
         self.refresh = refresh
         self.pod_metrics_every = max(1, pod_metrics_every)
@@ -148,8 +227,6 @@ class KubernetesSource:
         self._now = now
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._open: set[Any] = set()
-        self._lock = threading.Lock()
         self.streams = [Stream("nodes", "/api/v1/nodes"), Stream("pods", "/api/v1/pods")] + [
             Stream(f"events[{s}]", "/api/v1/events", s) for s in event_selectors
         ]
@@ -172,12 +249,7 @@ class KubernetesSource:
 
     def stop(self) -> None:
         self._stop.set()
-        with self._lock:
-            for response in list(self._open):
-                try:
-                    response.response.shutdown()
-                except Exception:  # noqa: BLE001 - best effort on the way out
-                    pass
+        self.transport.close()
         for thread in self._threads:
             thread.join(timeout=2)
 
@@ -185,82 +257,53 @@ class KubernetesSource:
     def stopped(self) -> bool:
         return self._stop.is_set()
 
-    # -- HTTP -----------------------------------------------------------------------------
-
-    def _request(self, path: str, query: Mapping[str, Any], *, read_timeout: float) -> Any:
-        url_path = f"{path}?{urlencode(query)}" if query else path
-        method, url, headers, _body, _post = self.api_client.param_serialize(
-            "GET",
-            url_path,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        response = self.api_client.call_api(
-            method, url, header_params=headers, _request_timeout=(10, read_timeout)
-        )
-        if response.status == 410:
-            response.response.release_conn()
-            raise _Gone()
-        if not 200 <= response.status < 300:
-            body = response.read() or b""
-            try:
-                message = json.loads(body).get("message", response.reason)
-            except (ValueError, AttributeError):
-                message = response.reason
-            raise ApiError(response.status, str(message))
-        return response
-
-    def get_json(self, path: str, query: Mapping[str, Any] | None = None) -> JSON:
-        response = self._request(path, query or {}, read_timeout=60)
-        data: JSON = json.loads(response.read())
-        return data
-
-    def list_all(self, stream: Stream) -> tuple[list[JSON], str]:
-        """Paged list; returns the items and the list's resourceVersion."""
-        items: list[JSON] = []
-        token = ""
-        while True:
-            query: dict[str, Any] = {"limit": self.page_size}
-            if stream.field_selector:
-                query["fieldSelector"] = stream.field_selector
-            if token:
-                query["continue"] = token
-            page = self.get_json(stream.path, query)
-            items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            token = meta.get("continue") or ""
-            if not token:
-                return items, str(meta.get("resourceVersion", ""))
-
-    def watch_lines(self, stream: Stream, resource_version: str) -> Iterator[JSON]:
-        """Yield decoded watch events until the server closes the stream."""
-        query: dict[str, Any] = {
-            "watch": "true",
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": int(self.watch_timeout * random.uniform(1.0, 1.2)),
-        }
-        if stream.field_selector:
-            query["fieldSelector"] = stream.field_selector
-        response = self._request(stream.path, query, read_timeout=self.watch_timeout * 1.2 + 30)
-        with self._lock:
-            self._open.add(response)
-        try:
-            buffer = b""
-            for chunk in response.response.stream(4096, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-            if buffer.strip():
-                yield json.loads(buffer)
-        finally:
-            with self._lock:
-                self._open.discard(response)
-            response.response.release_conn()
+    @property
+    def threads(self) -> tuple[threading.Thread, ...]:
+        """The worker threads `start` began (one per stream, one for metrics)."""
+        return tuple(self._threads)
 
     # -- streams --------------------------------------------------------------------------
+
+    def reflector(self, stream: Stream, sink: Sink) -> Reflector:
+        """The list+watch loop for one stream, delivering its changes to `sink`.
+
+        Its `run()` blocks until `stop()`; `start` runs one per stream in a thread.
+        """
+
+        def on_list(items: list[msgspec.Raw]) -> None:
+            sink(ch.ApiReachable(self._now()))
+            sink(self._listed(stream, [msgspec.json.decode(i) for i in items]))
+
+        def on_event(kind: str, raw: msgspec.Raw) -> None:
+            change = self._watched(stream, kind, msgspec.json.decode(raw))
+            if change is not None:
+                sink(change)
+
+        def on_error(exc: Exception, delay: float) -> None:
+            self._failed(exc, delay, sink)
+
+        return Reflector(
+            self.transport,
+            stream.path,
+            field_selector=stream.field_selector,
+            on_list=on_list,
+            on_event=on_event,
+            on_error=on_error,
+            stop=self._stop,
+            page_limit=self.page_size,
+            watch_timeout=self.watch_timeout,
+        )
+
+    def _failed(self, exc: BaseException, delay: float, sink: Sink) -> None:
+        """Report a failed request (the reflector retries after `delay`); reload on 401."""
+        if self._stop.is_set():
+            return  # stop() ended the watches: that is not the API server failing
+        sink(ch.ApiUnreachable(describe(exc), delay, self._now()))
+        if isinstance(exc, ApiError) and exc.status == 401 and self.reload is not None:
+            try:
+                self.transport.use(self.reload())
+            except KubeconfigError as reload_error:
+                log.warning("kubeconfig reload after 401 failed: %s", reload_error)
 
     def _listed(self, stream: Stream, items: list[JSON]) -> ch.Change:
         if stream.name == "nodes":
@@ -284,62 +327,31 @@ class KubernetesSource:
         record = parse_event(obj)
         return ch.EventsSeen((record,)) if record is not None else None
 
-    def run_stream_once(self, stream: Stream, sink: Sink, resource_version: str) -> str:
-        """List if needed, then follow one watch; returns the version to resume from.
-
-        Raises `_Gone` when the server says the version is too old.
-        """
-        if not resource_version:
-            items, resource_version = self.list_all(stream)
-            sink(ch.ApiReachable(self._now()))
-            sink(self._listed(stream, items))
-        for event in self.watch_lines(stream, resource_version):
-            kind = event.get("type", "")
-            obj = event.get("object") or {}
-            if kind == "ERROR":
-                if obj.get("code") == 410 or obj.get("reason") in ("Expired", "Gone"):
-                    raise _Gone()
-                raise ApiError(int(obj.get("code") or 500), str(obj.get("message", "watch error")))
-            version = (obj.get("metadata") or {}).get("resourceVersion")
-            if version:
-                resource_version = str(version)
-            if kind == "BOOKMARK":
-                continue
-            change = self._watched(stream, kind, obj)
-            if change is not None:
-                sink(change)
-            if self._stop.is_set():
-                break
-        return resource_version
-
     def _run_stream(self, stream: Stream, sink: Sink) -> None:
+        reflector = self.reflector(stream, sink)
         backoff = Backoff()
-        version = ""
         while not self._stop.is_set():
             try:
-                version = self.run_stream_once(stream, sink, version)
-                backoff.reset()
-            except _Gone:
-                version = ""
-            except Exception as exc:  # noqa: BLE001 - any failure means "retry later"
-                if self._stop.is_set():
-                    return
+                reflector.run()
+            # Thread boundary: the reflector retries API failures itself; anything else
+            # (an object our parsers cannot read) would end this stream's thread for good
+            # and freeze its table. Log it, show it as a failure, and run again.
+            except Exception as exc:  # noqa: BLE001
+                log.exception("stream %s failed", stream.name)
                 delay = backoff.next()
-                sink(ch.ApiUnreachable(_describe(exc), delay, self._now()))
-                if isinstance(exc, ApiError) and exc.status == 401 and self.reload is not None:
-                    try:
-                        self.api_client = self.reload()
-                    except Exception:  # noqa: BLE001 - keep the old client and retry
-                        pass
+                self._failed(exc, delay, sink)
                 self._stop.wait(delay)
 
     # -- metrics --------------------------------------------------------------------------
 
     def poll_metrics_once(self, sink: Sink, *, with_pods: bool) -> None:
-        base = "/apis/metrics.k8s.io/v1beta1"
         try:
-            nodes = self.get_json(f"{base}/nodes")
-            pods = self.get_json(f"{base}/pods") if with_pods else None
+            nodes = json.loads(self.transport.get(f"{METRICS}/nodes", {}, timeout=60))
+            pods = (
+                json.loads(self.transport.get(f"{METRICS}/pods", {}, timeout=60))
+                if with_pods
+                else None
+            )
         except ApiError as exc:
             if exc.status in (404, 503):
                 sink(
@@ -366,6 +378,10 @@ class KubernetesSource:
             try:
                 self.poll_metrics_once(sink, with_pods=polls % self.pod_metrics_every == 0)
                 polls += 1
-            except Exception:  # noqa: BLE001 - the watch threads report connectivity
-                pass
+            except ApiError as exc:
+                # The watch threads report connectivity; a failed poll is retried next time.
+                log.debug("metrics poll failed: %s", exc)
+            # Thread boundary: an unreadable metrics document must not end the polling.
+            except Exception:  # noqa: BLE001
+                log.exception("metrics poll failed")
             self._stop.wait(self.refresh)
