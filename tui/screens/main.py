@@ -112,22 +112,22 @@ class MainScreen(Screen[None]):
             self._nodes_signature = signature
             self.query_one("#nodes-notice", Notice).say(nodes_notice(model, now, refresh))
             nodes = model.node_list(self.sort, descending=self.descending, text=self.filter_text)
-            table = self.nodes_table
-            table.render_model(model, nodes, stale=stale or mstale)
-            table.border_title = self._title("Nodes", len(nodes), len(model.nodes))
+            nodes_table = self.nodes_table
+            nodes_table.render_model(model, nodes, stale=stale or mstale)
+            nodes_table.border_title = self._title("Nodes", len(nodes), len(model.nodes))
             arrow = "↓" if self.descending else "↑"
-            table.border_subtitle = f"sorted by {self.sort.value} {arrow}" + (
+            nodes_table.border_subtitle = f"sorted by {self.sort.value} {arrow}" + (
                 " · STALE" if stale else ""
             )
         else:
             self.query_one("#placements-notice", Notice).say(placements_notice(model))
             items = model.feed(self.settings.feed_limit, self.filter_text)
-            table = self.feed_table
-            table.render_feed(items, now)
-            table.border_title = self._title(
+            feed_table = self.feed_table
+            feed_table.render_feed(items, now)
+            feed_table.border_title = self._title(
                 "Placements and evictions, newest first", len(items), None
             )
-            table.border_subtitle = "STALE" if stale else ""
+            feed_table.border_subtitle = "STALE" if stale else ""
             self._describe_current()
 
     def _title(self, what: str, shown: int, total: int | None) -> str:
