@@ -14,6 +14,7 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,7 +33,7 @@ from tui.widgets import NodesTable  # noqa: E402
 NOW = datetime(2026, 5, 4, 10, 30, tzinfo=UTC)
 
 
-def timed(label: str, fn, repeat: int = 1) -> float:  # type: ignore[no-untyped-def]
+def timed(label: str, fn: Callable[[], object], repeat: int = 1) -> float:
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()

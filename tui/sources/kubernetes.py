@@ -336,7 +336,7 @@ class KubernetesSource:
             # Thread boundary: the reflector retries API failures itself; anything else
             # (an object our parsers cannot read) would end this stream's thread for good
             # and freeze its table. Log it, show it as a failure, and run again.
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 log.exception("stream %s failed", stream.name)
                 delay = backoff.next()
                 self._failed(exc, delay, sink)
@@ -382,6 +382,6 @@ class KubernetesSource:
                 # The watch threads report connectivity; a failed poll is retried next time.
                 log.debug("metrics poll failed: %s", exc)
             # Thread boundary: an unreadable metrics document must not end the polling.
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("metrics poll failed")
             self._stop.wait(self.refresh)
