@@ -6,25 +6,20 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
-from ..messages import ModelChanged, NodeRequested
-from ..model import ClusterModel, NodeSort
-from ..settings import Clock, Settings
+from ..messages import NodeRequested
+from ..model import NodeSort
 from ..status import banner_text, is_stale, metrics_stale, nodes_notice, placements_notice, summary
 from ..widgets import DecisionPanel, FilterBar, NodesTable, Notice, PlacementsTable
 from ..widgets.placements import describe_item
+from .base import ModelScreen
 
 __all__ = ["MainScreen"]
 
 
-class MainScreen(Screen[None]):
-    """Nodes (1) and Placements (2); `/` filters the visible table, shift+letter sorts nodes.
-
-    Renders `model` as of `clock()`; re-renders on `ModelChanged`. `description` names
-    the source in the header (the kubeconfig context, or "demo ...").
-    """
+class MainScreen(ModelScreen):
+    """Nodes (1) and Placements (2); `/` filters the visible table, shift+letter sorts nodes."""
 
     BINDINGS = [
         Binding("1", "tab('nodes')", "Nodes"),
@@ -47,15 +42,6 @@ class MainScreen(Screen[None]):
     descending: reactive[bool] = reactive(True, init=False)
 
     _nodes_signature: tuple[object, ...] = ()
-
-    def __init__(
-        self, model: ClusterModel, *, clock: Clock, settings: Settings, description: str
-    ) -> None:
-        super().__init__()
-        self.model = model
-        self.clock = clock
-        self.settings = settings
-        self.description = description
 
     @property
     def nodes_table(self) -> NodesTable:
@@ -81,9 +67,6 @@ class MainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one(FilterBar).display = False
-        self.refresh_view()
-
-    def on_model_changed(self, _message: ModelChanged) -> None:
         self.refresh_view()
 
     # -- rendering ------------------------------------------------------------------------

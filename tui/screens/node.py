@@ -6,10 +6,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from ..messages import ModelChanged
 from ..model import ClusterModel
 from ..objects import PodInfo
 from ..settings import Clock, Settings
@@ -17,13 +15,14 @@ from ..status import banner_text, is_stale, metrics_stale, summary
 from ..widgets import Notice, PodsTable
 from ..widgets.cells import bar, compact_bytes, cores, sparkline
 from ..widgets.pods import pod_row
+from .base import ModelScreen
 
 __all__ = ["NodeDetailScreen"]
 
 
-class NodeDetailScreen(Screen[None]):
-    """One node (`node`) of `model`: its load, and its pods sorted by use; re-renders on
-    `ModelChanged`, and says so when the node is gone from the cluster."""
+class NodeDetailScreen(ModelScreen):
+    """One node (`node`) of the model: its load, and its pods sorted by use; says so when
+    the node is gone from the cluster."""
 
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", key_display="esc"),
@@ -46,12 +45,8 @@ class NodeDetailScreen(Screen[None]):
         settings: Settings,
         description: str,
     ) -> None:
-        super().__init__()
+        super().__init__(model, clock=clock, settings=settings, description=description)
         self.node = node
-        self.model = model
-        self.clock = clock
-        self.settings = settings
-        self.description = description
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -61,9 +56,6 @@ class NodeDetailScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.refresh_view()
-
-    def on_model_changed(self, _message: ModelChanged) -> None:
         self.refresh_view()
 
     def watch_sort(self) -> None:

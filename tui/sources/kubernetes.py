@@ -167,15 +167,10 @@ class ApiClientTransport:
         with self._lock:
             self._open.add(response)
         try:
-            buffer = b""
-            for chunk in response.response.stream(4096, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield line
-            if buffer.strip():
-                yield buffer
+            # urllib3's response iterates by line as chunks arrive (watches are chunked).
+            for line in response.response:
+                if line.strip():
+                    yield line
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ApiError(0, str(exc)) from exc
         finally:
