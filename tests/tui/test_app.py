@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 from conftest import NOW, SIZE
 
+import tui
 from tui.app import LoadwiseApp, make_app
 from tui.model import NodeSort
 from tui.objects import Eviction
@@ -186,3 +189,16 @@ async def test_starting_with_api_down_does_not_crash(build_app: AppFactory) -> N
         assert _node_names(app) == []
         await pilot.press("2", "enter", "1", "enter", "slash", "x", "enter")
         assert isinstance(app.screen, MainScreen)
+
+
+def test_screens_and_widgets_never_import_the_app() -> None:
+    """They get the model, clock and settings from the app and talk back by messages."""
+    root = Path(tui.__file__).parent
+    offenders = []
+    for path in sorted([*root.glob("screens/*.py"), *root.glob("widgets/*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (
+                (node.level == 2 and node.module == "app") or node.module == "tui.app"
+            ):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []
