@@ -14,6 +14,7 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,18 +22,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tui.app import make_app  # noqa: E402
-from tui.fake import FakeSource  # noqa: E402
 from tui.model import ClusterModel  # noqa: E402
 from tui.objects import Resources, Usage  # noqa: E402
 from tui.screens import MainScreen  # noqa: E402
-from tui.source import MetricsPolled, PodUpserted  # noqa: E402
-from tui.synthetic import synthetic_cluster  # noqa: E402
+from tui.sources import changes as ch  # noqa: E402
+from tui.sources.recorded import RecordedSource  # noqa: E402
+from tui.sources.synthetic import synthetic_cluster  # noqa: E402
 from tui.widgets import NodesTable  # noqa: E402
 
 NOW = datetime(2026, 5, 4, 10, 30, tzinfo=UTC)
 
 
-def timed(label: str, fn, repeat: int = 1) -> float:  # type: ignore[no-untyped-def]
+def timed(label: str, fn: Callable[[], object], repeat: int = 1) -> float:
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -60,16 +61,16 @@ def main() -> None:
     pods = list(model.pods.values())
     timed(
         "one pod watch event (MODIFIED)",
-        lambda: model.apply(PodUpserted(replace(pods[17], phase="Running"))),
+        lambda: model.apply(ch.PodUpserted(replace(pods[17], phase="Running"))),
         repeat=2000,
     )
-    poll = MetricsPolled(NOW, tuple(Usage(n, usage=Resources(1234, 2**30)) for n in model.nodes))
+    poll = ch.MetricsPolled(NOW, tuple(Usage(n, usage=Resources(1234, 2**30)) for n in model.nodes))
     timed("one NodeMetrics poll (all nodes)", lambda: model.apply(poll), repeat=50)
     timed("feed: newest 200 of placements+evictions", lambda: model.feed(200), repeat=50)
     timed("node list sorted by CPU", lambda: model.node_list(), repeat=50)
 
     async def ui() -> None:
-        source = FakeSource(cluster, now=lambda: NOW)
+        source = RecordedSource(cluster, now=lambda: NOW)
         app = make_app(source, clock=lambda: NOW, tick_seconds=3600)
         start = time.perf_counter()
         async with app.run_test(size=(140, 40)) as pilot:
@@ -85,7 +86,7 @@ def main() -> None:
             samples = []
             for i in range(10):
                 app.model.apply(
-                    MetricsPolled(
+                    ch.MetricsPolled(
                         NOW + timedelta(seconds=i),
                         tuple(
                             Usage(n, usage=Resources(100 * ((i * 7 + k) % 30), 2**30))

@@ -5,6 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from .exceptions import LoadwiseTuiError
+from .sources import ClusterSource
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 __all__ = ["main", "parse_args"]
 
@@ -39,40 +47,40 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    from .app import make_app
-
+def _source(args: argparse.Namespace) -> ClusterSource:
+    """The source the flags ask for; raises `KubeconfigError` or `RecordedClusterError`."""
     if args.demo is not None:
-        from datetime import UTC, datetime
+        from .sources.recorded import RecordedCluster, RecordedSource
+        from .sources.synthetic import synthetic_cluster
 
-        from .fake import FakeSource, RecordedCluster
-        from .synthetic import synthetic_cluster
-
-        now = datetime.now(UTC)
         cluster = (
             RecordedCluster.from_dir(args.demo)
             if args.demo
-            else synthetic_cluster(nodes=24, pods=400, now=now)
+            else synthetic_cluster(nodes=24, pods=400, now=datetime.now(UTC))
         )
-        source = FakeSource(
+        return RecordedSource(
             cluster, now=lambda: datetime.now(UTC), description=f"demo {args.demo or 'synthetic'}"
         )
-    else:
-        from .kube import KubernetesSource, load_api_client
+    from .sources.kubernetes import KubernetesSource, load_api_client
 
-        try:
-            api_client, context = load_api_client(args.kubeconfig, args.context)
-        except Exception as exc:  # noqa: BLE001 - a bad kubeconfig is a usage error
-            print(f"loadwise-tui: cannot load kubeconfig: {exc}", file=sys.stderr)
-            return 2
+    api_client, context = load_api_client(args.kubeconfig, args.context)
 
-        def reload() -> object:
-            return load_api_client(args.kubeconfig, context)[0]
+    def reload() -> ApiClient:
+        return load_api_client(args.kubeconfig, context)[0]
 
-        source = KubernetesSource(
-            api_client, description=context, refresh=args.refresh, reload=reload
-        )
+    return KubernetesSource(api_client, description=context, refresh=args.refresh, reload=reload)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the dashboard; returns the exit code (an error's `exit_code`, printed first)."""
+    args = parse_args(argv)
+    from .app import make_app
+
+    try:
+        source = _source(args)
+    except LoadwiseTuiError as exc:
+        print(f"loadwise-tui: {exc}", file=sys.stderr)
+        return exc.exit_code
     make_app(source, refresh_seconds=args.refresh).run()
     return 0
 

@@ -17,20 +17,7 @@ from enum import Enum
 from heapq import nlargest
 
 from .objects import Decision, Eviction, NodeInfo, PodInfo, Resources, Usage
-from .source import (
-    ApiReachable,
-    ApiUnreachable,
-    Change,
-    EventsSeen,
-    MetricsPolled,
-    MetricsUnavailable,
-    NodeDeleted,
-    NodesListed,
-    NodeUpserted,
-    PodDeleted,
-    PodsListed,
-    PodUpserted,
-)
+from .sources import changes as ch
 
 __all__ = ["ClusterModel", "FeedItem", "NodeSort", "NodeState", "Placement"]
 
@@ -154,42 +141,42 @@ class ClusterModel:
 
     # -- applying changes ---------------------------------------------------------------
 
-    def apply(self, change: Change) -> None:
+    def apply(self, change: ch.Change) -> None:
         """Fold one change from a source into the state."""
         self.revision += 1
         match change:
-            case NodesListed(nodes):
+            case ch.NodesListed(nodes):
                 self._replace_nodes(nodes)
-            case NodeUpserted(node):
+            case ch.NodeUpserted(node):
                 self._upsert_node(node)
-            case NodeDeleted(name):
+            case ch.NodeDeleted(name):
                 self.nodes.pop(name, None)
-            case PodsListed(pods):
+            case ch.PodsListed(pods):
                 self._replace_pods(pods)
-            case PodUpserted(pod):
+            case ch.PodUpserted(pod):
                 self._upsert_pod(pod)
-            case PodDeleted(namespace, name):
+            case ch.PodDeleted(namespace, name):
                 self._delete_pod(f"{namespace}/{name}")
-            case EventsSeen(records):
+            case ch.EventsSeen(records):
                 self._add_records(records)
-            case MetricsPolled(at, nodes, pods):
+            case ch.MetricsPolled(at, nodes, pods):
                 self._add_metrics(at, nodes, pods)
-            case MetricsUnavailable(reason):
+            case ch.MetricsUnavailable(reason):
                 self.metrics_available = False
                 self.metrics_reason = reason
-            case ApiUnreachable(reason, retry_in, at):
+            case ch.ApiUnreachable(reason, retry_in, at):
                 if self.connected is not False:
                     self.unreachable_since = at
                 self.connected = False
                 self.unreachable_reason = reason
                 self.retry_in = retry_in
-            case ApiReachable(at):
+            case ch.ApiReachable(at):
                 self.connected = True
                 self.unreachable_reason = ""
                 self.unreachable_since = None
                 self.last_contact = at
 
-    def apply_all(self, changes: Iterable[Change]) -> None:
+    def apply_all(self, changes: Iterable[ch.Change]) -> None:
         for change in changes:
             self.apply(change)
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tui.app import LoadwiseApp, make_app
-from tui.fake import FakeSource, RecordedCluster
+from tui.sources.recorded import RecordedCluster, RecordedSource
 
 DATA = Path(__file__).parent / "data"
 NOW = datetime(2026, 5, 4, 10, 30, 0, tzinfo=UTC)
@@ -31,7 +31,7 @@ def build_app(recorded: RecordedCluster) -> Callable[..., LoadwiseApp]:
     """
 
     def build(**source_options: Any) -> LoadwiseApp:
-        source = FakeSource(recorded, now=lambda: NOW, **source_options)
+        source = RecordedSource(recorded, now=lambda: NOW, **source_options)
         return make_app(source, clock=lambda: NOW, refresh_seconds=15)
 
     return build

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 from conftest import NOW, SIZE
 
-from tui.app import LoadwiseApp
-from tui.fake import FakeSource
+import tui
+from tui.app import LoadwiseApp, make_app
 from tui.model import NodeSort
 from tui.objects import Eviction
 from tui.screens import HelpScreen, MainScreen, NodeDetailScreen
-from tui.source import ApiReachable, ApiUnreachable, EventsSeen
+from tui.sources import changes as ch
+from tui.sources.recorded import RecordedCluster, RecordedSource
 from tui.widgets import NodesTable, Notice, PlacementsTable, PodsTable
 
 AppFactory = Callable[..., LoadwiseApp]
@@ -98,14 +101,22 @@ async def test_placements_feed_newest_first_with_scores(build_app: AppFactory) -
         assert app.screen.node == items[0].placement.node  # type: ignore[union-attr]
 
 
+async def test_feed_limit_reaches_the_placements_table(recorded: RecordedCluster) -> None:
+    app = make_app(RecordedSource(recorded, now=lambda: NOW), clock=lambda: NOW, feed_limit=5)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        assert len(app.model.feed()) > 5
+        assert app.screen.query_one(PlacementsTable).row_count == 5
+
+
 async def test_live_eviction_appears_on_top(build_app: AppFactory) -> None:
     app = build_app()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("2")
         source = app.source
-        assert isinstance(source, FakeSource)
+        assert isinstance(source, RecordedSource)
         source.push(
-            EventsSeen(
+            ch.EventsSeen(
                 (
                     Eviction(
                         "live-1",
@@ -150,9 +161,11 @@ async def test_api_loss_shows_banner_and_stale_then_recovers(build_app: AppFacto
     app = build_app()
     async with app.run_test(size=SIZE) as pilot:
         source = app.source
-        assert isinstance(source, FakeSource)
+        assert isinstance(source, RecordedSource)
         source.push(
-            ApiUnreachable("credentials rejected (401 Unauthorized)", 4, NOW + timedelta(seconds=3))
+            ch.ApiUnreachable(
+                "credentials rejected (401 Unauthorized)", 4, NOW + timedelta(seconds=3)
+            )
         )
         app.drain()
         app.revision += 1
@@ -161,7 +174,7 @@ async def test_api_loss_shows_banner_and_stale_then_recovers(build_app: AppFacto
         assert banner.display and "401" in str(banner.render()) and "STALE" in str(banner.render())
         assert "STALE" in str(app.screen.query_one(NodesTable).border_subtitle)
         assert len(_node_names(app)) == 8  # last known data is still shown
-        source.push(ApiReachable(NOW + timedelta(seconds=9)))
+        source.push(ch.ApiReachable(NOW + timedelta(seconds=9)))
         app.drain()
         app.revision += 1
         await pilot.pause()
@@ -176,3 +189,16 @@ async def test_starting_with_api_down_does_not_crash(build_app: AppFactory) -> N
         assert _node_names(app) == []
         await pilot.press("2", "enter", "1", "enter", "slash", "x", "enter")
         assert isinstance(app.screen, MainScreen)
+
+
+def test_screens_and_widgets_never_import_the_app() -> None:
+    """They get the model, clock and settings from the app and talk back by messages."""
+    root = Path(tui.__file__).parent
+    offenders = []
+    for path in sorted([*root.glob("screens/*.py"), *root.glob("widgets/*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (
+                (node.level == 2 and node.module == "app") or node.module == "tui.app"
+            ):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []

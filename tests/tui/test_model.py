@@ -2,20 +2,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tui.fake import RecordedCluster
 from tui.model import ClusterModel, NodeSort
 from tui.objects import Decision, NodeInfo, PodInfo, Resources, Usage
-from tui.source import (
-    ApiReachable,
-    ApiUnreachable,
-    EventsSeen,
-    MetricsPolled,
-    NodeDeleted,
-    NodesListed,
-    PodDeleted,
-    PodsListed,
-    PodUpserted,
-)
+from tui.sources import changes as ch
+from tui.sources.recorded import RecordedCluster
 
 NOW = datetime(2026, 5, 4, 10, 30, 0, tzinfo=UTC)
 
@@ -40,47 +30,47 @@ def _pod(
 
 def test_requests_are_kept_per_node_incrementally() -> None:
     model = ClusterModel()
-    model.apply(PodsListed((_pod("a"), _pod("b"), _pod("c", node="n2"))))  # pods before nodes
-    model.apply(NodesListed((_node("n1"), _node("n2"))))
+    model.apply(ch.PodsListed((_pod("a"), _pod("b"), _pod("c", node="n2"))))  # pods before nodes
+    model.apply(ch.NodesListed((_node("n1"), _node("n2"))))
     assert model.nodes["n1"].requests.cpu_m == 1000 and model.nodes["n1"].pods == 2
-    model.apply(PodUpserted(_pod("a", phase="Succeeded")))  # finished pods stop counting
+    model.apply(ch.PodUpserted(_pod("a", phase="Succeeded")))  # finished pods stop counting
     assert model.nodes["n1"].requests.cpu_m == 500 and model.nodes["n1"].pods == 1
-    model.apply(PodDeleted("ns", "b"))
+    model.apply(ch.PodDeleted("ns", "b"))
     assert model.nodes["n1"].requests.cpu_m == 0
-    model.apply(PodsListed((_pod("c", node="n2"),)))  # relist drops the finished pod too
+    model.apply(ch.PodsListed((_pod("c", node="n2"),)))  # relist drops the finished pod too
     assert set(model.pods) == {"ns/c"} and model.nodes["n2"].requests.cpu_m == 500
-    model.apply(NodeDeleted("n2"))
+    model.apply(ch.NodeDeleted("n2"))
     assert "n2" not in model.nodes
 
 
 def test_history_is_a_ring_buffer() -> None:
     model = ClusterModel(history=3)
-    model.apply(NodesListed((_node("n1"),)))
+    model.apply(ch.NodesListed((_node("n1"),)))
     for i in range(5):
-        model.apply(MetricsPolled(NOW, (Usage("n1", usage=Resources(400 * i, 0)),)))
+        model.apply(ch.MetricsPolled(NOW, (Usage("n1", usage=Resources(400 * i, 0)),)))
     assert list(model.nodes["n1"].cpu_history) == [0.2, 0.3, 0.4]
     assert model.metrics_available
 
 
 def test_feed_joins_decisions_by_uid_and_ignores_namesakes() -> None:
     model = ClusterModel()
-    model.apply(NodesListed((_node("n1"),)))
-    model.apply(PodsListed((_pod("web-0", uid="new"),)))
+    model.apply(ch.NodesListed((_node("n1"),)))
+    model.apply(ch.PodsListed((_pod("web-0", uid="new"),)))
     old = Decision(
         "ns", "web-0", pod_uid="old", scores={"n1": 3}, best="n1", at=NOW - timedelta(hours=1)
     )
-    model.apply(EventsSeen((old,)))
+    model.apply(ch.EventsSeen((old,)))
     [item] = model.feed()
     assert item.decision is None  # a StatefulSet namesake's decision is not this pod's
     fresh = Decision("ns", "web-0", pod_uid="new", scores={"n1": 9}, best="n1", at=NOW)
-    model.apply(EventsSeen((fresh,)))
+    model.apply(ch.EventsSeen((fresh,)))
     assert model.feed()[0].decision == fresh
 
 
 def test_placements_are_capped_newest_kept() -> None:
     model = ClusterModel(placement_limit=10)
     model.apply(
-        PodsListed(
+        ch.PodsListed(
             tuple(
                 PodInfo("ns", f"p{i}", f"u{i}", "n1", scheduled_at=NOW - timedelta(seconds=i))
                 for i in range(100)
@@ -105,10 +95,10 @@ def test_sorting_and_filtering(recorded: RecordedCluster) -> None:
 
 def test_connectivity_state() -> None:
     model = ClusterModel()
-    model.apply(ApiReachable(NOW))
-    model.apply(ApiUnreachable("connection refused", 2, NOW + timedelta(seconds=5)))
-    model.apply(ApiUnreachable("connection refused", 4, NOW + timedelta(seconds=9)))
+    model.apply(ch.ApiReachable(NOW))
+    model.apply(ch.ApiUnreachable("connection refused", 2, NOW + timedelta(seconds=5)))
+    model.apply(ch.ApiUnreachable("connection refused", 4, NOW + timedelta(seconds=9)))
     assert model.connected is False and model.unreachable_since == NOW + timedelta(seconds=5)
     assert model.retry_in == 4
-    model.apply(ApiReachable(NOW + timedelta(seconds=20)))
+    model.apply(ch.ApiReachable(NOW + timedelta(seconds=20)))
     assert model.connected and model.unreachable_since is None

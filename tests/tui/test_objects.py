@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tui.fake import RecordedCluster
 from tui.objects import Decision, Eviction, parse_event, parse_node, parse_pod, parse_pod_metrics
+from tui.sources.recorded import RecordedCluster
 
 
 def test_loadwise_event_is_a_decision() -> None:

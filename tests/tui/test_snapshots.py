@@ -9,7 +9,8 @@ from conftest import NOW, SIZE
 from textual.pilot import Pilot
 
 from tui.app import LoadwiseApp
-from tui.source import ApiUnreachable
+from tui.sources import changes as ch
+from tui.sources.recorded import RecordedSource
 from tui.widgets import FilterBar
 
 AppFactory = Callable[..., LoadwiseApp]
@@ -41,7 +42,8 @@ class TestNodes:
         async def run_before(pilot: Pilot[None]) -> None:
             app = pilot.app
             assert isinstance(app, LoadwiseApp)
-            app.source.push(ApiUnreachable("connection refused", 8, NOW + timedelta(seconds=2)))  # type: ignore[attr-defined]
+            assert isinstance(app.source, RecordedSource)
+            app.source.push(ch.ApiUnreachable("connection refused", 8, NOW + timedelta(seconds=2)))
             app.drain()
             app.revision += 1
             await _steady(pilot)

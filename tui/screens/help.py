@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -9,6 +11,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from .main import MainScreen
+from .node import NodeDetailScreen
 
 __all__ = ["HelpScreen"]
 
@@ -24,20 +29,23 @@ def _rows(bindings: list[BindingType]) -> list[tuple[str, str]]:
 
 
 class HelpScreen(ModalScreen[None]):
+    """Lists `app_bindings` (the app's own keys) and the screens' keys, then a legend."""
+
     BINDINGS = [
         Binding("escape,question_mark,q", "app.pop_screen", "Close help", key_display="esc"),
     ]
 
+    def __init__(self, *, app_bindings: Sequence[BindingType]) -> None:
+        super().__init__()
+        self.app_bindings = list(app_bindings)
+
     def compose(self) -> ComposeResult:
-        from ..app import LoadwiseApp
-        from .main import MainScreen
-        from .node import NodeDetailScreen
 
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold cyan", justify="right")
         table.add_column()
         sections = (
-            ("Everywhere", LoadwiseApp.BINDINGS),
+            ("Everywhere", self.app_bindings),
             ("Nodes and placements", MainScreen.BINDINGS),
             (
                 "Tables",

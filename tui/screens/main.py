@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
+from ..messages import NodeRequested
 from ..model import NodeSort
 from ..status import banner_text, is_stale, metrics_stale, nodes_notice, placements_notice, summary
 from ..widgets import DecisionPanel, FilterBar, NodesTable, Notice, PlacementsTable
 from ..widgets.placements import describe_item
-from .node import NodeDetailScreen
-
-if TYPE_CHECKING:
-    from ..app import LoadwiseApp
+from .base import ModelScreen
 
 __all__ = ["MainScreen"]
 
 
-class MainScreen(Screen[None]):
+class MainScreen(ModelScreen):
     """Nodes (1) and Placements (2); `/` filters the visible table, shift+letter sorts nodes."""
 
     BINDINGS = [
@@ -49,13 +44,6 @@ class MainScreen(Screen[None]):
     _nodes_signature: tuple[object, ...] = ()
 
     @property
-    def lw(self) -> LoadwiseApp:
-        from ..app import LoadwiseApp
-
-        assert isinstance(self.app, LoadwiseApp)
-        return self.app
-
-    @property
     def nodes_table(self) -> NodesTable:
         return self.query_one(NodesTable)
 
@@ -79,7 +67,7 @@ class MainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one(FilterBar).display = False
-        self.watch(self.app, "revision", self.refresh_view, init=True)
+        self.refresh_view()
 
     # -- rendering ------------------------------------------------------------------------
 
@@ -87,14 +75,13 @@ class MainScreen(Screen[None]):
     def active_tab(self) -> str:
         return self.query_one(TabbedContent).active or "nodes"
 
-    def refresh_view(self, _revision: int = 0) -> None:
-        app = self.lw
-        model, now = app.model, app.clock()
-        self.sub_title = summary(model, app.source.description)
+    def refresh_view(self) -> None:
+        model, now, refresh = self.model, self.clock(), self.settings.refresh_seconds
+        self.sub_title = summary(model, self.description)
         self.query_one("#banner", Notice).say(banner_text(model))
         stale = is_stale(model)
         if self.active_tab == "nodes":
-            mstale = metrics_stale(model, now, app.refresh_seconds)
+            mstale = metrics_stale(model, now, refresh)
             signature = (
                 model.revision,
                 self.sort,
@@ -106,26 +93,24 @@ class MainScreen(Screen[None]):
             if signature == self._nodes_signature:
                 return  # nothing on this tab depends on the clock alone: skip the rebuild
             self._nodes_signature = signature
-            self.query_one("#nodes-notice", Notice).say(
-                nodes_notice(model, now, app.refresh_seconds)
-            )
+            self.query_one("#nodes-notice", Notice).say(nodes_notice(model, now, refresh))
             nodes = model.node_list(self.sort, descending=self.descending, text=self.filter_text)
-            table = self.nodes_table
-            table.render_model(model, nodes, stale=stale or mstale)
-            table.border_title = self._title("Nodes", len(nodes), len(model.nodes))
+            nodes_table = self.nodes_table
+            nodes_table.render_model(model, nodes, stale=stale or mstale)
+            nodes_table.border_title = self._title("Nodes", len(nodes), len(model.nodes))
             arrow = "↓" if self.descending else "↑"
-            table.border_subtitle = f"sorted by {self.sort.value} {arrow}" + (
+            nodes_table.border_subtitle = f"sorted by {self.sort.value} {arrow}" + (
                 " · STALE" if stale else ""
             )
         else:
             self.query_one("#placements-notice", Notice).say(placements_notice(model))
-            items = model.feed(app.feed_limit, self.filter_text)
-            table = self.feed_table
-            table.render_feed(items, now)
-            table.border_title = self._title(
+            items = model.feed(self.settings.feed_limit, self.filter_text)
+            feed_table = self.feed_table
+            feed_table.render_feed(items, now)
+            feed_table.border_title = self._title(
                 "Placements and evictions, newest first", len(items), None
             )
-            table.border_subtitle = "STALE" if stale else ""
+            feed_table.border_subtitle = "STALE" if stale else ""
             self._describe_current()
 
     def _title(self, what: str, shown: int, total: int | None) -> str:
@@ -135,7 +120,7 @@ class MainScreen(Screen[None]):
 
     def _describe_current(self) -> None:
         self.query_one(DecisionPanel).update(
-            describe_item(self.feed_table.current_item, self.lw.clock())
+            describe_item(self.feed_table.current_item, self.clock())
         )
 
     def watch_filter_text(self) -> None:
@@ -191,8 +176,8 @@ class MainScreen(Screen[None]):
     @on(NodesTable.NodeChosen)
     @on(PlacementsTable.NodeChosen)
     def _open_node(self, message: NodesTable.NodeChosen | PlacementsTable.NodeChosen) -> None:
-        if message.name in self.lw.model.nodes:
-            self.app.push_screen(NodeDetailScreen(message.name))
+        if message.name in self.model.nodes:
+            self.post_message(NodeRequested(message.name))
 
     @on(PlacementsTable.RowHighlighted)
     def _feed_highlighted(self) -> None:

@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from ..model import ClusterModel
 from ..objects import PodInfo
+from ..settings import Clock, Settings
 from ..status import banner_text, is_stale, metrics_stale, summary
 from ..widgets import Notice, PodsTable
 from ..widgets.cells import bar, compact_bytes, cores, sparkline
 from ..widgets.pods import pod_row
-
-if TYPE_CHECKING:
-    from ..app import LoadwiseApp
+from .base import ModelScreen
 
 __all__ = ["NodeDetailScreen"]
 
 
-class NodeDetailScreen(Screen[None]):
+class NodeDetailScreen(ModelScreen):
+    """One node (`node`) of the model: its load, and its pods sorted by use; says so when
+    the node is gone from the cluster."""
+
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", key_display="esc"),
         Binding("C", "sort('cpu')", "Sort CPU", key_display="C"),
@@ -36,16 +36,17 @@ class NodeDetailScreen(Screen[None]):
     sort: reactive[str] = reactive("cpu", init=False)
     """Pod order: by CPU or memory use (requests when there are no metrics), or by name."""
 
-    def __init__(self, node: str) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        node: str,
+        model: ClusterModel,
+        *,
+        clock: Clock,
+        settings: Settings,
+        description: str,
+    ) -> None:
+        super().__init__(model, clock=clock, settings=settings, description=description)
         self.node = node
-
-    @property
-    def lw(self) -> LoadwiseApp:
-        from ..app import LoadwiseApp
-
-        assert isinstance(self.app, LoadwiseApp)
-        return self.app
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -55,7 +56,7 @@ class NodeDetailScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.watch(self.app, "revision", self.refresh_view, init=True)
+        self.refresh_view()
 
     def watch_sort(self) -> None:
         self.refresh_view()
@@ -64,7 +65,7 @@ class NodeDetailScreen(Screen[None]):
         self.sort = key
 
     def _order(self, pods: list[PodInfo]) -> list[PodInfo]:
-        usage = self.lw.model.pod_usage
+        usage = self.model.pod_usage
         if self.sort == "name":
             return pods
         if self.sort == "memory":
@@ -76,10 +77,9 @@ class NodeDetailScreen(Screen[None]):
             pods, key=lambda p: -(u.usage.cpu_m if (u := usage.get(p.key)) else p.requests.cpu_m)
         )
 
-    def refresh_view(self, _revision: int = 0) -> None:
-        app = self.lw
-        model, now = app.model, app.clock()
-        self.sub_title = summary(model, app.source.description)
+    def refresh_view(self) -> None:
+        model, now = self.model, self.clock()
+        self.sub_title = summary(model, self.description)
         self.query_one("#banner", Notice).say(banner_text(model))
         state = model.nodes.get(self.node)
         summary_widget = self.query_one("#node-summary", Static)
@@ -90,7 +90,7 @@ class NodeDetailScreen(Screen[None]):
             self.query_one(PodsTable).show([])
             return
         info = state.info
-        stale = is_stale(model) or metrics_stale(model, now, app.refresh_seconds)
+        stale = is_stale(model) or metrics_stale(model, now, self.settings.refresh_seconds)
         text = Text()
         text.append(info.name, style="bold")
         text.append(

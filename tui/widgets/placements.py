@@ -12,7 +12,7 @@ from textual.widgets import Static
 from ..model import FeedItem
 from ..objects import Decision
 from .cells import age
-from .table import KeyedTable, Row
+from .table import Cell, KeyedTable, Row
 
 __all__ = ["DecisionPanel", "PlacementsTable", "describe_item", "feed_row"]
 
@@ -40,7 +40,7 @@ def feed_row(item: FeedItem, now: datetime) -> Row:
         )
         if d is not None and d.failed:
             why.append(f"  ✗{len(d.failed)} filtered", style="yellow")
-        cells = (
+        cells: tuple[Cell, ...] = (
             age(p.at, now),
             Text("bound", style="green"),
             p.namespace,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import DataTable
 
-__all__ = ["Column", "KeyedTable", "Row"]
+__all__ = ["Cell", "Column", "KeyedTable", "Row"]
 
 Cell = str | Text
 Row = tuple[str, tuple[Cell, ...]]

@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[2]))
 
-from tui.synthetic import synthetic_cluster  # noqa: E402
+from tui.sources.synthetic import synthetic_cluster  # noqa: E402
 
 NOW = datetime(2026, 5, 4, 10, 30, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""A `ClusterSource` fed from recorded Kubernetes JSON instead of an API server.
+"""`RecordedSource`: a `ClusterSource` fed from recorded Kubernetes JSON, not an API server.
 
 A recorded cluster is a directory of the documents `kubectl get --raw` returns:
 
@@ -9,8 +9,9 @@ A recorded cluster is a directory of the documents `kubectl get --raw` returns:
     podmetrics.json   PodMetricsList           /apis/metrics.k8s.io/v1beta1/pods
 
 Missing metrics files mean "no metrics-server"; a missing events file means "no
-extender, no descheduler". Tests use this source to drive the real screens, and
-`loadwise-tui --demo DIR` uses it to show the TUI without a cluster.
+extender, no descheduler". Tests use this source to drive the real screens,
+`loadwise-tui --demo DIR` uses it to show the TUI without a cluster, and `--demo` alone
+replays a generated cluster (`tui.sources.synthetic`) through it.
 """
 
 from __future__ import annotations
@@ -22,26 +23,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .objects import (
-    parse_event,
-    parse_node,
-    parse_node_metrics,
-    parse_pod,
-    parse_pod_metrics,
-)
-from .source import (
-    ApiReachable,
-    ApiUnreachable,
-    Change,
-    EventsSeen,
-    MetricsPolled,
-    MetricsUnavailable,
-    NodesListed,
-    PodsListed,
-    Sink,
-)
+from ..exceptions import RecordedClusterError
+from ..objects import parse_event, parse_node, parse_node_metrics, parse_pod, parse_pod_metrics
+from . import Sink
+from . import changes as ch
 
-__all__ = ["FakeSource", "RecordedCluster"]
+__all__ = ["RecordedCluster", "RecordedSource"]
 
 JSON = dict[str, Any]
 
@@ -62,11 +49,19 @@ class RecordedCluster:
 
     @classmethod
     def from_dir(cls, path: str | Path) -> RecordedCluster:
+        """Read a recorded-cluster directory; raises `RecordedClusterError` if it is unusable."""
         root = Path(path)
+        if not root.is_dir():
+            raise RecordedClusterError(f"{root} is not a directory of recorded cluster JSON")
 
         def load(name: str) -> Any:
             file = root / name
-            return json.loads(file.read_text()) if file.exists() else None
+            if not file.exists():
+                return None
+            try:
+                return json.loads(file.read_text())
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                raise RecordedClusterError(f"cannot read {file}: {exc}") from exc
 
         node_metrics = load("nodemetrics.json")
         if isinstance(node_metrics, dict):
@@ -93,19 +88,23 @@ class RecordedCluster:
         for name, doc in docs.items():
             (root / name).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
-    def changes(self, *, now: datetime, metrics: bool = True, events: bool = True) -> list[Change]:
+    def changes(
+        self, *, now: datetime, metrics: bool = True, events: bool = True
+    ) -> list[ch.Change]:
         """The changes a fresh connection to this cluster would produce, in order."""
-        changes: list[Change] = [
-            ApiReachable(now),
-            NodesListed(tuple(parse_node(o) for o in _items(self.nodes))),
-            PodsListed(tuple(parse_pod(o) for o in _items(self.pods))),
+        changes: list[ch.Change] = [
+            ch.ApiReachable(now),
+            ch.NodesListed(tuple(parse_node(o) for o in _items(self.nodes))),
+            ch.PodsListed(tuple(parse_pod(o) for o in _items(self.pods))),
         ]
         if events and self.events is not None:
             records = tuple(r for o in _items(self.events) if (r := parse_event(o)) is not None)
-            changes.append(EventsSeen(records))
+            changes.append(ch.EventsSeen(records))
         if not metrics or not self.node_metrics:
             changes.append(
-                MetricsUnavailable("the metrics.k8s.io API is not served (404): no metrics-server")
+                ch.MetricsUnavailable(
+                    "the metrics.k8s.io API is not served (404): no metrics-server"
+                )
             )
             return changes
         polls = self.node_metrics
@@ -120,11 +119,11 @@ class RecordedCluster:
                 if last and self.pod_metrics is not None
                 else None
             )
-            changes.append(MetricsPolled(stamp, usages, pods))
+            changes.append(ch.MetricsPolled(stamp, usages, pods))
         return changes
 
 
-class FakeSource:
+class RecordedSource:
     """Replays a `RecordedCluster` on start, then delivers whatever a test `push`es.
 
     `reachable=False` starts in the "API unreachable" state (nothing listed), the way
@@ -157,14 +156,14 @@ class FakeSource:
     def start(self, sink: Sink) -> None:
         self._sink = sink
         if not self.reachable:
-            sink(ApiUnreachable("connection refused (127.0.0.1:6443)", 1.0, self._now()))
+            sink(ch.ApiUnreachable("connection refused (127.0.0.1:6443)", 1.0, self._now()))
             return
         for change in self.cluster.changes(
             now=self._now(), metrics=self.metrics, events=self.events
         ):
             sink(change)
 
-    def push(self, *changes: Change) -> None:
+    def push(self, *changes: ch.Change) -> None:
         """Deliver further changes, as a watch stream or metrics poll would."""
         assert self._sink is not None, "push() before start()"
         for change in changes:

@@ -1,30 +1,24 @@
-"""The one seam between the TUI and Kubernetes: a source that pushes typed changes.
-
-A `ClusterSource` is started with a sink and calls it with `Change` values, from any
-thread, until stopped. The app only ever sees these values; whether they came from
-watch streams against a live API server (`tui.kube.KubernetesSource`) or from recorded
-JSON (`tui.fake.FakeSource`) is invisible above this line. That is what lets the tests
-drive the real screens and the lab later run the same code against a real cluster.
+"""The typed changes a `ClusterSource` delivers, and the only vocabulary the model accepts.
 
 Lists replace ("this is everything there is"), watch events patch, metrics polls add a
 sample. Connectivity is reported as changes too, so a lost API server is just another
 state the model records and the screens render.
+
+Callers import the module, not the names: `from tui.sources import changes as ch`, then
+`ch.NodesListed(...)`, `case ch.PodDeleted(namespace, name):`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
-from .objects import Decision, Eviction, NodeInfo, PodInfo, Usage
+from ..objects import Decision, Eviction, NodeInfo, PodInfo, Usage
 
 __all__ = [
     "ApiReachable",
     "ApiUnreachable",
     "Change",
-    "ClusterSource",
     "EventsSeen",
     "MetricsPolled",
     "MetricsUnavailable",
@@ -34,7 +28,6 @@ __all__ = [
     "PodDeleted",
     "PodsListed",
     "PodUpserted",
-    "Sink",
 ]
 
 
@@ -123,22 +116,3 @@ Change = (
     | ApiUnreachable
     | ApiReachable
 )
-
-Sink = Callable[[Change], None]
-
-
-class ClusterSource(Protocol):
-    """Where cluster state comes from. Implementations must tolerate `stop()` at any time."""
-
-    @property
-    def description(self) -> str:
-        """Shown in the header: the kubeconfig context, or "demo", or a file name."""
-        ...
-
-    def start(self, sink: Sink) -> None:
-        """Begin delivering changes to `sink` (which is thread-safe) and return promptly."""
-        ...
-
-    def stop(self) -> None:
-        """Stop delivering changes and release connections and threads."""
-        ...

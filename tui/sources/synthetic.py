@@ -15,7 +15,9 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from .fake import RecordedCluster
+from extender import kubeobjects
+
+from .recorded import RecordedCluster
 
 __all__ = ["synthetic_cluster"]
 
@@ -76,62 +78,34 @@ def _node(
     if control_plane:
         labels["node-role.kubernetes.io/control-plane"] = ""
     reserved_m = 100 if cpu <= 4 else 200
-    alloc_mem_ki = mem_gi * 1024 * 1024 - 512 * 1024
-    node: JSON = {
-        "metadata": {
-            "name": name,
-            "uid": "",
-            "resourceVersion": "",
-            "creationTimestamp": _ts(created),
-            "labels": labels,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+    return kubeobjects.node(
+        name,
+        cpu=str(cpu),
+        memory=f"{mem_gi * 1024 * 1024}Ki",
+        ephemeral_storage="61202244Ki",
+        allocatable={
+            "cpu": f"{cpu * 1000 - reserved_m}m",
+            "memory": f"{mem_gi * 1024 * 1024 - 512 * 1024}Ki",
+            "pods": "110",
+            "ephemeral-storage": "56403987978",
         },
-        "spec": {"podCIDR": "10.42.0.0/24", "podCIDRs": ["10.42.0.0/24"]},
-        "status": {
-            "capacity": {
-                "cpu": str(cpu),
-                "memory": f"{mem_gi * 1024 * 1024}Ki",
-                "pods": "110",
-                "ephemeral-storage": "61202244Ki",
-            },
-            "allocatable": {
-                "cpu": f"{cpu * 1000 - reserved_m}m",
-                "memory": f"{alloc_mem_ki}Ki",
-                "pods": "110",
-                "ephemeral-storage": "56403987978",
-            },
-            "conditions": [
-                {
-                    "type": "MemoryPressure",
-                    "status": "False",
-                    "reason": "KubeletHasSufficientMemory",
-                },
-                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure"},
-                {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID"},
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "Unknown",
-                    "reason": "KubeletReady" if ready else "NodeStatusUnknown",
-                },
-            ],
-            "addresses": [
-                {"type": "InternalIP", "address": ip},
-                {"type": "Hostname", "address": name},
-            ],
-            "nodeInfo": {
-                "kubeletVersion": "v1.33.4",
-                "containerRuntimeVersion": "containerd://2.0.5",
-                "osImage": "Debian GNU/Linux 12 (bookworm)",
-                "architecture": labels["kubernetes.io/arch"],
-            },
+        labels=labels,
+        annotations={"node.alpha.kubernetes.io/ttl": "0"},
+        spec={"podCIDR": "10.42.0.0/24", "podCIDRs": ["10.42.0.0/24"]},
+        unschedulable=cordoned,
+        taints=[kubeobjects.taint("node.kubernetes.io/unschedulable")] if cordoned else (),
+        ready=ready,
+        internal_ip=ip,
+        node_info={
+            "kubeletVersion": "v1.33.4",
+            "containerRuntimeVersion": "containerd://2.0.5",
+            "osImage": "Debian GNU/Linux 12 (bookworm)",
+            "architecture": labels["kubernetes.io/arch"],
         },
-    }
-    if cordoned:
-        node["spec"]["unschedulable"] = True
-        node["spec"]["taints"] = [
-            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-        ]
-    return node
+        uid="",
+        resource_version="",
+        created=_ts(created),
+    )
 
 
 def synthetic_cluster(
@@ -198,10 +172,7 @@ def synthetic_cluster(
         created = scheduled - timedelta(milliseconds=rng.randint(20, 900))
         pending = i == pods - 1 and pods > 10
         scheduler = "loadwise-scheduler" if i % 3 else "default-scheduler"
-        resources: JSON = {"requests": {"cpu": cpu_req, "memory": mem_req}}
         limits = {k: v for k, v in (("cpu", cpu_lim), ("memory", mem_lim)) if v}
-        if limits:
-            resources["limits"] = limits
         rv += 1
         conditions: list[JSON] = [
             {
@@ -220,47 +191,42 @@ def synthetic_cluster(
                     "lastTransitionTime": _ts(scheduled + timedelta(seconds=4)),
                 },
             ]
-        pod: JSON = {
-            "metadata": {
-                "name": name,
-                "generateName": name[: name.rindex("-") + 1],
-                "namespace": namespace,
-                "uid": uid,
-                "resourceVersion": str(rv),
-                "creationTimestamp": _ts(created),
-                "labels": {"app.kubernetes.io/name": app, "pod-template-hash": "7d9f"},
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "ReplicaSet",
-                        "name": f"{app}-7d9f",
-                        "uid": _uid(rng),
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
+        pod = kubeobjects.pod(
+            name,
+            namespace=namespace,
+            uid=uid,
+            containers=[
+                kubeobjects.container(
+                    app,
+                    image=f"registry.example/{namespace}/{app}:1.4.2",
+                    requests={"cpu": cpu_req, "memory": mem_req},
+                    limits=limits,
+                )
+            ],
+            node_name=node_name,
+            phase="Pending" if pending else "Running",
+            labels={"app.kubernetes.io/name": app, "pod-template-hash": "7d9f"},
+            generate_name=name[: name.rindex("-") + 1],
+            owner={
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": f"{app}-7d9f",
+                "uid": _uid(rng),
+                "controller": True,
+                "blockOwnerDeletion": True,
             },
-            "spec": {
-                "containers": [
-                    {
-                        "name": app,
-                        "image": f"registry.example/{namespace}/{app}:1.4.2",
-                        "resources": resources,
-                    }
-                ],
-                "nodeName": node_name,
+            resource_version=str(rv),
+            created=_ts(created),
+            # Not `scheduled_at`: that gives PodScheduled alone, and running pods here
+            # also carry Initialized and Ready.
+            status={"conditions": conditions, "hostIP": "", "startTime": _ts(scheduled)},
+            extra={
                 "schedulerName": scheduler,
                 "restartPolicy": "Always",
                 "terminationGracePeriodSeconds": 30,
                 "priority": 0,
             },
-            "status": {
-                "phase": "Pending" if pending else "Running",
-                "conditions": conditions,
-                "hostIP": "",
-                "startTime": _ts(scheduled),
-            },
-        }
+        )
         pod_docs.append(pod)
         if not pending:
             used_cpu = rng.uniform(0.2, 1.1) * heat[node_name] * 1.4 * _millis(cpu_req) / 1000

@@ -1,9 +1,9 @@
 """The real source against a loopback API server that replays recorded lists and watch streams.
 
-This runs `tui.kube.KubernetesSource` through an unmodified `kubernetes.client.ApiClient`
-and urllib3: paging, resourceVersion bookkeeping, BOOKMARKs, 410 Gone → relist, field
-selectors for Events, metrics 404 and 401 handling. The lab later runs the same class
-against a real kube-apiserver.
+This runs `tui.sources.kubernetes.KubernetesSource` (on `extender.reflector.Reflector`)
+through an unmodified `kubernetes.client.ApiClient` and urllib3: paging, resourceVersion
+bookkeeping, BOOKMARKs, 410 Gone → relist, field selectors for Events, metrics 404 and
+401 handling. The lab later runs the same class against a real kube-apiserver.
 """
 
 from __future__ import annotations
@@ -21,19 +21,9 @@ import pytest
 from conftest import DATA
 from kubernetes.client import ApiClient, Configuration
 
-from tui.kube import KubernetesSource, Stream, _Gone
 from tui.model import ClusterModel
-from tui.source import (
-    ApiReachable,
-    ApiUnreachable,
-    Change,
-    EventsSeen,
-    MetricsPolled,
-    MetricsUnavailable,
-    PodDeleted,
-    PodsListed,
-    PodUpserted,
-)
+from tui.sources import changes as ch
+from tui.sources.kubernetes import KubernetesSource, Stream
 
 CLUSTER = DATA / "cluster"
 WATCH = DATA / "watch"
@@ -175,44 +165,58 @@ def _client(url: str) -> ApiClient:
     return ApiClient(config)
 
 
+def _wait_for(condition: Any, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_pods_list_is_paged_then_watch_applies_events(api: FakeApiServer) -> None:
     source = KubernetesSource(_client(api.url), page_size=25)
-    changes: list[Change] = []
+    changes: list[ch.Change] = []
     pods = Stream("pods", "/api/v1/pods")
-    version = source.run_stream_once(pods, changes.append, "")
-    assert isinstance(changes[0], ApiReachable)
-    assert isinstance(changes[1], PodsListed) and len(changes[1].pods) == 60
-    pages = [q for p, q in api.requests if p == "/api/v1/pods" and "watch" not in q]
+    # One reflector: list, watch (pods.jsonl), watch again (410 Expired), list again.
+    thread = threading.Thread(target=source.reflector(pods, changes.append).run, daemon=True)
+    thread.start()
+    try:
+        _wait_for(lambda: sum(isinstance(c, ch.PodsListed) for c in changes) >= 2, 15)
+    finally:
+        source.stop()
+        thread.join(timeout=5)
+    assert isinstance(changes[0], ch.ApiReachable)
+    assert isinstance(changes[1], ch.PodsListed) and len(changes[1].pods) == 60
+    first_watch = next(i for i, (_p, q) in enumerate(api.requests) if q.get("watch") == ["true"])
+    pages = [q for p, q in api.requests[:first_watch] if p == "/api/v1/pods"]
     assert len(pages) == 3 and pages[1]["continue"] == ["25"]
-    kinds = [type(c) for c in changes[2:]]
-    assert kinds == [PodUpserted, PodUpserted, PodDeleted]
+    kinds = [type(c) for c in changes[2:5]]
+    assert kinds == [ch.PodUpserted, ch.PodUpserted, ch.PodDeleted]
     assert changes[2].pod.phase == "Succeeded"  # type: ignore[union-attr]
     assert changes[3].pod.node == "worker-02"  # type: ignore[union-attr]
-    watch_query = next(q for p, q in api.requests if q.get("watch") == ["true"])
+    watches = [q for p, q in api.requests if q.get("watch") == ["true"]]
     listed_rv = json.loads((CLUSTER / "pods.json").read_text())["metadata"]["resourceVersion"]
-    assert watch_query["resourceVersion"] == [listed_rv]
-    assert watch_query["allowWatchBookmarks"] == ["true"]
-    assert version == str(int(listed_rv) + 4)  # advanced through BOOKMARK and events
-    # The next watch from that version is answered with 410 Expired: the caller must relist.
-    with pytest.raises(_Gone):
-        source.run_stream_once(pods, changes.append, version)
+    assert watches[0]["resourceVersion"] == [listed_rv]
+    assert watches[0]["allowWatchBookmarks"] == ["true"]
+    # The second watch resumes from the version advanced through BOOKMARK and events.
+    assert watches[1]["resourceVersion"] == [str(int(listed_rv) + 4)]
+    # That watch is answered with 410 Expired: the reflector must relist.
+    assert isinstance(changes[5], ch.ApiReachable) and isinstance(changes[6], ch.PodsListed)
 
 
 def test_threaded_source_feeds_the_model(api: FakeApiServer) -> None:
     source = KubernetesSource(_client(api.url), refresh=0.2, watch_timeout=1)
-    inbox: list[Change] = []
+    inbox: list[ch.Change] = []
     source.start(inbox.append)
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            if {PodsListed, MetricsPolled} <= {type(c) for c in inbox} and sum(
-                isinstance(c, EventsSeen) for c in inbox
+            if {ch.PodsListed, ch.MetricsPolled} <= {type(c) for c in inbox} and sum(
+                isinstance(c, ch.EventsSeen) for c in inbox
             ) >= 3:
                 break
             time.sleep(0.05)
     finally:
         source.stop()
-    assert all(not t.is_alive() for t in source._threads)
+    assert all(not t.is_alive() for t in source.threads)
     model = ClusterModel()
     model.apply_all(list(inbox))
     assert len(model.nodes) == 8 and model.metrics_available and model.has_decisions
@@ -224,15 +228,15 @@ def test_threaded_source_feeds_the_model(api: FakeApiServer) -> None:
         "source=sigs.k8s.io.descheduler",
     }
     # relisted after the 410: more than one pods list
-    assert sum(isinstance(c, PodsListed) for c in inbox) >= 2
+    assert sum(isinstance(c, ch.PodsListed) for c in inbox) >= 2
 
 
 def test_metrics_server_missing_is_reported() -> None:
     with FakeApiServer(metrics=False) as server:
         source = KubernetesSource(_client(server.url))
-        changes: list[Change] = []
+        changes: list[ch.Change] = []
         source.poll_metrics_once(changes.append, with_pods=True)
-    assert isinstance(changes[0], MetricsUnavailable) and "404" in changes[0].reason
+    assert isinstance(changes[0], ch.MetricsUnavailable) and "404" in changes[0].reason
 
 
 def test_expired_credentials_are_reported_and_retried() -> None:
@@ -244,25 +248,28 @@ def test_expired_credentials_are_reported_and_retried() -> None:
             return _client(server.url)
 
         source = KubernetesSource(_client(server.url), reload=reload, event_selectors=())
-        changes: list[Change] = []
+        changes: list[ch.Change] = []
         source.start(changes.append)
         deadline = time.monotonic() + 10
         while (
-            not any(isinstance(c, ApiUnreachable) for c in changes) and time.monotonic() < deadline
+            not any(isinstance(c, ch.ApiUnreachable) for c in changes)
+            and time.monotonic() < deadline
         ):
             time.sleep(0.05)
         source.stop()
-    failure = next(c for c in changes if isinstance(c, ApiUnreachable))
+    failure = next(c for c in changes if isinstance(c, ch.ApiUnreachable))
     assert "401" in failure.reason and failure.retry_in > 0
     assert reloads
 
 
 def test_unreachable_server_is_reported(tmp_path: Path) -> None:
     source = KubernetesSource(_client("http://127.0.0.1:9"), event_selectors=())
-    changes: list[Change] = []
+    changes: list[ch.Change] = []
     source.start(changes.append)
     deadline = time.monotonic() + 15
-    while not any(isinstance(c, ApiUnreachable) for c in changes) and time.monotonic() < deadline:
+    while (
+        not any(isinstance(c, ch.ApiUnreachable) for c in changes) and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     source.stop()
-    assert any(isinstance(c, ApiUnreachable) for c in changes)
+    assert any(isinstance(c, ch.ApiUnreachable) for c in changes)
