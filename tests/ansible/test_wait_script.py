@@ -10,8 +10,6 @@ journalctl on PATH).
 
 from __future__ import annotations
 
-import contextlib
-import http.server
 import os
 import re
 import shutil
@@ -19,86 +17,19 @@ import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.ansible.fakes import Health, HealthServer, NamedProcess, path_with, serve, start_named
 
 SCRIPT = (
     Path(__file__).resolve().parents[2]
     / "roles/loadwise_scheduler_config/files/wait-scheduler-healthy.py"
 )
-
-
-@dataclass
-class Health:
-    """What the fake scheduler's health endpoint does; changeable while the script runs."""
-
-    status: int = 200
-    body: bytes = b"ok"
-    delay: float = 0.0
-    answers: list[int] = field(default_factory=list)
-    requests: int = 0
-
-    def next_status(self) -> int:
-        self.requests += 1
-        if self.answers:
-            return self.answers[(self.requests - 1) % len(self.answers)]
-        return self.status
-
-
-@contextlib.contextmanager
-def _serve(state: Health, tls: ssl.SSLContext | None = None) -> Iterator[str]:
-    """Serve `state` on an ephemeral port of 127.0.0.1; yields the health URL."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
-            status = state.next_status()
-            time.sleep(state.delay)
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(state.body)))
-            self.end_headers()
-            self.wfile.write(state.body)
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    if tls is not None:
-        server.socket = tls.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        scheme = "https" if tls else "http"
-        yield f"{scheme}://127.0.0.1:{server.server_port}/healthz"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture
-def health() -> Iterator[tuple[Health, str]]:
-    state = Health()
-    with _serve(state) as url:
-        yield state, url
-
-
-@pytest.fixture
-def scheduler() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A process whose argv[0] is a name no other process on this machine has."""
-    name = f"loadwise-test-scheduler-{uuid.uuid4().hex[:12]}"
-    sleep = shutil.which("sleep")
-    assert sleep is not None
-    proc = subprocess.Popen([name, "300"], executable=sleep)
-    try:
-        yield name, proc
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def _closed_port_url() -> str:
@@ -151,11 +82,7 @@ def _fast(url: str, name: str, *, timeout: float = 3, stable: float = 1) -> list
     ]
 
 
-Fixture = tuple[Health, str]
-Sched = tuple[str, subprocess.Popen[bytes]]
-
-
-def test_healthy_for_the_stable_time(health: Fixture, scheduler: Sched) -> None:
+def test_healthy_for_the_stable_time(health: HealthServer, scheduler: NamedProcess) -> None:
     state, url = health
     name, proc = scheduler
     run = _wait(*_fast(url, name, timeout=10, stable=1))
@@ -166,7 +93,9 @@ def test_healthy_for_the_stable_time(health: Fixture, scheduler: Sched) -> None:
     assert state.requests >= 2
 
 
-def test_unhealthy_times_out_with_the_status_and_body(health: Fixture, scheduler: Sched) -> None:
+def test_unhealthy_times_out_with_the_status_and_body(
+    health: HealthServer, scheduler: NamedProcess
+) -> None:
     state, url = health
     state.status, state.body = 500, b"[-]sched-handler-sync failed: reason withheld"
     name, proc = scheduler
@@ -181,7 +110,9 @@ def test_unhealthy_times_out_with_the_status_and_body(health: Fixture, scheduler
     assert 2 <= run.seconds < 8
 
 
-def test_flapping_health_never_becomes_stable(health: Fixture, scheduler: Sched) -> None:
+def test_flapping_health_never_becomes_stable(
+    health: HealthServer, scheduler: NamedProcess
+) -> None:
     state, url = health
     state.answers = [200, 200, 503]
     name, _ = scheduler
@@ -191,7 +122,9 @@ def test_flapping_health_never_becomes_stable(health: Fixture, scheduler: Sched)
     assert state.requests >= 6
 
 
-def test_a_restarted_scheduler_starts_the_streak_again(health: Fixture, scheduler: Sched) -> None:
+def test_a_restarted_scheduler_starts_the_streak_again(
+    health: HealthServer, scheduler: NamedProcess
+) -> None:
     # A crash-looping scheduler: the streak belongs to one PID, so a new process (same
     # name) must answer for the whole --stable time itself.
     _, url = health
@@ -204,9 +137,7 @@ def test_a_restarted_scheduler_starts_the_streak_again(health: Fixture, schedule
         text=True,
     )
     time.sleep(1)
-    sleep = shutil.which("sleep")
-    assert sleep is not None
-    second = subprocess.Popen([name, "300"], executable=sleep)
+    second = start_named(name)
     try:
         first.kill()
         out, _ = waiter.communicate(timeout=20)
@@ -218,7 +149,7 @@ def test_a_restarted_scheduler_starts_the_streak_again(health: Fixture, schedule
     assert time.monotonic() - start >= 2.5
 
 
-def test_healthy_but_not_for_long_enough(health: Fixture, scheduler: Sched) -> None:
+def test_healthy_but_not_for_long_enough(health: HealthServer, scheduler: NamedProcess) -> None:
     _, url = health
     name, proc = scheduler
     run = _wait(*_fast(url, name, timeout=2, stable=60))
@@ -228,7 +159,7 @@ def test_healthy_but_not_for_long_enough(health: Fixture, scheduler: Sched) -> N
     ), run.out
 
 
-def test_a_slow_answer_counts_as_unreachable(health: Fixture, scheduler: Sched) -> None:
+def test_a_slow_answer_counts_as_unreachable(health: HealthServer, scheduler: NamedProcess) -> None:
     # The probe gives up after max(--interval, 2) seconds.
     state, url = health
     state.delay = 4
@@ -242,7 +173,7 @@ def test_a_slow_answer_counts_as_unreachable(health: Fixture, scheduler: Sched) 
     assert 2 <= run.seconds < 6
 
 
-def test_nothing_listening(scheduler: Sched) -> None:
+def test_nothing_listening(scheduler: NamedProcess) -> None:
     name, proc = scheduler
     url = _closed_port_url()
     run = _wait(*_fast(url, name, timeout=1))
@@ -254,7 +185,7 @@ def test_nothing_listening(scheduler: Sched) -> None:
     assert run.seconds < 5
 
 
-def test_no_scheduler_process(health: Fixture) -> None:
+def test_no_scheduler_process(health: HealthServer) -> None:
     state, url = health
     run = _wait(*_fast(url, f"loadwise-test-absent-{uuid.uuid4().hex[:12]}", timeout=1))
     assert run.rc == 1
@@ -262,7 +193,9 @@ def test_no_scheduler_process(health: Fixture) -> None:
     assert state.requests == 0
 
 
-def test_a_scheduler_older_than_since_does_not_count(health: Fixture, scheduler: Sched) -> None:
+def test_a_scheduler_older_than_since_does_not_count(
+    health: HealthServer, scheduler: NamedProcess
+) -> None:
     # The old scheduler keeps answering 200 until the kubelet replaces it: not proof.
     state, url = health
     name, _ = scheduler
@@ -274,7 +207,9 @@ def test_a_scheduler_older_than_since_does_not_count(health: Fixture, scheduler:
     assert state.requests == 0
 
 
-def test_excluded_processes_are_not_the_scheduler(health: Fixture, scheduler: Sched) -> None:
+def test_excluded_processes_are_not_the_scheduler(
+    health: HealthServer, scheduler: NamedProcess
+) -> None:
     _, url = health
     name, _ = scheduler
     run = _wait(*_fast(url, name, timeout=1), "--exclude", "300")
@@ -299,7 +234,9 @@ KLOG = [
 ]
 
 
-def test_timeout_quotes_the_error_lines_of_the_newest_log(tmp_path: Path, scheduler: Sched) -> None:
+def test_timeout_quotes_the_error_lines_of_the_newest_log(
+    tmp_path: Path, scheduler: NamedProcess
+) -> None:
     name, _ = scheduler
     _log(tmp_path, "kube-scheduler-old.log", ['E1123 09:00:00.000000 1 x.go:1] "stale"'], age=30)
     _log(tmp_path, "kube-scheduler-new.log", KLOG)
@@ -309,7 +246,9 @@ def test_timeout_quotes_the_error_lines_of_the_newest_log(tmp_path: Path, schedu
     assert run.out.splitlines()[1:] == ["scheduler's own last errors:", *KLOG[1:3]]
 
 
-def test_timeout_without_error_lines_quotes_the_log_tail(tmp_path: Path, scheduler: Sched) -> None:
+def test_timeout_without_error_lines_quotes_the_log_tail(
+    tmp_path: Path, scheduler: NamedProcess
+) -> None:
     name, _ = scheduler
     lines = [f"I1123 10:00:{i:02d}.000000 1 x.go:1] line {i}" for i in range(12)]
     _log(tmp_path, "kube-scheduler-a.log", lines)
@@ -322,7 +261,7 @@ def test_timeout_without_error_lines_quotes_the_log_tail(tmp_path: Path, schedul
     assert run.out.splitlines()[2:] == lines[-8:]
 
 
-def test_a_log_older_than_since_is_not_quoted(tmp_path: Path, scheduler: Sched) -> None:
+def test_a_log_older_than_since_is_not_quoted(tmp_path: Path, scheduler: NamedProcess) -> None:
     name, _ = scheduler
     _log(tmp_path, "kube-scheduler-a.log", KLOG, age=60)
     run = _wait(
@@ -356,7 +295,7 @@ def test_a_fatal_log_line_ends_the_wait_early(tmp_path: Path) -> None:
 
 
 def test_a_fatal_line_does_not_end_a_healthy_streak(
-    tmp_path: Path, health: Fixture, scheduler: Sched
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess
 ) -> None:
     # A fatal line from an earlier crash is in the log, but by the end of --fatal-grace the
     # new scheduler is answering 200: the script waits out the streak.
@@ -374,16 +313,6 @@ def test_a_fatal_line_does_not_end_a_healthy_streak(
     assert run.out.startswith("healthy: ")
 
 
-def _fake_bin(tmp_path: Path, scripts: dict[str, str]) -> dict[str, str]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool, body in scripts.items():
-        path = bin_dir / tool
-        path.write_text(f"#!/bin/sh\n{body}\n")
-        path.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-
-
 def _unit_args(url: str, *, timeout: float, stable: float = 1) -> list[str]:
     return [
         "--url",
@@ -399,12 +328,14 @@ def _unit_args(url: str, *, timeout: float, stable: float = 1) -> list[str]:
     ]
 
 
-def test_unit_main_pid_healthy(tmp_path: Path, health: Fixture, scheduler: Sched) -> None:
+def test_unit_main_pid_healthy(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess
+) -> None:
     _, url = health
     _, proc = scheduler
     calls = tmp_path / "calls"
-    env = _fake_bin(
-        tmp_path,
+    env = path_with(
+        tmp_path / "bin",
         {
             "systemctl": f'echo "$*" >> {calls}; echo {proc.pid}',
             "journalctl": "exit 0",
@@ -416,12 +347,12 @@ def test_unit_main_pid_healthy(tmp_path: Path, health: Fixture, scheduler: Sched
     assert set(calls.read_text().splitlines()) == {"show -p MainPID --value k3s"}
 
 
-def test_unit_stopped_quotes_its_journal(tmp_path: Path, health: Fixture) -> None:
+def test_unit_stopped_quotes_its_journal(tmp_path: Path, health: HealthServer) -> None:
     _, url = health
     calls = tmp_path / "calls"
     since = int(time.time()) - 5
-    env = _fake_bin(
-        tmp_path,
+    env = path_with(
+        tmp_path / "bin",
         {
             "systemctl": "echo 0",
             "journalctl": f'echo "$*" >> {calls}; printf "%s\\n" "starting" "Error: bad flag"',
@@ -437,7 +368,7 @@ def test_unit_stopped_quotes_its_journal(tmp_path: Path, health: Fixture) -> Non
     assert f"-u k3s --no-pager -o cat --since @{since}" in calls.read_text().splitlines()
 
 
-def test_process_or_unit_is_required(health: Fixture) -> None:
+def test_process_or_unit_is_required(health: HealthServer) -> None:
     _, url = health
     run = _wait("--url", url)
     assert run.rc == 2
@@ -455,7 +386,7 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
     return key, cert
 
 
-def test_https_with_a_self_signed_certificate(tmp_path: Path, scheduler: Sched) -> None:
+def test_https_with_a_self_signed_certificate(tmp_path: Path, scheduler: NamedProcess) -> None:
     # The scheduler serves a self-signed certificate on 127.0.0.1:10259; the script must
     # accept it.
     if shutil.which("openssl") is None:
@@ -465,7 +396,7 @@ def test_https_with_a_self_signed_certificate(tmp_path: Path, scheduler: Sched) 
     tls.load_cert_chain(cert, key)
     state = Health()
     name, proc = scheduler
-    with _serve(state, tls) as url:
+    with serve(state, tls) as url:
         run = _wait(*_fast(url, name, timeout=10, stable=0.5))
     assert run.rc == 0, run.out
     assert run.out == f"healthy: pid {proc.pid} answered 200 on {url} for 0s\n"
