@@ -96,42 +96,41 @@ def _play(
     return proc, registered
 
 
-def _env(tmp_path: Path, pid: int) -> dict[str, str]:
-    return path_with(
-        tmp_path / "bin", {"systemctl": f"echo {pid}", "journalctl": "echo 'Error: boom'"}
-    )
-
-
 @pytest.fixture(autouse=True)
 def _ansible_playbook() -> None:
     if not Path(sys.executable).with_name("ansible-playbook").exists():
         pytest.skip("ansible-playbook is not installed next to this Python (scripts/setup)")
 
 
+def _node(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess, *extra: str, **kw: Any
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
+    """Run the play on a k3s stand-in whose MainPID is the `scheduler` fixture's process."""
+    _, url = health
+    _, proc = scheduler
+    tools = {"systemctl": f"echo {proc.pid}", "journalctl": "echo 'Error: boom'"}
+    return _play(tmp_path, path_with(tmp_path / "bin", tools), url, *extra, **kw)
+
+
 def test_healthy_passes_under_the_role_tag(
     tmp_path: Path, health: HealthServer, scheduler: NamedProcess
 ) -> None:
-    _, url = health
-    _, proc = scheduler
-    run, registered = _play(tmp_path, _env(tmp_path, proc.pid), url)
+    run, registered = _node(tmp_path, health, scheduler)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert (
-        "TASK [loadwise_scheduler_config : Scheduler config | Run wait-scheduler-healthy.py]"
-        in (run.stdout)
-    )
+    task = "TASK [loadwise_scheduler_config : Scheduler config | Run wait-scheduler-healthy.py]"
+    assert task in run.stdout
     assert registered is not None
     assert registered["rc"] == 0
-    assert registered["stdout"] == f"healthy: pid {proc.pid} answered 200 on {url} for 1s\n"
+    url, pid = health[1], scheduler[1].pid
+    assert registered["stdout"] == f"healthy: pid {pid} answered 200 on {url} for 1s\n"
     assert registered["changed"] is False
 
 
 def test_unhealthy_fails_the_play(
     tmp_path: Path, health: HealthServer, scheduler: NamedProcess
 ) -> None:
-    state, url = health
-    state.status = 500
-    _, proc = scheduler
-    run, registered = _play(tmp_path, _env(tmp_path, proc.pid), url)
+    health[0].status = 500
+    run, registered = _node(tmp_path, health, scheduler)
     assert run.returncode == 2, run.stdout + run.stderr
     assert registered is None
     assert "kube-scheduler not healthy after 3s" in run.stdout
@@ -141,16 +140,15 @@ def test_unhealthy_fails_the_play(
 def test_unhealthy_is_recorded_when_it_need_not_pass(
     tmp_path: Path, health: HealthServer, scheduler: NamedProcess
 ) -> None:
-    state, url = health
-    state.status = 500
-    _, proc = scheduler
-    run, registered = _play(tmp_path, _env(tmp_path, proc.pid), url, must_pass=False)
+    health[0].status = 500
+    run, registered = _node(tmp_path, health, scheduler, must_pass=False)
     assert run.returncode == 0, run.stdout + run.stderr
     assert registered is not None
     assert registered["rc"] == 1
     assert registered["failed"] is False
+    url, pid = health[1], scheduler[1].pid
     assert registered["stdout"].splitlines() == [
-        f"kube-scheduler not healthy after 3s: pid {proc.pid}: {url} -> 500 ok",
+        f"kube-scheduler not healthy after 3s: pid {pid}: {url} -> 500 ok",
         "scheduler's own last errors:",
         "Error: boom",
     ]
@@ -159,20 +157,15 @@ def test_unhealthy_is_recorded_when_it_need_not_pass(
 def test_check_mode_skips_the_script(
     tmp_path: Path, health: HealthServer, scheduler: NamedProcess
 ) -> None:
-    state, url = health
-    _, proc = scheduler
-    run, registered = _play(tmp_path, _env(tmp_path, proc.pid), url, "--check")
+    run, registered = _node(tmp_path, health, scheduler, "--check")
     assert run.returncode == 0, run.stdout + run.stderr
     assert registered is None  # the copy that records it does not write in --check
-    assert state.requests == 0
+    assert health[0].requests == 0
     assert "skipping: [localhost]" in run.stdout
 
 
 def test_other_tags_skip_it(tmp_path: Path, health: HealthServer, scheduler: NamedProcess) -> None:
-    state, url = health
-    _, proc = scheduler
-    env = _env(tmp_path, proc.pid)
-    run, registered = _play(tmp_path, env, url, "--skip-tags", "loadwise_scheduler_config")
+    run, registered = _node(tmp_path, health, scheduler, "--skip-tags", "loadwise_scheduler_config")
     assert run.returncode == 0, run.stdout + run.stderr
     assert registered is None
-    assert state.requests == 0
+    assert health[0].requests == 0

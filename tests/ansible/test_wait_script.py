@@ -67,18 +67,14 @@ def _wait(
     return Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
 
 
-def _fast(url: str, name: str, *, timeout: float = 3, stable: float = 1) -> list[str]:
+def _fast(
+    url: str, name: str = "", *, unit: str = "", timeout: float = 3, stable: float = 1
+) -> list[str]:
+    """The role's arguments with short times: --process name, or --unit unit (k3s)."""
+    target = ["--unit", unit] if unit else ["--process", name]
     return [
-        "--url",
-        url,
-        "--process",
-        name,
-        "--timeout",
-        str(timeout),
-        "--stable",
-        str(stable),
-        "--interval",
-        "0.2",
+        *f"--url {url} --timeout {timeout} --stable {stable} --interval 0.2".split(),
+        *target,
     ]
 
 
@@ -185,36 +181,35 @@ def test_nothing_listening(scheduler: NamedProcess) -> None:
     assert run.seconds < 5
 
 
-def test_no_scheduler_process(health: HealthServer) -> None:
-    state, url = health
-    run = _wait(*_fast(url, f"loadwise-test-absent-{uuid.uuid4().hex[:12]}", timeout=1))
-    assert run.rc == 1
-    assert run.out.splitlines()[0] == "kube-scheduler not healthy after 1s: no scheduler process"
-    assert state.requests == 0
+def _absent() -> str:
+    return f"loadwise-test-absent-{uuid.uuid4().hex[:12]}"
 
 
-def test_a_scheduler_older_than_since_does_not_count(
-    health: HealthServer, scheduler: NamedProcess
+@pytest.mark.parametrize(
+    ("case", "last"),
+    [
+        ("no process by that name", "no scheduler process"),
+        # The old scheduler keeps answering 200 until the kubelet replaces it: not proof.
+        ("started before --since", "the scheduler has not been restarted yet"),
+        ("only an --exclude'd process", "no scheduler process"),
+    ],
+)
+def test_no_new_scheduler_process_is_never_healthy(
+    health: HealthServer, scheduler: NamedProcess, case: str, last: str
 ) -> None:
-    # The old scheduler keeps answering 200 until the kubelet replaces it: not proof.
     state, url = health
     name, _ = scheduler
-    run = _wait(*_fast(url, name, timeout=1), since=int(time.time()) + 60)
+    since, extra = int(time.time()) - 5, []
+    if case == "no process by that name":
+        name = _absent()
+    elif case == "started before --since":
+        since += 65
+    else:
+        extra = ["--exclude", "300"]  # in the stand-in's command line
+    run = _wait(*_fast(url, name, timeout=1), *extra, since=since)
     assert run.rc == 1
-    assert run.out.splitlines()[0] == (
-        "kube-scheduler not healthy after 1s: the scheduler has not been restarted yet"
-    )
+    assert run.out.splitlines()[0] == f"kube-scheduler not healthy after 1s: {last}"
     assert state.requests == 0
-
-
-def test_excluded_processes_are_not_the_scheduler(
-    health: HealthServer, scheduler: NamedProcess
-) -> None:
-    _, url = health
-    name, _ = scheduler
-    run = _wait(*_fast(url, name, timeout=1), "--exclude", "300")
-    assert run.rc == 1
-    assert run.out.splitlines()[0].endswith(": no scheduler process")
 
 
 def _log(tmp_path: Path, name: str, lines: list[str], age: float = 0) -> Path:
@@ -279,7 +274,7 @@ def test_a_fatal_log_line_ends_the_wait_early(tmp_path: Path) -> None:
     fatal = 'E1123 10:00:04.000000 1 run.go:72] "command failed" err="no such plugin"'
     _log(tmp_path, "kube-scheduler-a.log", [*KLOG, fatal])
     run = _wait(
-        *_fast(_closed_port_url(), f"loadwise-test-absent-{uuid.uuid4().hex[:12]}", timeout=60),
+        *_fast(_closed_port_url(), _absent(), timeout=60),
         "--fatal-grace",
         "0.5",
         "--log-glob",
@@ -313,21 +308,6 @@ def test_a_fatal_line_does_not_end_a_healthy_streak(
     assert run.out.startswith("healthy: ")
 
 
-def _unit_args(url: str, *, timeout: float, stable: float = 1) -> list[str]:
-    return [
-        "--url",
-        url,
-        "--unit",
-        "k3s",
-        "--timeout",
-        str(timeout),
-        "--stable",
-        str(stable),
-        "--interval",
-        "0.2",
-    ]
-
-
 def test_unit_main_pid_healthy(
     tmp_path: Path, health: HealthServer, scheduler: NamedProcess
 ) -> None:
@@ -341,7 +321,7 @@ def test_unit_main_pid_healthy(
             "journalctl": "exit 0",
         },
     )
-    run = _wait(*_unit_args(url, timeout=10), env=env)
+    run = _wait(*_fast(url, unit="k3s", timeout=10), env=env)
     assert run.rc == 0, run.out + run.err
     assert run.out == f"healthy: pid {proc.pid} answered 200 on {url} for 1s\n"
     assert set(calls.read_text().splitlines()) == {"show -p MainPID --value k3s"}
@@ -358,7 +338,7 @@ def test_unit_stopped_quotes_its_journal(tmp_path: Path, health: HealthServer) -
             "journalctl": f'echo "$*" >> {calls}; printf "%s\\n" "starting" "Error: bad flag"',
         },
     )
-    run = _wait(*_unit_args(url, timeout=1), since=since, env=env)
+    run = _wait(*_fast(url, unit="k3s", timeout=1), since=since, env=env)
     assert run.rc == 1
     assert run.out.splitlines() == [
         "kube-scheduler not healthy after 1s: no scheduler process",
