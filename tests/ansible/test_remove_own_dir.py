@@ -43,7 +43,12 @@ def test_only_empty_directories_named_loadwise_go(tmp_path: Path) -> None:
     for d in (empty, full, system):
         d.mkdir(parents=True)
     (full / "kept").write_text("someone else's file\n")
-    prefixes = [empty / "extender", full / "extender", system / "extender", tmp_path / "gone/loadwise/extender"]
+    prefixes = [
+        empty / "extender",
+        full / "extender",
+        system / "extender",
+        tmp_path / "gone/loadwise/extender",
+    ]
 
     role = tmp_path / "roles/caller"
     (role / "tasks").mkdir(parents=True)
