@@ -58,6 +58,8 @@ def loadwise_scheduler_manifest(manifest, config_path, config_sha256="", present
 
 def loadwise_cluster_configuration(cluster_config, config_path, present=True):
     cfg = copy.deepcopy(cluster_config)
+    # kubeadm stores `scheduler: {}` when it has nothing to say; keep such a key on removal.
+    had_scheduler = "scheduler" in cfg
     scheduler = cfg.setdefault("scheduler", {}) or {}
     cfg["scheduler"] = scheduler
     v1beta4 = str(cfg.get("apiVersion", "")).endswith("/v1beta4")
@@ -91,7 +93,7 @@ def loadwise_cluster_configuration(cluster_config, config_path, present=True):
         scheduler["extraVolumes"] = volumes
     else:
         scheduler.pop("extraVolumes", None)
-    if not scheduler:
+    if not scheduler and not had_scheduler:
         cfg.pop("scheduler", None)
     return cfg
 

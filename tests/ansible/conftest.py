@@ -1,0 +1,31 @@
+"""Fixtures for the tests of the Ansible roles' Python (tests/ansible/fakes.py has the fakes)."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.ansible.fakes import Health, serve, start_named
+
+
+@pytest.fixture
+def health() -> Iterator[tuple[Health, str]]:
+    """A health endpoint answering 200 "ok" until the test changes its Health."""
+    state = Health()
+    with serve(state) as url:
+        yield state, url
+
+
+@pytest.fixture
+def scheduler() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A process whose argv[0] is a name no other process on this machine has."""
+    name = f"loadwise-test-scheduler-{uuid.uuid4().hex[:12]}"
+    proc = start_named(name)
+    try:
+        yield name, proc
+    finally:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,171 @@
+"""roles/loadwise_scheduler_config/tasks/wait_healthy.yml, run by ansible-playbook on this machine.
+
+The file the role includes after a change, after an automatic restore and after a rollback,
+included here as playbooks/rollback.yml includes the role (`apply: tags:`) and run with
+--tags loadwise_scheduler_config, over the local connection (no host). The node is a k3s
+flavour whose systemctl is a stand-in on PATH naming a process made for the test as the
+unit's MainPID; its health URL is a local HTTP server (tests/ansible/test_wait_script.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ansible.fakes import HealthServer, NamedProcess, path_with
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PLAYBOOK = """\
+- name: Include wait_healthy.yml as the role does
+  hosts: localhost
+  gather_facts: true
+  gather_subset: [min]
+  tasks:
+    - name: Wait
+      ansible.builtin.include_role:
+        name: loadwise_scheduler_config
+        tasks_from: wait_healthy
+        apply:
+          tags: [loadwise_scheduler_config]
+      vars:
+        loadwise_preflight_detected_flavour: k3s
+        loadwise_scheduler_config_health_url: "{url}"
+        loadwise_scheduler_config_health_timeout: 3
+        loadwise_scheduler_config_health_stable_seconds: 1
+        loadwise_scheduler_config_health_interval: 0.2
+        loadwise_scheduler_config_wait_since: "{since}"
+        loadwise_scheduler_config_wait_must_pass: {must_pass}
+      tags: [loadwise_scheduler_config]
+
+    - name: Show what was registered
+      ansible.builtin.copy:
+        content: "{{{{ loadwise_scheduler_config_wait | to_json }}}}"
+        dest: "{result}"
+        mode: "0600"
+      tags: [loadwise_scheduler_config]
+"""
+
+
+def _play(
+    tmp_path: Path, env: dict[str, str], url: str, *extra: str, must_pass: bool = True
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
+    result = tmp_path / "registered.json"
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        PLAYBOOK.format(
+            url=url,
+            since=int(time.time() - 5),
+            must_pass=str(must_pass).lower(),
+            result=result,
+        )
+    )
+    env = {
+        **env,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            "--tags",
+            "loadwise_scheduler_config",
+            *extra,
+            str(playbook),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    registered = json.loads(result.read_text()) if result.exists() else None
+    return proc, registered
+
+
+@pytest.fixture(autouse=True)
+def _ansible_playbook() -> None:
+    if not Path(sys.executable).with_name("ansible-playbook").exists():
+        pytest.skip("ansible-playbook is not installed next to this Python (scripts/setup)")
+
+
+def _node(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess, *extra: str, **kw: Any
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
+    """Run the play on a k3s stand-in whose MainPID is the `scheduler` fixture's process."""
+    _, url = health
+    _, proc = scheduler
+    tools = {"systemctl": f"echo {proc.pid}", "journalctl": "echo 'Error: boom'"}
+    return _play(tmp_path, path_with(tmp_path / "bin", tools), url, *extra, **kw)
+
+
+def test_healthy_passes_under_the_role_tag(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess
+) -> None:
+    run, registered = _node(tmp_path, health, scheduler)
+    assert run.returncode == 0, run.stdout + run.stderr
+    task = "TASK [loadwise_scheduler_config : Scheduler config | Run wait-scheduler-healthy.py]"
+    assert task in run.stdout
+    assert registered is not None
+    assert registered["rc"] == 0
+    url, pid = health[1], scheduler[1].pid
+    assert registered["stdout"] == f"healthy: pid {pid} answered 200 on {url} for 1s\n"
+    assert registered["changed"] is False
+
+
+def test_unhealthy_fails_the_play(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess
+) -> None:
+    health[0].status = 500
+    run, registered = _node(tmp_path, health, scheduler)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert registered is None
+    assert "kube-scheduler not healthy after 3s" in run.stdout
+    assert "Error: boom" in run.stdout
+
+
+def test_unhealthy_is_recorded_when_it_need_not_pass(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess
+) -> None:
+    health[0].status = 500
+    run, registered = _node(tmp_path, health, scheduler, must_pass=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert registered is not None
+    assert registered["rc"] == 1
+    assert registered["failed"] is False
+    url, pid = health[1], scheduler[1].pid
+    assert registered["stdout"].splitlines() == [
+        f"kube-scheduler not healthy after 3s: pid {pid}: {url} -> 500 ok",
+        "scheduler's own last errors:",
+        "Error: boom",
+    ]
+
+
+def test_check_mode_skips_the_script(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess
+) -> None:
+    run, registered = _node(tmp_path, health, scheduler, "--check")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert registered is None  # the copy that records it does not write in --check
+    assert health[0].requests == 0
+    assert "skipping: [localhost]" in run.stdout
+
+
+def test_other_tags_skip_it(tmp_path: Path, health: HealthServer, scheduler: NamedProcess) -> None:
+    run, registered = _node(tmp_path, health, scheduler, "--skip-tags", "loadwise_scheduler_config")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert registered is None
+    assert health[0].requests == 0
