@@ -94,6 +94,17 @@ def _healthz(port: int) -> bool:
         return body == b"ok"
 
 
+def _wait_healthz(procs: Processes, name: str, interval: float) -> None:
+    """Wait up to 60 s for `name`'s /healthz on its port to say "ok" (while it runs)."""
+    wait_for(
+        f"{name} /healthz",
+        lambda: _healthz(PORTS[name]),
+        60,
+        interval=interval,
+        proc_check=procs.check_running(name),
+    )
+
+
 # ---------------------------------------------------------------------------- kwok config
 
 
@@ -379,13 +390,7 @@ def start_controller_manager(procs: Processes, pki: Path, binary: str) -> None:
             "--profiling=false",
         ],
     )
-    wait_for(
-        "kube-controller-manager /healthz",
-        lambda: _healthz(PORTS["kube-controller-manager"]),
-        60,
-        interval=1,
-        proc_check=procs.check_running("kube-controller-manager"),
-    )
+    _wait_healthz(procs, "kube-controller-manager", interval=1)
 
 
 def start_kwok(procs: Processes, pki: Path, kubeconfig: str, binary: str) -> None:
@@ -504,11 +509,5 @@ def start_scheduler(
         *extra_args,
     ]
     pid = procs.spawn("kube-scheduler", argv)
-    wait_for(
-        "kube-scheduler /healthz",
-        lambda: _healthz(PORTS["kube-scheduler"]),
-        60,
-        interval=0.5,
-        proc_check=procs.check_running("kube-scheduler"),
-    )
+    _wait_healthz(procs, "kube-scheduler", interval=0.5)
     return pid
