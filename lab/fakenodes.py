@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from extender import kubeobjects
 from extender.quantity import parse_quantity as _parse_quantity
 
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
@@ -69,29 +70,26 @@ def background_annotations(cpu: str | None = None, memory: str | None = None) ->
 def node_object(spec: NodeSpec) -> dict[str, Any]:
     """The Node to create for `spec`: kwok manages it (annotation), metrics-server scrapes it."""
     k, v = KWOK_NODE_ANNOTATION
-    cap = {"cpu": spec.cpu, "memory": spec.memory, "pods": str(spec.pods)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": spec.name,
-            "labels": {
-                "kubernetes.io/hostname": spec.name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-                LAB_LABEL: "true",
-                **spec.labels,
-            },
-            "annotations": {
-                k: v,
-                "node.alpha.kubernetes.io/ttl": "0",
-                # metrics-server (>= 0.7) scrapes this path instead of /metrics/resource.
-                "metrics.k8s.io/resource-metrics-path": (
-                    f"/metrics/nodes/{spec.name}/metrics/resource"
-                ),
-                **background_annotations(spec.background_cpu, spec.background_memory),
-            },
+    doc = kubeobjects.node(
+        spec.name,
+        cpu=spec.cpu,
+        memory=spec.memory,
+        pods=str(spec.pods),
+        ephemeral_storage=None,
+        labels={
+            "kubernetes.io/hostname": spec.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "type": "kwok",
+            LAB_LABEL: "true",
+            **spec.labels,
         },
-        "status": {"capacity": cap, "allocatable": cap},
-    }
+        annotations={
+            k: v,
+            "node.alpha.kubernetes.io/ttl": "0",
+            # metrics-server (>= 0.7) scrapes this path instead of /metrics/resource.
+            "metrics.k8s.io/resource-metrics-path": f"/metrics/nodes/{spec.name}/metrics/resource",
+            **background_annotations(spec.background_cpu, spec.background_memory),
+        },
+    )
+    return {"apiVersion": "v1", "kind": "Node", **doc}

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from extender.kubeobjects import container, pod_template
 from lab.cluster import Lab
 from lab.fakenodes import USAGE_CPU, USAGE_MEMORY
 
@@ -75,23 +76,19 @@ def deploy(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {
-                    "labels": labels,
-                    "annotations": {USAGE_CPU: usage_cpu, USAGE_MEMORY: usage_memory},
-                },
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "registry.invalid/app:1",
-                            "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                        }
-                    ],
-                    # kwok nodes carry no taints; keep pods off anything that is not a lab node
-                    "nodeSelector": {"type": "kwok"},
-                },
-            },
+            "template": pod_template(
+                containers=[
+                    container(
+                        "app",
+                        image="registry.invalid/app:1",
+                        requests={"cpu": cpu, "memory": memory},
+                    )
+                ],
+                labels=labels,
+                annotations={USAGE_CPU: usage_cpu, USAGE_MEMORY: usage_memory},
+                # kwok nodes carry no taints; keep pods off anything that is not a lab node
+                node_selector={"type": "kwok"},
+            ),
         },
     }
     apps(lab).create_namespaced_deployment(namespace, body)
