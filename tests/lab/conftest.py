@@ -1,7 +1,7 @@
-"""Fixtures for tests against the lab (tests/lab/cluster.py).
+"""Fixtures for tests against the lab (the `lab` package at the top of the repository).
 
 `lab` is package-scoped, so it is down again before molecule runs. The first test that
-asks for it builds what is missing (tests/lab/build; never skipped, so CI pays for a cold
+asks for it builds what is missing (lab/build; never skipped, so CI pays for a cold
 build instead of skipping) and brings the lab up; the end of tests/lab brings it down.
 A lab that is already up (someone ran `scripts/lab up`) is reused and left running; a
 control-plane host the demo left is removed first, since its scheduler would compete.
@@ -9,20 +9,14 @@ control-plane host the demo left is removed first, since its scheduler would com
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from cluster import Lab  # noqa: E402
+from lab import Lab, destroy
+from tests.lab.e2e import Extender
 
 
 @pytest.fixture(scope="package")
 def lab():
-    from hosts import destroy
-
     destroy()  # a host left by `scripts/lab demo` would hold the scheduler lease
     lab = Lab()
     if lab.running():
@@ -51,8 +45,6 @@ def workdir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def extender(lab, workdir):
     """loadwise-extender on loopback, fed by the lab's load-watcher, watching the lab's API."""
-    from e2e import Extender
-
     ext = Extender(lab, workdir)
     ext.start()
     yield ext

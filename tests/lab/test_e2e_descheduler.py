@@ -9,7 +9,9 @@ import time
 
 import pytest
 import yaml
-from e2e import delete, deploy, placements, restart_scheduler, scheduler_config
+
+from lab import delete, deploy, placements
+from tests.lab.e2e import restart_scheduler, scheduler_config
 
 pytestmark = pytest.mark.lab
 
@@ -66,7 +68,7 @@ def test_hot_node_sheds_pods_and_nothing_comes_back(lab, extender, workdir):
     try:
         before = placements(lab, "shed", 12)
         assert before[HOT] > 0, f"nothing to shed: {dict(before)}"
-        # Something no pod requests takes the node's memory (seed 000's hog, appearing later).
+        # Something no pod requests takes the node's memory (like lab-hog's, appearing later).
         lab.set_background(HOT, memory="7680Mi")
         deadline = time.monotonic() + 150  # metrics-server 15 s, load-watcher once a minute
         while not hot_memory_seen(lab):

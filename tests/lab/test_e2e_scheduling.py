@@ -10,35 +10,28 @@ from __future__ import annotations
 import time
 
 import pytest
-from e2e import (
-    COOL,
-    HOT,
-    decisions,
-    delete,
-    deploy,
-    placements,
-    restart_scheduler,
-    scheduler_config,
-    scored_events,
-)
+
+from lab import NodeSpec, delete, deploy, placements, scored_events
+from tests.lab.e2e import COOL, HOT, decisions, restart_scheduler, scheduler_config
 
 pytestmark = pytest.mark.lab
 
 
-def test_seed_000_memory_hog_gets_no_pods_with_the_extender(lab, extender, workdir):
+def test_memory_hog_gets_no_pods_with_the_extender(lab, extender, workdir):
+    """lab-hog: 6Gi of its 8Gi used by something no pod requests (low requests, high usage)."""
     restart_scheduler(lab, scheduler_config(workdir, with_extender=True))
     before = extender.requests("prioritize")
-    deploy(lab, "seed000", 30)
+    deploy(lab, "hog", 30)
     try:
-        where = placements(lab, "seed000", 30)
+        where = placements(lab, "hog", 30)
     finally:
-        delete(lab, "seed000")
+        delete(lab, "hog")
     assert extender.requests("prioritize") > before, "the scheduler never called the extender"
     assert where[HOT] == 0, f"pods landed on the memory hog: {dict(where)}"
     assert set(where) <= COOL
 
 
-def test_seed_000_stock_scheduler_does_place_pods_on_the_hog(lab, extender, workdir):
+def test_stock_scheduler_does_place_pods_on_the_hog(lab, extender, workdir):
     """The control: without the extender, requests-based scheduling favours the hog."""
     restart_scheduler(lab, scheduler_config(workdir, with_extender=False))
     deploy(lab, "stock", 30)
@@ -63,11 +56,10 @@ def test_herding_a_burst_of_50_spreads_over_the_cool_nodes(lab, extender, workdi
 
 def test_a_new_empty_node_receives_pods(lab, extender, workdir):
     """The new node has no metrics yet (load-watcher collects once a minute): Trimaran
-    scores such a node 0 and it stays empty (seed 002); loadwise estimates its load.
+    scores missing metrics as 0, so such a node would stay empty; loadwise estimates its load.
     20 pods: it is one of four equal-looking nodes, so its fair share is about five and a
     random tie-break alone is most unlikely to leave it empty (a CI run once gave it 0 of
     12; not reproduced since, hence the extender's reasons in the message)."""
-    from cluster import NodeSpec
 
     restart_scheduler(lab, scheduler_config(workdir, with_extender=True))
     lab.add_node(NodeSpec("lab-new", cpu="4", memory="8Gi"))

@@ -1,5 +1,5 @@
 """End to end: playbooks/site.yml and rollback.yml on kubeadm- and k3s-flavoured
-control-plane hosts (tests/lab/hosts.py) whose REAL kube-scheduler is the lab's scheduler.
+control-plane hosts (lab/hosts.py) whose REAL kube-scheduler is the lab's scheduler.
 
 Everything the playbooks talk to is real: the kube-scheduler restarted by the static-pod
 stand-in or the k3s stand-in, the lab's API server (cluster objects through
@@ -20,8 +20,9 @@ import urllib.request
 
 import pytest
 import yaml
-from e2e import COOL, HOT, place, request_count, wait_ready
-from hosts import EXTENDER_URL, ControlPlaneHost, node_image
+
+from lab import EXTENDER_URL, ControlPlaneHost, NodeSpec, node_image, place, wait_ready
+from tests.lab.e2e import COOL, HOT, request_count
 
 pytestmark = pytest.mark.lab
 
@@ -293,7 +294,6 @@ def test_second_scheduler_mode_leaves_the_control_plane_alone(host, lab):
     placed on a control-plane node as the flavour labels it) and the clean removal, not the
     second scheduler's own scheduling.
     """
-    from cluster import NodeSpec
     from kubernetes import client
 
     cp = f"lab-cp-{host.flavour}"

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from e2e import HOT, delete, deploy, placements, restart_scheduler, scheduler_config
 
+from lab import delete, deploy, placements
+from tests.lab.e2e import HOT, restart_scheduler, scheduler_config
 from tui.app import make_app
 from tui.kube import KubernetesSource, load_api_client
 from tui.screens import MainScreen

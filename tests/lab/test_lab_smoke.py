@@ -11,7 +11,8 @@ import time
 import uuid
 
 import pytest
-from cluster import DEFAULT_NODES, USAGE_CPU, USAGE_MEMORY, build_binaries, parse_quantity
+
+from lab import DEFAULT_NODES, USAGE_CPU, USAGE_MEMORY, build_binaries, parse_quantity
 
 pytestmark = pytest.mark.lab
 

@@ -1,8 +1,8 @@
 """Ansible checks and the molecule scenarios (molecule/<name>/ at the repository root).
 
 Each scenario boots a Debian systemd container (image built locally from Debian
-packages by build-node-image) that runs the REAL kube-scheduler, built from its Go module
-by tests/lab/build, under a test stand-in for the kubelet or k3s (tests/fixtures/nodes).
+packages by lab/nodes/build-node-image) that runs the REAL kube-scheduler, built from its
+Go module by lab/build, under a test stand-in for the kubelet or k3s (lab/nodes/).
 The scenario converges playbooks/site.yml, checks idempotence, verifies, then breaks the
 scheduler config on purpose (automatic restore), rolls back twice and proves every file
 is byte-identical to before.
@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import lab
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -56,22 +58,17 @@ def _tail(text: str, lines: int = 80) -> str:
 def node_image() -> str:
     if shutil.which("podman") is None or os.geteuid() != 0:
         _unavailable("molecule nodes need root and podman (scripts/setup installs podman)")
-    proc = _run([str(ROOT / "tests/molecule/build-node-image")], timeout=900)
-    assert proc.returncode == 0, _tail(proc.stderr)
-    return proc.stdout.strip().splitlines()[-1]
+    return lab.node_image(env=_env())
 
 
 @pytest.fixture(scope="session")
 def kube_scheduler() -> str:
-    build = ROOT / "tests/lab/build"
-    if not build.exists():
-        _unavailable("tests/lab/build (the real kube-scheduler) is not there yet")
-    proc = _run([str(build), "kube-scheduler"], timeout=3600)
+    proc = _run([str(lab.BUILD), "kube-scheduler"], timeout=3600)
     assert proc.returncode == 0, _tail(proc.stderr)
     paths = [
         ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("kube-scheduler=")
     ]
-    assert paths, f"tests/lab/build printed no kube-scheduler=PATH line: {proc.stdout!r}"
+    assert paths, f"lab/build printed no kube-scheduler=PATH line: {proc.stdout!r}"
     return paths[0]
 
 

@@ -2,7 +2,7 @@
 
 Brings the lab up (building the real components from Go modules the first time), boots a
 kubeadm-flavoured control-plane host (a podman container whose static-pod stand-in runs
-the real kube-scheduler against the lab; tests/lab/hosts.py), runs playbooks/site.yml on
+the real kube-scheduler against the lab; lab/hosts.py), runs playbooks/site.yml on
 it exactly as an operator would, places a workload and shows where the pods went and why.
 Everything keeps running for the dashboard until `scripts/lab down`.
 """
@@ -13,15 +13,14 @@ import json
 import time
 from collections import Counter
 
-from cluster import Lab
-from hosts import EXTENDER_URL, ControlPlaneHost, node_image
+from lab.cluster import Lab
+from lab.hosts import EXTENDER_URL, ControlPlaneHost, node_image
+from lab.workloads import deploy, placements, scored_events, wait_ready
 
 FLAVOUR = "kubeadm"
 
 
 def run(lab: Lab, replicas: int = 24) -> int:
-    from e2e import deploy, placements, scored_events, wait_ready
-
     if not lab.running().get("kube-apiserver"):
         lab.up()
     lab.stop("kube-scheduler")  # the host's scheduler takes over

@@ -1,4 +1,4 @@
-"""scripts/lab: start, stop and inspect the lab (tests/lab/cluster.py). See docs/lab.md."""
+"""`python -m lab` (scripts/lab): start, stop and inspect the lab. See docs/lab.md."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lab.cluster import Lab
+from lab.components import CORE, PORTS, build_binaries
+from lab.hosts import destroy
+from lab.processes import LabError
 
-from cluster import PORTS, Lab, LabError, build_binaries  # noqa: E402
 
-
-def cmd_up(lab: Lab, args) -> int:
+def cmd_up(lab: Lab, args: argparse.Namespace) -> int:
     if lab.running():
         print(f"lab already up (run dir {lab.run}); `scripts/lab down` to stop it", file=sys.stderr)
         return cmd_status(lab, args)
@@ -24,15 +24,13 @@ def cmd_up(lab: Lab, args) -> int:
     return 0
 
 
-def cmd_down(lab: Lab, args) -> int:
-    from hosts import destroy
-
+def cmd_down(lab: Lab, args: argparse.Namespace) -> int:
     destroy()  # a control-plane host left by `demo` would keep scheduling against nothing
     lab.down()
     return 0
 
 
-def cmd_status(lab: Lab, args) -> int:
+def cmd_status(lab: Lab, args: argparse.Namespace) -> int:
     st = lab.status()
     if getattr(args, "json", False):
         print(json.dumps(st, indent=2))
@@ -49,18 +47,10 @@ def cmd_status(lab: Lab, args) -> int:
                     print(f"  {k:24} {v}")
             else:
                 print(f"{check}: {result}")
-    core = [
-        "etcd",
-        "kube-apiserver",
-        "kube-controller-manager",
-        "kwok",
-        "metrics-server",
-        "load-watcher",
-    ]
-    return 0 if all(st["processes"][n] for n in core) else 3
+    return 0 if all(st["processes"][n] for n in CORE) else 3
 
 
-def cmd_scheduler(lab: Lab, args) -> int:
+def cmd_scheduler(lab: Lab, args: argparse.Namespace) -> int:
     if args.stop:
         print("stopped" if lab.stop("kube-scheduler") else "no kube-scheduler was running")
         return 0
@@ -88,19 +78,19 @@ def cmd_scheduler(lab: Lab, args) -> int:
     return 0
 
 
-def cmd_kubeconfig(lab: Lab, args) -> int:
+def cmd_kubeconfig(lab: Lab, args: argparse.Namespace) -> int:
     print(lab.kubeconfig)
     return 0
 
 
-def cmd_build(lab: Lab, args) -> int:
+def cmd_build(lab: Lab, args: argparse.Namespace) -> int:
     for k, v in build_binaries(args.names).items():
         print(f"{k}={v}")
     return 0
 
 
-def cmd_demo(lab: Lab, args) -> int:
-    from demo import run
+def cmd_demo(lab: Lab, args: argparse.Namespace) -> int:
+    from lab.demo import run
 
     return run(lab, args.replicas)
 
@@ -133,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         "demo", help="up, site.yml on a kubeadm-flavoured host (real scheduler), a workload"
     )
     s.add_argument("--replicas", type=int, default=24)
-    s = sub.add_parser("build", help="build (or find cached) binaries: tests/lab/build")
+    s = sub.add_parser("build", help="build (or find cached) binaries: lab/build")
     s.add_argument("names", nargs="*")
     args = p.parse_args(argv)
     lab = Lab(args.run_dir)
@@ -151,7 +141,3 @@ def main(argv: list[str] | None = None) -> int:
     except LabError as e:
         print(f"lab: error: {e}", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

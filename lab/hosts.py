@@ -1,8 +1,8 @@
 """Control-plane hosts for the lab: podman containers the playbooks treat as k3s or
 kubeadm servers, running the REAL kube-scheduler against the lab's API server.
 
-Each host is the molecule node image (tests/molecule/build-node-image) turned into a
-kubeadm- or k3s-flavoured server by tests/fixtures/nodes/prepare-node.yml. It shares the
+Each host is the node image (lab/nodes/build-node-image, the molecule scenarios boot it too)
+turned into a kubeadm- or k3s-flavoured server by lab/nodes/prepare-node.yml. It shares the
 machine's network namespace (podman --network host), so everything stays on loopback:
 its scheduler reaches the lab API on 127.0.0.1:16443, the extender the role installs
 reads the lab's load-watcher on 127.0.0.1:2020, and the tests reach the extender on
@@ -27,9 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from cluster import port_open
 
-REPO = Path(__file__).resolve().parents[2]
+from lab.cluster import Lab
+from lab.processes import LabError, port_open
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+# The node image's build script and the playbook that makes an image a control-plane host.
+BUILD_NODE_IMAGE = HERE / "nodes" / "build-node-image"
+PREPARE_NODE = HERE / "nodes" / "prepare-node.yml"
 VENV_BIN = Path(sys.executable).parent
 # Where the playbooks' extender listens on each host (roles/loadwise/defaults/main.yml).
 EXTENDER_URL = (
@@ -93,18 +99,20 @@ def destroy(*names: str) -> None:
                        capture_output=True, timeout=120)  # fmt: skip
 
 
-def node_image() -> str:
+def node_image(env: dict[str, str] | None = None) -> str:
+    """Build the node image unless it exists (needs root, podman, debootstrap); its tag."""
     proc = subprocess.run(
-        [str(REPO / "tests/molecule/build-node-image")], capture_output=True, text=True, timeout=900
+        [str(BUILD_NODE_IMAGE)], capture_output=True, text=True, timeout=900, env=env
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    if proc.returncode != 0:
+        raise LabError(f"{BUILD_NODE_IMAGE} failed:\n{proc.stderr[-3000:]}")
     return proc.stdout.strip().splitlines()[-1]
 
 
 class ControlPlaneHost:
     """One podman container playing a control-plane node of the given flavour."""
 
-    def __init__(self, flavour: str, image: str, lab, workdir: Path) -> None:
+    def __init__(self, flavour: str, image: str, lab: Lab, workdir: Path) -> None:
         self.flavour = flavour
         self.image = image
         self.lab = lab
@@ -195,7 +203,7 @@ class ControlPlaneHost:
         env["K8S_AUTH_KUBECONFIG"] = self.lab.kubeconfig
         return env
 
-    def playbook(self, playbook: str, *args: str, extra: dict | None = None,
+    def playbook(self, playbook: str, *args: str, extra: dict[str, object] | None = None,
                  timeout: float = 900) -> PlaybookRun:  # fmt: skip
         argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(REPO / playbook),
                 *args]  # fmt: skip
@@ -211,7 +219,7 @@ class ControlPlaneHost:
 
     def prepare(self, kube_scheduler: str) -> PlaybookRun:
         return self.playbook(
-            "tests/fixtures/nodes/prepare-node.yml",
+            str(PREPARE_NODE.relative_to(REPO)),
             extra={
                 "loadwise_test_flavour": self.flavour,
                 "loadwise_test_kube_scheduler": kube_scheduler,

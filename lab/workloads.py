@@ -1,0 +1,168 @@
+"""Workloads on the lab, placed by whichever kube-scheduler runs and counted through the
+real API server; and the extender's readiness, which a placement waits for.
+
+Used by `scripts/lab demo` (lab/demo.py) and the end-to-end tests (tests/lab/).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from extender.kubeobjects import container, pod_template
+from lab.cluster import Lab
+from lab.fakenodes import USAGE_CPU, USAGE_MEMORY
+
+
+def http_get(url: str, timeout: float = 2) -> tuple[int, str]:
+    """(status, body) of a GET; status 0 and the error's text when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            status: int = r.status
+            return status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:
+        return 0, str(exc)
+
+
+def wait_ready(
+    extender_url: str, timeout: float = 150, died: Callable[[], str | None] = lambda: None
+) -> str:
+    """Wait until an extender's /readyz says 200 and return its body. The first load
+    document can take a minute (load-watcher collects once a minute); ``died`` names a
+    reason to stop waiting early (the process exited)."""
+    deadline, body = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        if reason := died():
+            raise AssertionError(reason)
+        status, body = http_get(f"{extender_url}/readyz")
+        if status == 200:
+            return body.strip()
+        time.sleep(1)
+    raise TimeoutError(f"extender at {extender_url} not ready after {timeout:.0f} s: {body}")
+
+
+def apps(lab: Lab) -> Any:
+    """A kubernetes.client.AppsV1Api with the lab's admin identity."""
+    from kubernetes import client
+
+    return client.AppsV1Api(lab.api_client())
+
+
+def deploy(
+    lab: Lab,
+    name: str,
+    replicas: int,
+    *,
+    cpu: str = "100m",
+    memory: str = "128Mi",
+    usage_cpu: str = "100m",
+    usage_memory: str = "160Mi",
+    namespace: str = "default",
+) -> None:
+    """A Deployment `name` of `replicas` pods requesting cpu/memory, each using (as kwok
+    reports it) usage_cpu/usage_memory, kept on the lab's kwok nodes."""
+    labels = {"app": name}
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": pod_template(
+                containers=[
+                    container(
+                        "app",
+                        image="registry.invalid/app:1",
+                        requests={"cpu": cpu, "memory": memory},
+                    )
+                ],
+                labels=labels,
+                annotations={USAGE_CPU: usage_cpu, USAGE_MEMORY: usage_memory},
+                # kwok nodes carry no taints; keep pods off anything that is not a lab node
+                node_selector={"type": "kwok"},
+            ),
+        },
+    }
+    apps(lab).create_namespaced_deployment(namespace, body)
+
+
+def placements(
+    lab: Lab, name: str, replicas: int, timeout: float = 180, namespace: str = "default"
+) -> Counter[str]:
+    """Pods of deployment `name` per node, once `replicas` of them are bound."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = lab.core().list_namespaced_pod(namespace, label_selector=f"app={name}").items
+        bound: list[str] = [p.spec.node_name for p in pods if p.spec.node_name]
+        if len(bound) >= replicas:
+            return Counter(bound)
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"only {len(bound)}/{replicas} pods of {name} bound: {Counter(bound)}"
+            )
+        time.sleep(1)
+
+
+def delete(lab: Lab, name: str, namespace: str = "default") -> None:
+    """Delete deployment `name` and wait until its pods are gone."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        apps(lab).delete_namespaced_deployment(
+            name, namespace, propagation_policy="Foreground", grace_period_seconds=0
+        )
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+    deadline = time.monotonic() + 120
+    while lab.core().list_namespaced_pod(namespace, label_selector=f"app={name}").items:
+        for pod in lab.core().list_namespaced_pod(namespace, label_selector=f"app={name}").items:
+            with contextlib.suppress(ApiException):
+                lab.core().delete_namespaced_pod(
+                    pod.metadata.name, namespace, grace_period_seconds=0
+                )
+        assert time.monotonic() < deadline, f"pods of {name} never went away"
+        time.sleep(1)
+
+
+def place(lab: Lab, name: str, replicas: int, **kw: Any) -> Counter[str]:
+    """Deploy `replicas` pods, wait until all are bound, delete them; where they went."""
+    deploy(lab, name, replicas, **kw)
+    try:
+        return placements(lab, name, replicas)
+    finally:
+        delete(lab, name)
+
+
+def scored_events(
+    lab: Lab,
+    prefix: str,
+    *,
+    since: float = 0.0,
+    namespace: str = "default",
+    at_least: int = 1,
+    timeout: float = 20,
+) -> list[Any]:
+    """The extender's LoadwiseScored Events for pods named ``prefix-*``, oldest first,
+    created after ``since`` (epoch seconds; Events outlive their pods). The extender posts
+    them in the background, so this waits up to ``timeout`` for ``at_least`` of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        events = lab.core().list_namespaced_event(namespace, field_selector="reason=LoadwiseScored")
+        found = [
+            e
+            for e in sorted(events.items, key=lambda e: e.metadata.creation_timestamp)
+            if e.involved_object.name.startswith(f"{prefix}-")
+            and e.metadata.creation_timestamp.timestamp() >= since - 1
+        ]
+        if len(found) >= at_least or time.monotonic() > deadline:
+            return found
+        time.sleep(1)
