@@ -19,7 +19,7 @@ test: setup
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 unit: setup
-	$(PY) -m pytest tests/unit
+	$(PY) -m pytest tests/extender tests/tui tests/ansible -m "not molecule"
 
 lint: setup
 	$(VENV)/bin/ruff check extender tui lab tests benchmarks

@@ -1,6 +1,6 @@
 """The loadwise_scheduler_config role's filter plugin, run as plain Python (no Ansible, no host).
 
-The kubeadm manifest is tests/fixtures/nodes/kube-scheduler.yaml, the shape `kubeadm init`
+The kubeadm manifest is lab/nodes/kube-scheduler.yaml, the shape `kubeadm init`
 writes (the molecule nodes run it); the ClusterConfigurations are the shapes kubeadm stores
 in kube-system/kubeadm-config (v1beta3: extraArgs a map, v1beta4: a list of name/value).
 """
@@ -18,7 +18,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "roles/loadwise_scheduler_config/filter_plugins/loadwise_manifest.py"
-MANIFEST = ROOT / "tests/fixtures/nodes/kube-scheduler.yaml"
+MANIFEST = ROOT / "lab/nodes/kube-scheduler.yaml"
 CONFIG = "/etc/kubernetes/loadwise-scheduler-config.yaml"
 SHA = "0" * 63 + "1"
 VOLUME = "loadwise-scheduler-config"

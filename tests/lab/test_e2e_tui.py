@@ -10,8 +10,8 @@ import pytest
 from lab import delete, deploy, placements
 from tests.lab.e2e import HOT, restart_scheduler, scheduler_config
 from tui.app import make_app
-from tui.kube import KubernetesSource, load_api_client
 from tui.screens import MainScreen
+from tui.sources.kubernetes import KubernetesSource, load_api_client
 from tui.widgets import NodesTable
 
 pytestmark = pytest.mark.lab
