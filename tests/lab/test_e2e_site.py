@@ -196,7 +196,8 @@ def test_site_rewires_the_real_scheduler_and_installs_the_cluster_side(host, lab
 
 
 def test_the_scheduler_calls_the_extender_and_avoids_the_hog(host, lab):
-    """Seed 000 through the playbook's wiring: a 30-replica Deployment, none on the hog."""
+    """Through the playbook's wiring: a 30-replica Deployment, none on the node whose memory
+    a hog no pod requests fills."""
     wait_ready(EXTENDER_URL)
     before = request_count(EXTENDER_URL, "prioritize"), request_count(EXTENDER_URL, "filter")
     where = place(lab, f"site-{host.flavour}", 30)

@@ -14,14 +14,12 @@ captured from a live cluster; the lab tests cover the live side.
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE.parents[2]))
+from tui.sources.synthetic import synthetic_cluster
 
-from tui.sources.synthetic import synthetic_cluster  # noqa: E402
+HERE = Path(__file__).parent
 
 NOW = datetime(2026, 5, 4, 10, 30, 0, tzinfo=UTC)
 
