@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from lab import components
+import lab.components as components
 from lab.components import COMPONENTS, CORE, PORTS, build_binaries
 from lab.fakenodes import (
     DEFAULT_NODES,
