@@ -105,7 +105,7 @@ def overrides_from(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 async def serve(settings: Settings) -> None:
-    from .server import make_app
+    from .server import HEADER_DEADLINE_SECONDS, make_app
     from .wiring import build_extender
 
     ext = build_extender(settings)
@@ -116,7 +116,9 @@ async def serve(settings: Settings) -> None:
             "percentages and a pod cannot be weighed against a node's size"
         )
     app = make_app(ext)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, keepalive_timeout=HEADER_DEADLINE_SECONDS
+    )
     await runner.setup()
     host, port = settings.host_port
     site = web.TCPSite(runner, host, port, reuse_address=True)

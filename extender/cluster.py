@@ -20,7 +20,7 @@ from typing import Protocol, TypeVar
 import msgspec
 
 from .estimate import EstimatorArgs, TLPArgs, estimate_usage, predict_tlp_cpu
-from .model import NodeInfo, Usage
+from .model import NodeInfo, Usage, usable_node_info
 from .nodestate import ClusterFacts
 from .reflector import ListWatchClient, Reflector
 from .wire import Node, Pod
@@ -124,14 +124,16 @@ class ClusterWatch:
     # -- write side (applied on the loop thread) --------------------------------
 
     def _set_nodes(self, nodes: list[Node]) -> None:
-        self.nodes = {n.metadata.name: NodeInfo.from_node(n) for n in nodes}
+        infos = {n.metadata.name: usable_node_info(n) for n in nodes}
+        self.nodes = {name: info for name, info in infos.items() if info is not None}
         self.nodes_synced = True
 
     def _node_event(self, kind: str, node: Node) -> None:
-        if kind == "DELETED":
+        info = None if kind == "DELETED" else usable_node_info(node)
+        if info is None:  # gone, or of unusable size: unknown (logged)
             self.nodes.pop(node.metadata.name, None)
         else:
-            self.nodes[node.metadata.name] = NodeInfo.from_node(node)
+            self.nodes[node.metadata.name] = info
 
     def _set_pods(self, pods: list[Pod]) -> None:
         gone = set(self._pods)

@@ -6,21 +6,26 @@ apply:
 - :func:`estimate_usage` follows Koordinator's default estimator
   (pkg/scheduler/plugins/loadaware/estimator/default_estimator.go): the larger of
   limit and request, scaled by a factor (cpu 85 %, memory 70 %), capped at the
-  limit; a pod that declares nothing is assumed to use 250m and 200Mi.
+  limit; a pod that declares nothing is assumed to use 250m and 200Mi. Its
+  request and limit are the pod's as Kubernetes computes them (:func:`pod_amounts`:
+  sidecars, init containers, pod-level resources, overhead).
 - :func:`predict_tlp_cpu` is Trimaran TargetLoadPacking's PredictUtilisation:
   the CPU limit, else the request times a multiplier (1.5), else 1000m, per
-  container, plus the pod overhead.
+  container of ``spec.containers`` (Trimaran reads no init container), plus the
+  pod overhead.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import msgspec
 
+from .exceptions import QuantityError
 from .model import NodeState, Usage
 from .quantity import cpu_millis, memory_bytes
-from .wire import Container, Pod
+from .wire import Container, Pod, QuantityValue
 
 __all__ = [
     "CPU_FACTOR",
@@ -30,13 +35,16 @@ __all__ = [
     "TLP_DEFAULT_CPU_MILLIS",
     "TLP_REQUESTS_MULTIPLIER",
     "TLP_TARGET_UTILIZATION",
+    "Amounts",
     "Demand",
+    "check_pod",
     "demand_after",
     "EstimatorArgs",
     "PodFacts",
     "TLPArgs",
     "estimate_usage",
     "go_round",
+    "pod_amounts",
     "pod_facts",
     "pod_limits",
     "pod_requests",
@@ -52,38 +60,112 @@ def go_round(x: float) -> int:
     return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
 
 
-def _container_value(container: Container, kind: str, resource: str) -> int:
+Amounts = dict[str, int]
+"""Parsed cpu (millicores) and memory (bytes); a resource not declared is absent."""
+
+RESOURCES = ("cpu", "memory")
+RESTART_ALWAYS = "Always"
+
+
+def _parse(values: Mapping[str, QuantityValue] | None, path: str) -> Amounts:
+    """The cpu and memory in a requests/limits/overhead map, each checked by
+    ``cpu_millis``/``memory_bytes``; a QuantityError names the field (``path.cpu``)."""
+    out: Amounts = {}
+    if not values:
+        return out
+    for resource in RESOURCES:
+        if resource in values:
+            parse = cpu_millis if resource == "cpu" else memory_bytes
+            try:
+                out[resource] = parse(values[resource])
+            except QuantityError as exc:
+                raise QuantityError(f"{path}.{resource}: {exc}") from None
+    return out
+
+
+def _add(into: Amounts, more: Amounts) -> None:
+    for name, value in more.items():
+        into[name] = into.get(name, 0) + value
+
+
+def _max(into: Amounts, other: Amounts) -> None:
+    for name, value in other.items():
+        if name not in into or value > into[name]:
+            into[name] = value
+
+
+def _container(container: Container, kind: str, path: str) -> Amounts:
     res = container.resources
     if res is None:
-        return 0
-    values = res.requests if kind == "requests" else res.limits
-    if not values or resource not in values:
-        return 0
-    parse = cpu_millis if resource == "cpu" else memory_bytes
-    return parse(values[resource])
+        return {}
+    return _parse(res.requests if kind == "requests" else res.limits, f"{path}.resources.{kind}")
 
 
-def _overhead(pod: Pod, resource: str) -> int:
-    overhead = pod.spec.overhead or {}
-    if resource not in overhead:
-        return 0
-    return (cpu_millis if resource == "cpu" else memory_bytes)(overhead[resource])
+def pod_amounts(pod: Pod, kind: str) -> Amounts:
+    """The pod's effective ``requests`` or ``limits`` of cpu and memory, computed as
+    Kubernetes does (k8s.io/component-helpers/resource helpers.go ``PodRequests`` and
+    ``PodLimits``, the rule the scheduler's NodeResourcesFit uses; the Kubernetes docs
+    "Sidecar containers", section "Resource sharing within containers", state it):
+
+    1. Sum over ``spec.containers``.
+    2. Init containers in order. A native sidecar (``restartPolicy: Always``) keeps
+       running, so it is added to that sum *and* to a running total of the sidecars
+       started so far. While init container *i* runs, the pod uses its own amount
+       plus every sidecar started before it (a sidecar's own step counts the sidecars
+       up to and including it). The pod's amount is the larger of the sum and the
+       largest of these steps, per resource.
+    3. Pod-level ``spec.resources`` (PodLevelResources): a cpu or memory value set there
+       replaces the container total for that resource (limits likewise).
+    4. ``spec.overhead`` is added: to requests always, to limits only where the pod
+       has a non-zero limit for that resource.
+
+    A resource nobody declares is absent from the result (no limit is not 0).
+    Raises QuantityError naming the field (``pod.spec.containers[0].resources.requests.cpu``)
+    for an amount that is garbage, negative, not finite or beyond int64.
+    """
+    spec = pod.spec
+    total: Amounts = {}
+    for i, container in enumerate(spec.containers or ()):
+        _add(total, _container(container, kind, f"pod.spec.containers[{i}]"))
+    sidecars: Amounts = {}
+    init_peak: Amounts = {}
+    for i, container in enumerate(spec.initContainers or ()):
+        own = _container(container, kind, f"pod.spec.initContainers[{i}]")
+        if container.restartPolicy == RESTART_ALWAYS:
+            _add(total, own)
+            _add(sidecars, own)
+            step = dict(sidecars)
+        else:
+            step = dict(own)
+            _add(step, sidecars)
+        _max(init_peak, step)
+    _max(total, init_peak)
+    if spec.resources is not None:
+        pod_level = spec.resources.requests if kind == "requests" else spec.resources.limits
+        total.update(_parse(pod_level, f"pod.spec.resources.{kind}"))
+    overhead = _parse(spec.overhead, "pod.spec.overhead")
+    for name, value in overhead.items():
+        if kind == "requests" or total.get(name):
+            total[name] = total.get(name, 0) + value
+    return total
+
+
+def check_pod(pod: Pod) -> None:
+    """Parse every cpu and memory amount the estimators read, so that a request
+    whose Pod holds an unusable one is refused before any decision (QuantityError
+    names the field)."""
+    pod_amounts(pod, "requests")
+    pod_amounts(pod, "limits")
 
 
 def pod_requests(pod: Pod, resource: str) -> int:
-    """The pod's effective request: sum over containers, at least each init
-    container's, plus overhead (kube-scheduler's computation)."""
-    total = sum(_container_value(c, "requests", resource) for c in pod.spec.containers or ())
-    for init in pod.spec.initContainers or ():
-        total = max(total, _container_value(init, "requests", resource))
-    return total + _overhead(pod, resource)
+    """The pod's effective request of ``resource`` (see ``pod_amounts``), 0 if none."""
+    return pod_amounts(pod, "requests").get(resource, 0)
 
 
 def pod_limits(pod: Pod, resource: str) -> int:
-    total = sum(_container_value(c, "limits", resource) for c in pod.spec.containers or ())
-    for init in pod.spec.initContainers or ():
-        total = max(total, _container_value(init, "limits", resource))
-    return total + (_overhead(pod, resource) if total else 0)
+    """The pod's effective limit of ``resource`` (see ``pod_amounts``), 0 if none."""
+    return pod_amounts(pod, "limits").get(resource, 0)
 
 
 # Koordinator's estimator defaults: a pod uses this percentage of its request/limit.
@@ -114,16 +196,17 @@ def _estimate_one(request: int, limit: int, factor: float, default: int) -> int:
 
 def estimate_usage(pod: Pod, args: EstimatorArgs | None = None) -> Usage:
     args = args or EstimatorArgs()
+    return _estimate(pod_amounts(pod, "requests"), pod_amounts(pod, "limits"), args)
+
+
+def _estimate(requests: Amounts, limits: Amounts, args: EstimatorArgs) -> Usage:
     return Usage(
         cpu_millis=_estimate_one(
-            pod_requests(pod, "cpu"),
-            pod_limits(pod, "cpu"),
-            args.cpu_factor,
-            args.default_cpu_millis,
+            requests.get("cpu", 0), limits.get("cpu", 0), args.cpu_factor, args.default_cpu_millis
         ),
         memory_bytes=_estimate_one(
-            pod_requests(pod, "memory"),
-            pod_limits(pod, "memory"),
+            requests.get("memory", 0),
+            limits.get("memory", 0),
             args.memory_factor,
             args.default_memory_bytes,
         ),
@@ -139,16 +222,17 @@ class TLPArgs(msgspec.Struct, frozen=True):
 def predict_tlp_cpu(pod: Pod, args: TLPArgs | None = None) -> int:
     args = args or TLPArgs()
     total = 0
-    for container in pod.spec.containers or ():
-        limit = _container_value(container, "limits", "cpu")
-        request = _container_value(container, "requests", "cpu")
+    for i, container in enumerate(pod.spec.containers or ()):
+        path = f"pod.spec.containers[{i}]"
+        limit = _container(container, "limits", path).get("cpu", 0)
+        request = _container(container, "requests", path).get("cpu", 0)
         if limit:
             total += limit
         elif request:
             total += go_round(request * args.requests_multiplier)
         else:
             total += args.default_cpu_millis
-    return total + _overhead(pod, "cpu")
+    return total + _parse(pod.spec.overhead, "pod.spec.overhead").get("cpu", 0)
 
 
 class PodFacts(msgspec.Struct, frozen=True):
@@ -166,14 +250,15 @@ class PodFacts(msgspec.Struct, frozen=True):
 def pod_facts(
     pod: Pod, estimator: EstimatorArgs | None = None, tlp: TLPArgs | None = None
 ) -> PodFacts:
+    requests = pod_amounts(pod, "requests")
     return PodFacts(
         key=pod.key,
         name=pod.metadata.name,
         namespace=pod.metadata.namespace,
-        usage=estimate_usage(pod, estimator),
+        usage=_estimate(requests, pod_amounts(pod, "limits"), estimator or EstimatorArgs()),
         tlp_cpu_millis=predict_tlp_cpu(pod, tlp),
-        cpu_request_millis=pod_requests(pod, "cpu"),
-        memory_request_bytes=pod_requests(pod, "memory"),
+        cpu_request_millis=requests.get("cpu", 0),
+        memory_request_bytes=requests.get("memory", 0),
     )
 
 

@@ -8,7 +8,8 @@
     ├── QuantityError              a string that is not a Kubernetes quantity
     ├── KubeError                  the Kubernetes API failed or refused (.status) exit 3
     ├── SourceError                the load source could not be read or made no sense
-    └── WireError                  a request body that is not an ExtenderArgs    HTTP 400
+    └── WireError                  a request the extender cannot answer          HTTP 4xx
+                                   (.status, .reason: the metrics label)
 
 The exit codes are what ``loadwise-extender`` returns when the error stops it from
 starting (see ``cli.EXIT_CODES`` and docs/contracts.md); at run time the same errors
@@ -71,5 +72,17 @@ class SourceError(LoadwiseError):
 
 
 class WireError(LoadwiseError, ValueError):
-    """A request body that is not a valid ExtenderArgs document; answered with HTTP
-    400 and the reason, so a misconfigured scheduler sees what is wrong."""
+    """A request the extender cannot answer: a body that is not a valid ExtenderArgs
+    document (not JSON, not UTF-8, nested too deep, a wrong type, an unusable
+    quantity in the Pod), too large or too slow to arrive. Answered with HTTP
+    ``status`` (400 unless said otherwise) and ``{"Error": message}``; ``reason`` is a
+    short fixed word for the ``loadwise_extender_client_errors_total`` label and the
+    rate-limited log line. kube-scheduler never reads the body of a non-200 answer
+    (k8s.io/kubernetes pkg/scheduler/extender.go ``send``), so the log line is where
+    an operator sees the message.
+    """
+
+    def __init__(self, message: str, *, reason: str = "invalid", status: int = 400) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.status = status

@@ -67,6 +67,12 @@ class Metrics:
         )
         self.load_age.set(-1)
         self.load_stale.set(1)
+        self.client_errors = Counter(
+            "loadwise_extender_client_errors_total",
+            "Requests refused as the caller's mistake (4xx), by verb, status and reason.",
+            ["verb", "status", "reason"],
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

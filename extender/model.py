@@ -1,18 +1,32 @@
 """What the extender knows about nodes: their size, their measured load, and the
-state a policy scores. Frozen msgspec structs (cheap to build on the request path); no I/O here."""
+state a policy scores. Frozen msgspec structs (cheap to build on the request path); no I/O
+here but the rate-limited warning about a Node whose size is unusable."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import msgspec
 
 from .exceptions import QuantityError
-from .quantity import cpu_millis, memory_bytes
+from .quantity import cpu_millis, memory_bytes, shown
+from .throttle import LogThrottle
 from .wire import Node
 
-__all__ = ["Amount", "LoadSnapshot", "NodeInfo", "NodeLoad", "NodeState", "ResourceLoad", "Usage"]
+__all__ = [
+    "Amount",
+    "LoadSnapshot",
+    "NodeInfo",
+    "NodeLoad",
+    "NodeState",
+    "ResourceLoad",
+    "Usage",
+    "usable_node_info",
+]
+
+log = logging.getLogger("loadwise.extender.model")
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -38,11 +52,16 @@ class NodeInfo(msgspec.Struct, frozen=True):
 
     @classmethod
     def from_node(cls, node: Node) -> NodeInfo:
+        """The node's size; a value missing is 0. Raises QuantityError naming the
+        field (``status.capacity.cpu``) for one present but unusable: garbage,
+        negative, not finite or beyond int64 (see ``quantity``)."""
         capacity = node.status.capacity or {}
         allocatable = node.status.allocatable or capacity
+        where = "allocatable" if node.status.allocatable else "capacity"
 
         def get(
             values: Mapping[str, str | int | float],
+            path: str,
             key: str,
             parse: Callable[[str | int | float], int],
         ) -> int:
@@ -50,19 +69,44 @@ class NodeInfo(msgspec.Struct, frozen=True):
             if value is None:
                 return 0
             try:
-                return int(parse(value))
-            except QuantityError:
-                return 0
+                return parse(value)
+            except QuantityError as exc:
+                raise QuantityError(f"status.{path}.{key}: {exc}") from None
 
         return cls(
             name=node.metadata.name,
-            cpu_capacity_millis=get(capacity, "cpu", cpu_millis),
-            memory_capacity_bytes=get(capacity, "memory", memory_bytes),
-            cpu_allocatable_millis=get(allocatable, "cpu", cpu_millis),
-            memory_allocatable_bytes=get(allocatable, "memory", memory_bytes),
-            pods_allocatable=get(allocatable, "pods", memory_bytes),
+            cpu_capacity_millis=get(capacity, "capacity", "cpu", cpu_millis),
+            memory_capacity_bytes=get(capacity, "capacity", "memory", memory_bytes),
+            cpu_allocatable_millis=get(allocatable, where, "cpu", cpu_millis),
+            memory_allocatable_bytes=get(allocatable, where, "memory", memory_bytes),
+            pods_allocatable=get(allocatable, where, "pods", memory_bytes),
             unschedulable=node.spec.unschedulable,
         )
+
+
+_unusable_log = LogThrottle(60.0)
+
+
+def usable_node_info(node: Node) -> NodeInfo | None:
+    """``NodeInfo.from_node``, or None when the Node's own capacity or allocatable
+    is unusable: the node is then treated as one of unknown size (scored on its
+    measured percentages, like a node the extender has no Node object for), the
+    other nodes are scored as usual, and a WARNING says why (at most once a minute
+    per node). The Node object is the cluster's data, not the scheduler's request,
+    so the request is still answered with 200."""
+    try:
+        return NodeInfo.from_node(node)
+    except QuantityError as exc:
+        name = node.metadata.name
+        held = _unusable_log.allow(name)
+        if held is not None:
+            log.warning(
+                "node %s: %s; scoring it as a node of unknown size%s",
+                shown(name),
+                exc,
+                f" ({held} more times since the last line)" if held else "",
+            )
+        return None
 
 
 class ResourceLoad(msgspec.Struct, frozen=True):

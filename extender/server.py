@@ -2,16 +2,28 @@
 
 Two rules shape every handler:
 
-- Malformed input is the caller's problem: a 4xx with a message that names it
-  (not JSON, no Pod, a wrong type at a JSON path, a body over the limit), and
-  the server keeps serving.
+- Malformed input is the caller's problem: a 4xx with ``{"Error": message}`` naming
+  it (not JSON, not UTF-8, nested too deep, no Pod, a wrong type at a JSON path, an
+  unusable quantity in the Pod, a body over the limit or too slow to arrive, an
+  unknown path or method), logged at WARNING (at most one line per reason a
+  minute: kube-scheduler never reads the body of a non-200 answer) and counted in
+  ``loadwise_extender_client_errors_total``; the server keeps serving.
 - Our own failure must never block scheduling: an unexpected error inside a
-  decision is logged and counted, and the answer falls back to "every node
-  passes" (filter) or equal scores (prioritize).
+  decision is logged and counted as ``internal``, and the answer falls back to
+  "every node passes" (filter) or equal scores (prioritize).
+
+Slow clients: the body must arrive within ``body_deadline`` seconds of the handler
+starting (else 408 and the connection is closed). For the header, serve with
+``web.AppRunner(..., keepalive_timeout=HEADER_DEADLINE_SECONDS)``: aiohttp arms that
+timer when a connection opens and after each answer, and closes a connection that
+has not sent a whole request header by then (aiohttp web_protocol.py).
+kube-scheduler gives an extender call 5 s in all (``httpTimeout`` default,
+pkg/scheduler/apis/config), so 10 s for each is generous for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,41 +32,120 @@ from typing import TypeVar
 from aiohttp import web
 from prometheus_client import Histogram
 
-from .exceptions import WireError
+from .estimate import check_pod
+from .exceptions import QuantityError, WireError
 from .service import Extender
+from .throttle import LogThrottle
 from .wire import ExtenderArgs, PrioritizeArgs, decode_args, encode
 
-__all__ = ["EXTENDER_KEY", "make_app"]
+__all__ = [
+    "BODY_DEADLINE_SECONDS",
+    "EXTENDER_KEY",
+    "HEADER_DEADLINE_SECONDS",
+    "make_app",
+]
 
 log = logging.getLogger("loadwise.extender.server")
 
 EXTENDER_KEY = web.AppKey("extender", Extender)
+_THROTTLE_KEY = web.AppKey("client_error_log", LogThrottle)
+_DEADLINE_KEY = web.AppKey("body_deadline", float)
 _JSON = "application/json"
+HEADER_DEADLINE_SECONDS = 10.0
+BODY_DEADLINE_SECONDS = 10.0
+_LOG_CHARS = 300
 
 A = TypeVar("A", ExtenderArgs, PrioritizeArgs)
+
+# aiohttp's own refusals, raised before or around a handler: status -> metrics reason
+_HTTP_REASONS = {
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+}
 
 
 def _error(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=encode({"Error": message}), content_type=_JSON)
 
 
-async def _read_body(request: web.Request, verb: str, ext: Extender) -> bytes:
+def _verb(request: web.Request) -> str:
+    last = request.path.rsplit("/", 1)[-1]
+    return last if last in ("filter", "prioritize") else "other"
+
+
+def _refuse(request: web.Request, status: int, reason: str, message: str) -> web.Response:
+    """Answer a client error: count it, log it (rate-limited), JSON body."""
+    verb = _verb(request)
+    request.app[EXTENDER_KEY].metrics.client_errors.labels(verb, str(status), reason).inc()
+    held = request.app[_THROTTLE_KEY].allow(f"{verb}:{reason}")
+    if held is not None:
+        text = message if len(message) <= _LOG_CHARS else message[:_LOG_CHARS] + "..."
+        log.warning(
+            "%s %s from %s answered %d (%s): %s%s",
+            request.method,
+            request.path[:100],
+            request.remote,
+            status,
+            reason,
+            text,
+            f" [{held} more {reason} answers since the last line]" if held else "",
+        )
+    return _error(status, message)
+
+
+@web.middleware
+async def _json_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """aiohttp's own 404/405/413 (and any other HTTP error it raises) as JSON."""
     try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        ext.metrics.errors.labels(verb, "too_large").inc()
-        raise
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        if exc.status == 404:
+            message = f"no such endpoint: {request.method} {request.path[:100]}"
+        elif isinstance(exc, web.HTTPMethodNotAllowed):
+            allowed = ", ".join(sorted(exc.allowed_methods))
+            message = f"method {request.method} not allowed on {request.path}; use {allowed}"
+        elif exc.status == 413:
+            limit = request.app[EXTENDER_KEY].settings.max_body_bytes
+            message = f"request body larger than {limit} bytes"
+        else:
+            message = exc.text or exc.reason
+        return _refuse(request, exc.status, _HTTP_REASONS.get(exc.status, "http"), message)
+
+
+async def _read_body(request: web.Request) -> bytes:
+    deadline = request.app[_DEADLINE_KEY]
+    try:
+        async with asyncio.timeout(deadline):
+            body = await request.read()
+    except TimeoutError:
+        raise WireError(
+            f"request body not received within {deadline:g} s", reason="body_timeout", status=408
+        ) from None
     if not body:
-        raise WireError("empty request body; expected ExtenderArgs JSON")
+        raise WireError("empty request body; expected ExtenderArgs JSON", reason="empty")
     return body
 
 
+def _checked(args: A) -> A:
+    assert args.pod is not None  # decode_args refuses a request without one
+    try:
+        check_pod(args.pod)
+    except QuantityError as exc:
+        raise WireError(str(exc), reason="bad_quantity") from None
+    return args
+
+
 def _filter_args(body: bytes) -> ExtenderArgs:
-    return decode_args(body, raw_nodes=True)
+    return _checked(decode_args(body, raw_nodes=True))
 
 
 def _prioritize_args(body: bytes) -> PrioritizeArgs:
-    return decode_args(body, raw_nodes=False)
+    return _checked(decode_args(body, raw_nodes=False))
 
 
 def _handler(
@@ -65,6 +156,12 @@ def _handler(
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     latency: Histogram | None = None
 
+    def refuse(request: web.Request, exc: WireError) -> web.Response:
+        response = _refuse(request, exc.status, exc.reason, str(exc))
+        if exc.status == 408:
+            response.force_close()  # the rest of the body may still be on its way
+        return response
+
     async def handle(request: web.Request) -> web.Response:
         nonlocal latency
         ext = request.app[EXTENDER_KEY]
@@ -72,15 +169,13 @@ def _handler(
             latency = ext.metrics.request_seconds.labels(verb)
         started = time.perf_counter()
         try:
-            args = decode(await _read_body(request, verb, ext))
+            args = decode(await _read_body(request))
         except WireError as exc:
-            ext.metrics.errors.labels(verb, "bad_request").inc()
-            return _error(400, str(exc))
+            return refuse(request, exc)
         try:
             result = answer(ext, args)
         except WireError as exc:
-            ext.metrics.errors.labels(verb, "bad_request").inc()
-            return _error(400, str(exc))
+            return refuse(request, exc)
         except Exception:
             # The fail-open boundary: whatever goes wrong in a decision, the scheduler
             # gets an answer that changes nothing, and the bug is logged and counted.
@@ -89,7 +184,7 @@ def _handler(
             try:
                 result = fallback(ext, args)
             except WireError as exc:
-                return _error(400, str(exc))
+                return refuse(request, exc)
         body = encode(result)
         latency.observe(time.perf_counter() - started)
         return web.Response(body=body, content_type=_JSON)
@@ -115,13 +210,19 @@ async def _metrics(request: web.Request) -> web.Response:
     )
 
 
-async def _not_found(request: web.Request) -> web.Response:
-    return _error(404, f"no such endpoint: {request.method} {request.path}")
-
-
-def make_app(ext: Extender, *, manage_lifecycle: bool = True) -> web.Application:
-    app = web.Application(client_max_size=ext.settings.max_body_bytes)
+def make_app(
+    ext: Extender,
+    *,
+    manage_lifecycle: bool = True,
+    body_deadline: float = BODY_DEADLINE_SECONDS,
+    log_interval: float = 60.0,
+) -> web.Application:
+    """The extender's aiohttp application; serve it with
+    ``keepalive_timeout=HEADER_DEADLINE_SECONDS`` (see the module docstring)."""
+    app = web.Application(client_max_size=ext.settings.max_body_bytes, middlewares=[_json_errors])
     app[EXTENDER_KEY] = ext
+    app[_THROTTLE_KEY] = LogThrottle(log_interval)
+    app[_DEADLINE_KEY] = body_deadline
     app.router.add_post(
         "/scheduler/filter",
         _handler("filter", _filter_args, Extender.filter, Extender.fallback_filter),

@@ -23,7 +23,7 @@ from .events import Decision, EventRecorder
 from .fastpath import LeastUsedFastPath
 from .ledger import REPORT_INTERVAL_SECONDS, Ledger
 from .metrics import Metrics
-from .model import NodeInfo, NodeState
+from .model import NodeInfo, NodeState, usable_node_info
 from .nodestate import build_states
 from .policies import MAX_SCORE, Policy, make_policy, to_extender_priority
 from .sources import LoadSource, Refresher
@@ -153,8 +153,10 @@ class Extender:
 
     # -- the answers ----------------------------------------------------------------
 
-    def _info(self, node: Node) -> NodeInfo:
-        """NodeInfo for a Node object, reused while its resourceVersion is unchanged."""
+    def _info(self, node: Node) -> NodeInfo | None:
+        """NodeInfo for a Node object, reused while its resourceVersion is unchanged;
+        None when its size is unusable (``usable_node_info``: that node is of unknown
+        size, the others are not affected)."""
         meta = node.metadata
         cached = self._seen.get(meta.name)
         if (
@@ -163,7 +165,10 @@ class Extender:
             and self._seen_rv.get(meta.name) == meta.resourceVersion
         ):
             return cached
-        info = NodeInfo.from_node(node)
+        info = usable_node_info(node)
+        if info is None:
+            self._seen.pop(meta.name, None)
+            return None
         self._seen[meta.name] = info
         self._seen_rv[meta.name] = meta.resourceVersion
         return info
@@ -175,8 +180,9 @@ class Extender:
             for item in args.nodes.items:
                 node = item if isinstance(item, Node) else decode_node(item)
                 info = self._info(node)
-                names.append(info.name)
-                infos[info.name] = info
+                names.append(node.metadata.name)
+                if info is not None:
+                    infos[info.name] = info
             return names, infos
         names = list(args.node_names or [])
         known = self.cluster.nodes if self.cluster is not None else {}

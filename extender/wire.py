@@ -13,7 +13,7 @@ very objects it was given.
 
 from __future__ import annotations
 
-from typing import Literal, overload
+from typing import Literal, TypeVar, overload
 
 import msgspec
 from msgspec import Raw, Struct, field
@@ -38,6 +38,7 @@ __all__ = [
     "PodSpec",
     "PodStatus",
     "PrioritizeArgs",
+    "QuantityValue",
     "ResourceRequirements",
     "WireError",
     "decode_args",
@@ -49,6 +50,7 @@ MIN_EXTENDER_PRIORITY = 0
 MAX_EXTENDER_PRIORITY = 10
 
 QuantityValue = str | int | float
+T = TypeVar("T")
 
 
 class OwnerReference(Struct, omit_defaults=True):
@@ -75,12 +77,16 @@ class ResourceRequirements(Struct, omit_defaults=True):
 class Container(Struct, omit_defaults=True):
     name: str = ""
     resources: ResourceRequirements | None = None
+    restartPolicy: str | None = None
+    """On an init container, "Always" makes it a native sidecar (Kubernetes 1.29+)."""
 
 
 class PodSpec(Struct, omit_defaults=True):
     containers: list[Container] | None = None
     initContainers: list[Container] | None = None
     overhead: dict[str, QuantityValue] | None = None
+    resources: ResourceRequirements | None = None
+    """Pod-level requests and limits (PodLevelResources, Kubernetes 1.32+)."""
     nodeName: str = ""
     schedulerName: str = ""
 
@@ -175,6 +181,25 @@ _node_decoder = msgspec.json.Decoder(Node)
 _encoder = msgspec.json.Encoder()
 
 
+def _decode(decoder: msgspec.json.Decoder[T], body: bytes | Raw, what: str) -> T:
+    """Decode or raise WireError naming the problem: never a RecursionError or
+    UnicodeDecodeError (msgspec raises those as they are, not as DecodeError)."""
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise WireError(f"invalid {what}: {exc}", reason="invalid") from None
+    except msgspec.DecodeError as exc:
+        raise WireError(f"body is not JSON: {exc}", reason="not_json") from None
+    except RecursionError:
+        raise WireError(
+            f"invalid {what}: JSON nested too deeply to decode", reason="too_deep"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise WireError(
+            f"body is not UTF-8: a string holds invalid bytes ({exc.reason})", reason="not_utf8"
+        ) from None
+
+
 @overload
 def decode_args(body: bytes, *, raw_nodes: Literal[True] = True) -> ExtenderArgs: ...
 
@@ -193,25 +218,18 @@ def decode_args(body: bytes, *, raw_nodes: bool = True) -> ExtenderArgs | Priori
     ``raw_nodes`` keeps each Node's bytes (the filter answers with them);
     without it Nodes are decoded at once (prioritize).
     """
-    decoder = _args_decoder if raw_nodes else _prioritize_decoder
-    try:
-        args = decoder.decode(body)
-    except msgspec.ValidationError as exc:
-        raise WireError(f"invalid ExtenderArgs: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise WireError(f"body is not JSON: {exc}") from None
+    args: ExtenderArgs | PrioritizeArgs
+    if raw_nodes:
+        args = _decode(_args_decoder, body, "ExtenderArgs")
+    else:
+        args = _decode(_prioritize_decoder, body, "ExtenderArgs")
     if args.pod is None:
-        raise WireError("invalid ExtenderArgs: no Pod in the request")
+        raise WireError("invalid ExtenderArgs: no Pod in the request", reason="no_pod")
     return args
 
 
 def decode_node(raw: Raw | bytes) -> Node:
-    try:
-        return _node_decoder.decode(raw)
-    except msgspec.ValidationError as exc:
-        raise WireError(f"invalid Node in Nodes.items: {exc}") from None
-    except msgspec.DecodeError as exc:  # pragma: no cover - Raw is already valid JSON
-        raise WireError(f"invalid Node in Nodes.items: {exc}") from None
+    return _decode(_node_decoder, raw, "Node in Nodes.items")
 
 
 def encode(obj: object) -> bytes:

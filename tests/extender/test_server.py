@@ -99,41 +99,147 @@ async def test_filter_cache_capable_always_answers_node_names(server):
     assert out["FailedNodes"] == {"n2": "memory 95% > 90% threshold"}
 
 
+def _pod_with(requests=None, limits=None, **kw):
+    return pod_json(container(requests, limits), **kw)
+
+
+# 30 000 nested arrays in an unknown field: msgspec gives up with a RecursionError
+DEEP = b'{"Pod":{},"x":' + b"[" * 30_000 + b"]" * 30_000 + b"}"
+
+
+BAD_INPUT = [
+    ("not json", 400, "not_json", "body is not JSON"),
+    ("", 400, "empty", "empty request body"),
+    ('{"NodeNames":["a"]}', 400, "no_pod", "no Pod"),
+    ('{"Pod":{},"NodeNames":7}', 400, "invalid", "$.NodeNames"),
+    ('{"Pod":{},"Nodes":{"items":[{"metadata":{"name":1}}]}}', 400, "invalid", "metadata.name"),
+    ("[]", 400, "invalid", "Expected `object`, got `array`"),
+    ("null", 400, "invalid", "Expected `object`, got `null`"),
+    ('"Pod"', 400, "invalid", "Expected `object`, got `str`"),
+    ("7", 400, "invalid", "Expected `object`, got `int`"),
+    (DEEP, 400, "too_deep", "nested too deeply"),
+    (b'{"Pod":{"metadata":{"name":"\xff\xfe"}},"NodeNames":["n1"]}', 400, "not_utf8", "UTF-8"),
+    (
+        _body(["n1"], the_pod=_pod_with({"cpu": "1e400"})),
+        400,
+        "bad_quantity",
+        'pod.spec.containers[0].resources.requests.cpu: "1e400" is out of range',
+    ),
+    (
+        _body(["n1"], the_pod=_pod_with({"memory": "abc"})),
+        400,
+        "bad_quantity",
+        'pod.spec.containers[0].resources.requests.memory: "abc" is not a quantity',
+    ),
+    (
+        _body(["n1"], the_pod=_pod_with({"cpu": "-5"})),
+        400,
+        "bad_quantity",
+        'pod.spec.containers[0].resources.requests.cpu: "-5" is negative',
+    ),
+    (
+        _body(["n1"], the_pod=_pod_with(limits={"cpu": "1e999999999"})),
+        400,
+        "bad_quantity",
+        'pod.spec.containers[0].resources.limits.cpu: "1e999999999" is not a finite',
+    ),
+    (
+        _body(["n1"], the_pod=_pod_with(overhead={"memory": "-1Gi"})),
+        400,
+        "bad_quantity",
+        'pod.spec.overhead.memory: "-1Gi" is negative',
+    ),
+    ("x" * (70 * 1024), 413, "too_large", "request body larger than 65536 bytes"),
+]
+
+
 @pytest.mark.parametrize(
-    ("content", "status", "needle"),
-    [
-        ("not json", 400, "body is not JSON"),
-        ("", 400, "empty request body"),
-        ('{"NodeNames":["a"]}', 400, "no Pod"),
-        ('{"Pod":{},"NodeNames":7}', 400, "$.NodeNames"),
-        ('{"Pod":{},"Nodes":{"items":[{"metadata":{"name":1}}]}}', 400, "invalid Node"),
-        ("x" * (70 * 1024), 413, ""),
-    ],
+    ("content", "status", "reason", "needle"),
+    [pytest.param(*case, id=f"{case[2]}-{i}") for i, case in enumerate(BAD_INPUT)],
 )
-async def test_bad_input_gets_4xx_and_server_keeps_serving(server, content, status, needle):
-    r = await server.post("/scheduler/filter", content=content)
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+async def test_bad_input_gets_a_json_4xx_naming_it_and_server_keeps_serving(
+    server, verb, content, status, reason, needle
+):
+    if isinstance(content, str):
+        content = content.encode()
+    r = await server.post(f"/scheduler/{verb}", content=content)
     assert r.status_code == status
-    assert needle in r.text
+    assert r.headers["content-type"].startswith("application/json")
+    assert needle in r.json()["Error"]
+    metrics = (await server.get("/metrics")).text
+    client = (
+        f'loadwise_extender_client_errors_total{{reason="{reason}",status="{status}",'
+        f'verb="{verb}"}} 1.0'
+    )
+    assert client in metrics
+    assert 'kind="internal"' not in metrics  # not a bug of ours, and not answered fail-open
     ok = await server.post("/scheduler/prioritize", content=_body(["n1"]))
     assert ok.status_code == 200
 
 
-async def test_unknown_path_and_wrong_method(server):
-    assert (await server.get("/scheduler/filter")).status_code == 405
+async def test_unknown_path_and_wrong_method_answer_json(server):
+    r = await server.get("/scheduler/filter")
+    assert r.status_code == 405
+    assert r.json() == {"Error": "method GET not allowed on /scheduler/filter; use POST"}
     r = await server.post("/scheduler/preempt", content="{}")
-    assert r.status_code == 404 and "no such endpoint" in r.text or r.status_code == 404
+    assert r.status_code == 404
+    assert r.json() == {"Error": "no such endpoint: POST /scheduler/preempt"}
+    metrics = (await server.get("/metrics")).text
+    assert 'client_errors_total{reason="method_not_allowed",status="405",verb="filter"} 1.0' in (
+        metrics
+    )
+    assert 'client_errors_total{reason="not_found",status="404",verb="other"} 1.0' in metrics
 
 
-async def test_internal_error_fails_open_and_is_counted(server):
+async def test_client_errors_are_logged_once_per_reason_per_interval(server, caplog):
+    caplog.set_level("WARNING", logger="loadwise.extender.server")
+    for _ in range(5):
+        assert (await server.post("/scheduler/filter", content="not json")).status_code == 400
+    bad_cpu = _body(["n1"], the_pod=_pod_with({"cpu": "abc"}))
+    assert (await server.post("/scheduler/filter", content=bad_cpu)).status_code == 400
+    lines = [r.getMessage() for r in caplog.records if r.name == "loadwise.extender.server"]
+    assert len(lines) == 2, lines
+    assert "answered 400 (not_json): body is not JSON" in lines[0]
+    assert 'requests.cpu: "abc" is not a quantity' in lines[1]
+    assert all(r.levelname == "WARNING" for r in caplog.records)
+
+
+async def test_one_node_with_unusable_size_does_not_neutralise_the_others(server, caplog):
+    caplog.set_level("WARNING", logger="loadwise.extender.model")
+    good = [node_json("n1", cpu="8", memory="32Gi"), node_json("n2", cpu="2", memory="4Gi")]
+    alone = (await server.post("/scheduler/prioritize", content=_body(nodes=good))).json()
+    bad = node_json("joined", cpu="1e400")
+    r = await server.post("/scheduler/prioritize", content=_body(nodes=[*good, bad]))
+    assert r.status_code == 200  # the Node objects are the cluster's data, not a bad request
+    scores = {h["Host"]: h["Score"] for h in r.json()}
+    # n1 (1 % cpu, 10 % memory used, large) and n2 (95 % memory) keep their own scores,
+    # which differ: nothing was answered fail-open with equal scores
+    assert {h["Host"]: h["Score"] for h in alone} == {"n1": scores["n1"], "n2": scores["n2"]}
+    assert scores["n1"] > scores["n2"]
+    assert "joined" in scores
+    assert any(
+        'node "joined": status.capacity.cpu: "1e400" is out of range' in rec.getMessage()
+        for rec in caplog.records
+    )
+    out = (await server.post("/scheduler/filter", content=_body(nodes=[*good, bad]))).json()
+    assert [n["metadata"]["name"] for n in out["Nodes"]["items"]] == ["n1", "joined"]
+    metrics = (await server.get("/metrics")).text
+    assert 'kind="internal"' not in metrics
+
+
+async def test_internal_error_fails_open_and_is_counted(server, caplog):
     class Broken:
         name = "broken"
 
-        def score(self, pod, node):
+        def score(self, pod, node, explain=True):
             raise ZeroDivisionError("bug")
 
     server.ext.policy = Broken()
     scores = (await server.post("/scheduler/prioritize", content=_body(["n1", "n2"]))).json()
     assert scores == [{"Host": "n1", "Score": 5}, {"Host": "n2", "Score": 5}]
+    # the policy's own error, not a TypeError from calling it with the wrong arguments
+    assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [ZeroDivisionError]
     server.ext.thresholds = {"cpu": "not a number"}  # breaks the filter's comparison
     nodes = [node_json("n1"), node_json("n2")]
     out = (await server.post("/scheduler/filter", content=_body(nodes=nodes))).json()
@@ -141,6 +247,7 @@ async def test_internal_error_fails_open_and_is_counted(server):
     metrics = (await server.get("/metrics")).text
     assert 'loadwise_extender_errors_total{kind="internal",verb="prioritize"} 1.0' in metrics
     assert 'loadwise_extender_errors_total{kind="internal",verb="filter"} 1.0' in metrics
+    assert "loadwise_extender_client_errors_total{" not in metrics
 
 
 async def test_health_ready_and_metrics(server):

@@ -193,7 +193,7 @@ def test_metrics_server_node_metrics_quantities():
 
 def test_metrics_server_bad_quantity():
     body = b'{"items":[{"metadata":{"name":"n1"},"usage":{"cpu":"lots"}}]}'
-    with pytest.raises(SourceError, match="n1: not a quantity"):
+    with pytest.raises(SourceError, match='n1: "lots" is not a quantity'):
         parse_node_metrics(body, {"n1": node_info("n1")})
 
 

@@ -1,0 +1,48 @@
+"""At most one log line per key per interval, with the count of lines held back.
+
+A hostile or broken client can send thousands of bad requests a second; each is
+answered, but logging each would fill the journal and hide everything else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+__all__ = ["LogThrottle"]
+
+
+class LogThrottle:
+    """``allow(key)`` says whether to log now and how many were held back since.
+
+    Keys are expected to be few (a reason word, a node name); the table holds one
+    entry per key seen, and is cleared when it grows past ``max_keys`` so that a
+    client inventing keys cannot grow it without bound.
+    """
+
+    def __init__(
+        self,
+        interval: float = 60.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 1024,
+    ) -> None:
+        self.interval = interval
+        self._clock = clock
+        self._max_keys = max_keys
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def allow(self, key: str) -> int | None:
+        """None: hold this line back. Else log it, with the returned count of
+        lines held back for ``key`` since the last one logged."""
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval:
+            self._held[key] = self._held.get(key, 0) + 1
+            return None
+        if last is None and len(self._last) >= self._max_keys:
+            self._last.clear()
+            self._held.clear()
+        self._last[key] = now
+        return self._held.pop(key, 0)
