@@ -311,3 +311,61 @@ async def test_prioritize_full_nodes_decodes_and_sizes_them(server):
     r = await server.post("/scheduler/prioritize", content=_body(nodes=nodes))
     assert r.status_code == 200 and [h["Host"] for h in r.json()] == ["n1", "n2"]
     assert server.ext.seen_nodes["n1"].cpu_capacity_millis == 8000
+
+
+async def _closed_within(reader, seconds):
+    """Everything the server sends until it closes the connection (EOF), or None if it
+    is still open after ``seconds``."""
+    import asyncio
+
+    data = b""
+    try:
+        async with asyncio.timeout(seconds):
+            while chunk := await reader.read(4096):
+                data += chunk
+    except TimeoutError:
+        return None
+    return data
+
+
+async def test_slow_connections_are_closed_after_the_deadlines(load_file):
+    import asyncio
+
+    settings = load_settings(None, {"source.kind": "file", "source.file": str(load_file)})
+    ext = Extender(settings, LoadFileSource(load_file))
+    srv = TestServer(make_app(ext, body_deadline=1.0), host="127.0.0.1")
+    await srv.start_server(keepalive_timeout=1.0)  # what cli.serve gives AppRunner, shortened
+    try:
+        slow = []
+        for i in range(40):
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            if i % 2:  # a header that never ends
+                writer.write(b"POST /scheduler/filter HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            else:  # a whole header, then a body that stops short
+                writer.write(
+                    b"POST /scheduler/filter HTTP/1.1\r\nHost: x\r\n"
+                    b'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"Pod":'
+                )
+            await writer.drain()
+            slow.append((i, reader, writer))
+        started = time.monotonic()
+        # the server still answers a normal request while the slow ones hang
+        async with httpx.AsyncClient(base_url=str(srv.make_url(""))) as client:
+            ok = await client.post("/scheduler/prioritize", content=_body(["n1"]))
+        assert ok.status_code == 200 and time.monotonic() - started < 1.0
+        for i, reader, writer in slow:
+            # keep dribbling: a byte now and then must not keep the connection open
+            writer.write(b"a")
+        got = await asyncio.gather(*(_closed_within(r, 4.0) for _, r, _ in slow))
+        elapsed = time.monotonic() - started
+        for (i, _, writer), data in zip(slow, got, strict=True):
+            writer.close()
+            assert data is not None, f"connection {i} still open after {elapsed:.1f}s"
+            if i % 2 == 0:
+                assert data.startswith(b"HTTP/1.1 408"), data[:80]
+                assert data.endswith(b'{"Error":"request body not received within 1 s"}')
+        assert elapsed < 4.0
+        metrics = ext.metrics.render().decode()
+        assert 'reason="body_timeout",status="408",verb="filter"} 20.0' in metrics
+    finally:
+        await srv.close()

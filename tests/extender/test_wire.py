@@ -2,6 +2,7 @@
 (k8s.io/kube-scheduler extender/v1 types_test.go)."""
 
 import json
+import re
 
 import msgspec
 import pytest
@@ -101,3 +102,45 @@ def test_lowercase_response_keys_are_not_what_we_emit():
 def test_extender_args_struct_names():
     fields = {f.encode_name for f in msgspec.structs.fields(ExtenderArgs)}
     assert fields == {"Pod", "Nodes", "NodeNames"}
+
+
+@pytest.mark.parametrize(
+    ("body", "reason", "message"),
+    [
+        (b'{"Pod":{},"x":' + b"[" * 5000 + b"]" * 5000 + b"}", "too_deep", "nested too deeply"),
+        (b'{"Pod":{"metadata":{"name":"caf\xe9"}}}', "not_utf8", "not UTF-8"),
+        (b"\xff\xfe{}", "not_json", "body is not JSON"),
+        (b"null", "invalid", "Expected `object`, got `null`"),
+        (b'{"Pod":null}', "no_pod", "no Pod in the request"),
+    ],
+)
+@pytest.mark.parametrize("raw_nodes", [True, False])
+def test_hostile_bodies_are_wire_errors_with_a_reason(body, reason, message, raw_nodes):
+    with pytest.raises(WireError, match=re.escape(message)) as info:
+        decode_args(body, raw_nodes=raw_nodes)
+    assert info.value.reason == reason and info.value.status == 400
+
+
+def test_a_deep_node_item_is_a_wire_error():
+    node = b'{"metadata":{"name":"n"},"x":' + b"[" * 5000 + b"]" * 5000 + b"}"
+    with pytest.raises(WireError, match="nested too deeply"):
+        decode_node(node)
+
+
+def test_sidecar_restart_policy_and_pod_level_resources_are_decoded():
+    body = json.dumps(
+        {
+            "Pod": {
+                "spec": {
+                    "initContainers": [{"name": "proxy", "restartPolicy": "Always"}],
+                    "resources": {"requests": {"cpu": "2"}, "limits": {"memory": "1Gi"}},
+                    "overhead": {"cpu": "100m"},
+                }
+            },
+            "NodeNames": ["a"],
+        }
+    ).encode()
+    spec = decode_args(body).pod.spec
+    assert spec.initContainers[0].restartPolicy == "Always"
+    assert spec.resources.requests == {"cpu": "2"} and spec.resources.limits == {"memory": "1Gi"}
+    assert spec.overhead == {"cpu": "100m"}
