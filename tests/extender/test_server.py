@@ -353,7 +353,7 @@ async def test_slow_connections_are_closed_after_the_deadlines(load_file):
         async with httpx.AsyncClient(base_url=str(srv.make_url(""))) as client:
             ok = await client.post("/scheduler/prioritize", content=_body(["n1"]))
         assert ok.status_code == 200 and time.monotonic() - started < 1.0
-        for i, reader, writer in slow:
+        for _, _, writer in slow:
             # keep dribbling: a byte now and then must not keep the connection open
             writer.write(b"a")
         got = await asyncio.gather(*(_closed_within(r, 4.0) for _, r, _ in slow))
