@@ -218,6 +218,16 @@ def decode_args(body: bytes, *, raw_nodes: bool = True) -> ExtenderArgs | Priori
     ``raw_nodes`` keeps each Node's bytes (the filter answers with them);
     without it Nodes are decoded at once (prioritize).
     """
+    if not body.isascii():
+        # msgspec checks UTF-8 only in the strings it decodes, not in the fields it
+        # skips or keeps as Raw; the filter echoes Raw Node bytes, and an answer must be
+        # valid JSON (RFC 8259: UTF-8). isascii() is the cheap common case.
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WireError(
+                f"body is not UTF-8: invalid bytes at offset {exc.start}", reason="not_utf8"
+            ) from None
     args: ExtenderArgs | PrioritizeArgs
     if raw_nodes:
         args = _decode(_args_decoder, body, "ExtenderArgs")
