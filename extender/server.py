@@ -17,8 +17,9 @@ starting (else 408 and the connection is closed). For the header, serve with
 ``web.AppRunner(..., keepalive_timeout=HEADER_DEADLINE_SECONDS)``: aiohttp arms that
 timer when a connection opens and after each answer, and closes a connection that
 has not sent a whole request header by then (aiohttp web_protocol.py).
-kube-scheduler gives an extender call 5 s in all (``httpTimeout`` default,
-pkg/scheduler/apis/config), so 10 s for each is generous for it.
+kube-scheduler gives an extender call 5 s in all unless ``httpTimeout`` says otherwise
+(``DefaultExtenderTimeout``, k8s.io/kubernetes pkg/scheduler/extender.go), so 10 s for
+each is generous for it.
 """
 
 from __future__ import annotations

@@ -369,3 +369,20 @@ async def test_slow_connections_are_closed_after_the_deadlines(load_file):
         assert 'reason="body_timeout",status="408",verb="filter"} 20.0' in metrics
     finally:
         await srv.close()
+
+
+def test_log_throttle_holds_lines_back_and_counts_them():
+    from extender.throttle import LogThrottle
+
+    now = [0.0]
+    throttle = LogThrottle(60.0, clock=lambda: now[0], max_keys=3)
+    assert throttle.allow("not_json") == 0  # first line: logged, nothing held
+    now[0] = 59.0
+    assert [throttle.allow("not_json") for _ in range(4)] == [None] * 4
+    assert throttle.allow("too_deep") == 0  # another reason has its own budget
+    now[0] = 60.0
+    assert throttle.allow("not_json") == 4  # logged again, saying 4 were held back
+    assert throttle.allow("not_json") is None
+    for key in ("a", "b", "c"):  # a client inventing keys cannot grow the table forever
+        throttle.allow(key)
+    assert len(throttle._last) <= 3
