@@ -120,6 +120,44 @@ extender_args = st.fixed_dictionaries(
     },
 )
 
+# A usable Pod with hostile Nodes and names: these reach the decisions, where a Node of
+# unusable size must be scored as unknown (200), not break the answer for every node.
+good_quantity = st.sampled_from(["100m", "1", "64Mi", "0", "2Gi", "1500m"])
+good_resources = st.fixed_dictionaries(
+    {},
+    optional={
+        "requests": st.dictionaries(st.sampled_from(["cpu", "memory"]), good_quantity),
+        "limits": st.dictionaries(st.sampled_from(["cpu", "memory"]), good_quantity),
+    },
+)
+good_container = st.fixed_dictionaries(
+    {"name": st.text(max_size=5)},
+    optional={
+        "resources": good_resources,
+        "restartPolicy": st.sampled_from(["Always", "OnFailure"]),
+    },
+)
+good_pod = st.fixed_dictionaries(
+    {
+        "spec": st.fixed_dictionaries(
+            {"containers": st.lists(good_container, max_size=3)},
+            optional={
+                "initContainers": st.lists(good_container, max_size=3),
+                "overhead": st.dictionaries(st.sampled_from(["cpu", "memory"]), good_quantity),
+                "resources": good_resources,
+            },
+        )
+    }
+)
+decisions = st.one_of(
+    st.fixed_dictionaries(
+        {"Pod": good_pod, "Nodes": st.fixed_dictionaries({"items": st.lists(a_node, max_size=4)})}
+    ),
+    st.fixed_dictionaries(
+        {"Pod": good_pod, "NodeNames": st.lists(st.text(max_size=6), max_size=6, unique=True)}
+    ),
+)
+
 VALID = json.dumps(
     {
         "Pod": pod_json(container({"cpu": "100m", "memory": "64Mi"})),
@@ -147,6 +185,7 @@ def mutated(draw: st.DrawFn) -> bytes:
 
 
 bodies = st.one_of(
+    decisions.map(lambda doc: json.dumps(doc).encode()),
     any_json.map(lambda doc: json.dumps(doc).encode()),
     st.binary(max_size=300),
     extender_args.map(lambda doc: json.dumps(doc).encode()),
