@@ -20,6 +20,7 @@ from typing import Protocol, TypeVar
 import msgspec
 
 from .estimate import EstimatorArgs, TLPArgs, estimate_usage, predict_tlp_cpu
+from .exceptions import QuantityError
 from .model import NodeInfo, Usage, usable_node_info
 from .nodestate import ClusterFacts
 from .reflector import ListWatchClient, Reflector
@@ -157,8 +158,14 @@ class ClusterWatch:
         known = self._pods.get(key)
         if known is not None and known[0] == pod.spec.nodeName:
             return
-        usage = estimate_usage(pod, self._estimator)
-        tlp = float(predict_tlp_cpu(pod, self._tlp))
+        try:
+            usage = estimate_usage(pod, self._estimator)
+            tlp = float(predict_tlp_cpu(pod, self._tlp))
+        except QuantityError as exc:
+            # Not on the request path, so no 400 to give: leave this pod out rather
+            # than abort the whole list (the watch would then never report synced).
+            log.warning("pod %s left out of the node totals: %s", key, exc)
+            return
         self._pods[key] = (pod.spec.nodeName, usage, tlp)
         self._facts = None
         at = scheduled_at(pod) or time.time()
