@@ -70,9 +70,12 @@ def _error(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=encode({"Error": message}), content_type=_JSON)
 
 
+_VERBS = {"/scheduler/filter": "filter", "/scheduler/prioritize": "prioritize"}
+
+
 def _verb(request: web.Request) -> str:
-    last = request.path.rsplit("/", 1)[-1]
-    return last if last in ("filter", "prioritize") else "other"
+    """The ``verb`` label: bounded, whatever path a client makes up."""
+    return _VERBS.get(request.path, "other")
 
 
 def _refuse(request: web.Request, status: int, reason: str, message: str) -> web.Response:
@@ -109,7 +112,8 @@ async def _json_errors(
             message = f"no such endpoint: {request.method} {request.path[:100]}"
         elif isinstance(exc, web.HTTPMethodNotAllowed):
             allowed = ", ".join(sorted(exc.allowed_methods))
-            message = f"method {request.method} not allowed on {request.path}; use {allowed}"
+            path = request.path[:100]
+            message = f"method {request.method} not allowed on {path}; use {allowed}"
         elif exc.status == 413:
             limit = request.app[EXTENDER_KEY].settings.max_body_bytes
             message = f"request body larger than {limit} bytes"
