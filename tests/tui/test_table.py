@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import replace
 from datetime import timedelta
 
 from conftest import NOW, SIZE
@@ -15,7 +16,7 @@ from tui.screens import MainScreen
 from tui.sources import changes as ch
 from tui.sources.recorded import RecordedSource
 from tui.sources.synthetic import synthetic_cluster
-from tui.widgets import NodesTable
+from tui.widgets import NodesTable, PlacementsTable
 
 NODES = 300
 
@@ -112,3 +113,28 @@ async def test_cursor_stays_on_its_node_across_a_poll() -> None:
         await pilot.pause()
         assert table.current_key == chosen
         assert chosen in _check_screen(app, table)
+
+
+async def test_feed_rows_scrolled_into_view_are_the_right_items() -> None:
+    app = _app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        table = app.screen.query_one(PlacementsTable)
+        # A new binding shifts every row of the feed down by one.
+        pod = next(iter(app.model.pods.values()))
+        app.model.apply(ch.PodUpserted(replace(pod, name="new-1", uid="u-new", scheduled_at=NOW)))
+        assert isinstance(app.screen, MainScreen)
+        app.screen.refresh_view()
+        feed = app.model.feed(app.settings.feed_limit)
+        assert feed[0].placement is not None and feed[0].placement.pod == "new-1"
+        assert table.row_count == len(feed) == app.settings.feed_limit
+        pods = [item.placement.pod if item.placement else "" for item in feed]
+        for keys in ((), ("ctrl+end",), ("pageup", "pageup")):
+            await pilot.press(*keys)
+            await pilot.pause()
+            lines = [table.render_line(y).text.split() for y in range(1, table.size.height)]
+            shown = [words[3] for words in lines if len(words) > 3]
+            assert len(shown) >= SIZE[1] // 4
+            first = pods.index(shown[0])
+            assert shown == pods[first : first + len(shown)]

@@ -252,7 +252,7 @@ class PlacementsTable(KeyedTable):
 
     def render_feed(self, items: list[FeedItem], now: datetime) -> None:
         self.items = {item.key: item for item in items}
-        self.show([feed_row(item, now) for item in items])
+        self.show_keys(list(self.items), lambda key: feed_row(self.items[key], now)[1])
 
     @property
     def current_item(self) -> FeedItem | None:
