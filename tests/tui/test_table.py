@@ -138,3 +138,22 @@ async def test_feed_rows_scrolled_into_view_are_the_right_items() -> None:
             assert len(shown) >= SIZE[1] // 4
             first = pods.index(shown[0])
             assert shown == pods[first : first + len(shown)]
+
+
+async def test_filter_narrows_then_widens_after_a_poll() -> None:
+    """Rows removed and re-added around a poll: what is shown is still the model's."""
+    app = _app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one(NodesTable)
+        await pilot.press("ctrl+end", "slash", *"worker-2", "enter")
+        await pilot.pause()
+        assert table.row_count == len(app.model.node_list(text="worker-2")) < NODES
+        _poll(app, 6)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert table.row_count == NODES
+        _check_screen(app, table)
+        await pilot.press("ctrl+home")
+        await pilot.pause()
+        _check_screen(app, table)

@@ -79,11 +79,13 @@ class KeyedTable(DataTable[Cell]):
         keep = self.current_key
         self._build = build
         old = len(self._cells)
-        for index in range(old - 1, len(keys) - 1, -1):
-            self.remove_row(str(index))
-        del self._cells[len(keys) :]
+        # Our lists first: a scroll during the DataTable calls below refreshes the view,
+        # and must see positions that agree with the rows (see `_refresh_rows`).
         self._keys = list(keys)
         self._fresh = [False] * len(keys)
+        del self._cells[len(keys) :]
+        for index in range(old - 1, len(keys) - 1, -1):
+            self.remove_row(str(index))
         # New rows are built now: DataTable measures fit-content columns on add_row.
         for index in range(old, len(keys)):
             cells = self._make(index)
@@ -122,8 +124,8 @@ class KeyedTable(DataTable[Cell]):
     def _refresh_rows(self, positions: range) -> None:
         columns = [key for key, _, _ in self.COLUMNS]
         for index in positions:
-            if self._fresh[index]:
-                continue
+            if index >= len(self._cells) or self._fresh[index]:
+                continue  # a row not added yet is built when it is added
             cells, old = self._make(index), self._cells[index]
             if cells == old:
                 continue
