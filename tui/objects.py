@@ -9,6 +9,7 @@ API. Each parser keeps only the fields a view needs: with 10,000 pods the raw ob
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -149,10 +150,20 @@ class Decision:
     why: str = ""
     message: str = ""
     at: datetime | None = None
+    # Version 2 of the annotation (all optional; a v1 Event leaves them empty).
+    use: Mapping[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    estimated: frozenset[str] = frozenset()
+    omitted: int = 0
+    tied: tuple[str, ...] = ()
+    bound: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.pod}"
+
+    def went_to(self, node: str = "") -> str:
+        """The node the pod went to: the pod's own spec.nodeName if known, else `bound`."""
+        return node or self.bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +328,40 @@ def _scores(raw: Any) -> dict[str, float]:
     return scores
 
 
+def _percent(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return round(value) if math.isfinite(value) else None
+
+
+def _use(raw: Any) -> dict[str, tuple[int | None, int | None]]:
+    """`{"node": [cpu, memory]}`; an entry that is not a pair of numbers/nulls is dropped."""
+    if not isinstance(raw, Mapping):
+        return {}
+    use: dict[str, tuple[int | None, int | None]] = {}
+    for node, pair in raw.items():
+        if isinstance(pair, list | tuple) and len(pair) == 2:
+            use[str(node)] = (_percent(pair[0]), _percent(pair[1]))
+    return use
+
+
+def _names(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list | tuple):
+        return ()
+    return tuple(str(n) for n in raw if isinstance(n, str) and n)
+
+
+def _text(raw: Any) -> str:
+    """A string field; null (e.g. `bound` when the extender has no pod watch) reads as ""."""
+    return raw if isinstance(raw, str) else ""
+
+
+def _count(raw: Any) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        return 0
+    return max(0, raw)
+
+
 def _decision(obj: Mapping[str, Any], involved: Mapping[str, Any]) -> Decision:
     annotations: Mapping[str, str] = _meta(obj).get("annotations") or {}
     try:
@@ -335,10 +380,15 @@ def _decision(obj: Mapping[str, Any], involved: Mapping[str, Any]) -> Decision:
         stale=bool(data.get("stale", False)),
         scores=_scores(data.get("scores")),
         failed={str(k): str(v) for k, v in failed.items()} if isinstance(failed, Mapping) else {},
-        best=str(data.get("best", "")),
-        why=str(data.get("why", "")),
+        best=_text(data.get("best")),
+        why=_text(data.get("why")),
         message=obj.get("message") or obj.get("note") or "",
         at=_event_time(obj),
+        use=_use(data.get("use")),
+        estimated=frozenset(_names(data.get("estimated"))),
+        omitted=_count(data.get("omitted")),
+        tied=_names(data.get("tied")),
+        bound=_text(data.get("bound")),
     )
 
 

@@ -108,6 +108,55 @@ def _node(
     )
 
 
+def _decision_v2(
+    rng: random.Random,
+    scores: dict[str, int],
+    bound: str,
+    failed: dict[str, str],
+    heat: dict[str, float],
+) -> JSON:
+    """A version 2 `loadwise.dev/decision` (docs/contracts.md) for a pod bound to `bound`.
+
+    Mostly the extender's favourite is where the pod went; sometimes the top priority is
+    shared (kube-scheduler picks among equal totals at random, so the favourite may lose
+    the draw), and sometimes the scheduler's own plugin scores outweigh the extender's.
+    """
+    others = {n: s for n, s in scores.items() if n != bound}
+    roll = rng.random()
+    if others and roll < 0.15:  # the scheduler's own plugins pulled the pod elsewhere
+        scores[bound] = max(0, max(others.values()) - rng.randint(1, 2))
+    elif others and roll < 0.35:  # a tie at the top priority
+        scores[bound] = max(others.values())
+    top = max(scores.values())
+    tied = sorted(n for n, s in scores.items() if s == top)
+    # The favourite is the highest fine (unrounded) score: among the tied, any may win it.
+    best = bound if tied == [bound] else rng.choice(tied)
+    use = {
+        n: [
+            min(99, int(heat[n] * 55) + (1 if n != best else 0) * rng.randint(0, 9)),
+            min(99, int(heat[n] * 60) + rng.randint(0, 6)),
+        ]
+        for n in scores
+    }
+    estimated = sorted(n for n in scores if rng.random() < 0.1)
+    decision: JSON = {
+        "policy": "least-used",
+        "source": "load-watcher",
+        "stale": False,
+        "scores": dict(sorted(scores.items())),
+        "use": dict(sorted(use.items())),
+        "estimated": estimated,
+        "omitted": 0,
+        "failed": failed,
+        "best": best,
+        "why": f"cpu {use[best][0]}%, memory {use[best][1]}% after placement",
+        "bound": bound,
+    }
+    if len(tied) > 1:
+        decision["tied"] = tied
+    return decision
+
+
 def synthetic_cluster(
     *,
     nodes: int = 6,
@@ -264,21 +313,13 @@ def synthetic_cluster(
             hot = [n for n, *_ in node_caps if heat[n] >= 0.9 and n != node_name]
             if hot:
                 failed[hot[0]] = f"cpu {int(heat[hot[0]] * 100 + 3)}% > 90% threshold"
-            heat_of = heat[node_name]
-            why = f"cpu {int(heat_of * 55)}%, memory {int(heat_of * 60)}% after placement"
-            decision = {
-                "policy": "least-used",
-                "source": "load-watcher",
-                "stale": False,
-                "scores": dict(sorted(scores.items())),
-                "failed": failed,
-                "best": node_name,
-                "why": why,
-            }
+            decision = _decision_v2(random.Random(f"{seed}:{uid}"), scores, node_name, failed, heat)
+            best = str(decision["best"])
+            why = str(decision["why"])
             msg_scores = " ".join(
                 f"{n}={s}" for n, s in sorted(scores.items(), key=lambda kv: -kv[1])
             )
-            message = f"scores {msg_scores}; best {node_name}: {why}"
+            message = f"scores {msg_scores}; best {best}: {why}"
             if failed:
                 message += "; " + "; ".join(f"filtered {n}: {r}" for n, r in failed.items())
             at = scheduled - timedelta(milliseconds=40)

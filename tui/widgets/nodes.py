@@ -7,7 +7,7 @@ from textual.message import Message
 
 from ..model import ClusterModel, NodeState
 from .cells import bar, compact_bytes, cores, sparkline, triple
-from .table import KeyedTable, Row
+from .table import Cell, KeyedTable, Row
 
 __all__ = ["NodesTable", "node_row"]
 
@@ -81,7 +81,12 @@ class NodesTable(KeyedTable):
 
     def render_model(self, model: ClusterModel, nodes: list[NodeState], *, stale: bool) -> None:
         metrics = model.metrics_available is not False
-        self.show([node_row(n, metrics=metrics, stale=stale) for n in nodes])
+        by_name = {n.name: n for n in nodes}
+
+        def build(name: str) -> tuple[Cell, ...]:
+            return node_row(by_name[name], metrics=metrics, stale=stale)[1]
+
+        self.show_keys(list(by_name), build)
 
     def on_data_table_row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()

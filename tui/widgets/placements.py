@@ -17,27 +17,86 @@ from .table import Cell, KeyedTable, Row
 __all__ = ["DecisionPanel", "PlacementsTable", "describe_item", "feed_row"]
 
 
-def _score_summary(decision: Decision | None) -> Text:
+def _figures(decision: Decision, node: str, sep: str = ", ") -> str:
+    """`cpu 13%, mem 29%`: the after-placement use the policy scored (v2 `use`), or ""."""
+    pair = decision.use.get(node)
+    if pair is None:
+        return ""
+    cpu, memory = (f"{v}%" if v is not None else "?" for v in pair)
+    return f"cpu {cpu}{sep}mem {memory}"
+
+
+def _others(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{names[0]} +{len(names) - 1}"
+
+
+def _score_summary(decision: Decision | None, node: str) -> Text:
+    """The score of the node the pod went to, against the favourite's (or the runner-up's)."""
     if decision is None:
         return Text("–", style="dim")
     if not decision.scores:
         return Text("filter only", style="dim")
-    ranked = sorted(decision.scores.values(), reverse=True)
-    best = decision.scores.get(decision.best, ranked[0])
-    runner = next((s for s in ranked if s != best), None) if len(ranked) > 1 else None
-    text = Text(f"{best:g}", style="bold green")
-    if runner is not None:
-        text.append(f" vs {runner:g}", style="dim")
-    text.append(f" ({len(decision.scores)})", style="dim")
+    went = decision.went_to(node)
+    own = decision.scores.get(went)
+    top = max(decision.scores.values())
+    # The best other node: the favourite when the pod went elsewhere (its rounded score
+    # is the top), else the runner-up, which equals `own` in a tie.
+    other = max((s for n, s in decision.scores.items() if n != went), default=None)
+    if own is None:
+        text = Text("?", style="bold yellow")
+    else:
+        text = Text(f"{own:g}", style="bold green" if own == top else "bold yellow")
+    if other is not None:
+        text.append(f" vs {other:g}", style="dim")
+    text.append(f" ({len(decision.scores) + decision.omitted})", style="dim")
+    return text
+
+
+def _why(decision: Decision, node: str) -> Text:
+    """WHY for the node the pod went to, saying plainly when that is not the favourite.
+
+    Compact, because the column gets what is left of the terminal's width: the figures
+    (`use`) of the node the pod went to, then how that node relates to the favourite.
+    A v1 decision has no `use`: its `why` (the favourite's reason) is shown as before.
+    """
+    went, best = decision.went_to(node), decision.best
+    text = Text()
+    if went in decision.scores or not decision.scores:
+        figures = _figures(decision, went, " ")
+        if not figures and (went == best or not best):
+            figures = decision.why
+        text.append(figures)
+        if figures and went in decision.estimated:
+            text.append(" est.", style="dim")
+    sep = " " if text.plain else ""
+    if not decision.scores or not best or went == best:
+        tied = [n for n in decision.tied if n != went]
+        if tied and went in decision.tied:
+            text.append(f"{sep}tie {_others(tied)}", style="cyan")
+    elif went in decision.scores:
+        # The favourite's score is in the SCORE column ("7 vs 9"): the name is enough here.
+        if went in decision.tied and best in decision.tied:
+            text.append(f"{sep}tie {best} (fav)", style="cyan")
+        else:
+            text.append(f"{sep}≠ fav {best}", style="yellow")
+        if not decision.use and decision.why:  # v1: the only reason given is the favourite's
+            text.append(f" ({decision.why})", style="dim")
+    elif went in decision.failed:
+        text.append(f"filtered here: {decision.failed[went]}", style="bold red")
+    else:
+        text.append(
+            f"not in the {len(decision.scores)} listed" if decision.omitted else "not scored",
+            style="yellow",
+        )
+        if best:
+            text.append(f" fav {best}", style="dim")
     return text
 
 
 def feed_row(item: FeedItem, now: datetime) -> Row:
     if item.placement is not None:
         p, d = item.placement, item.decision
-        why = (
-            Text(d.why) if d is not None and d.why else Text("no LoadwiseScored Event", style="dim")
-        )
+        why = _why(d, p.node) if d is not None else Text("no LoadwiseScored Event", style="dim")
         if d is not None and d.failed:
             why.append(f"  ✗{len(d.failed)} filtered", style="yellow")
         cells: tuple[Cell, ...] = (
@@ -47,7 +106,7 @@ def feed_row(item: FeedItem, now: datetime) -> Row:
             Text(p.pod, style="bold"),
             Text(p.node, style="bold"),
             p.scheduler,
-            _score_summary(d),
+            _score_summary(d, p.node),
             why,
         )
     else:
@@ -101,18 +160,38 @@ def describe_item(item: FeedItem | None, now: datetime) -> RenderableType:
     if d.stale:
         head.append("  (load data was STALE)", style="bold yellow")
     lines: list[RenderableType] = [head]
+    verdict = _verdict(d, p.node)
+    if verdict is not None:
+        lines.append(verdict)
+    went = d.went_to(p.node)
     top = max(d.scores.values(), default=0) or 1
     for node, score in sorted(d.scores.items(), key=lambda kv: (-kv[1], kv[0])):
         line = Text("  ")
-        winner = node == (d.best or p.node)
-        line.append(f"{node:<20}", style="bold green" if winner else "")
-        filled = round(score / top * 20)
-        line.append("█" * filled, style="green" if winner else "cyan")
-        line.append("░" * (20 - filled), style="dim")
-        line.append(f" {score:g}")
-        if winner and d.why:
-            line.append(f"  ← best: {d.why}", style="green")
+        here, fav = node == went, node == (d.best or went)
+        line.append(f"{node:<20}", style="bold green" if here else ("green" if fav else ""))
+        filled = round(score / top * 12)
+        line.append("█" * filled, style="green" if here else "cyan")
+        line.append("░" * (12 - filled), style="dim")
+        line.append(f" {score:>2g}")
+        figures = _figures(d, node)
+        line.append(f"  {figures:<18}" if d.use else "")
+        marks = [
+            m
+            for m, on in (
+                ("bound", here),
+                ("best", fav),
+                ("tie", node in d.tied),
+                ("est.", node in d.estimated),
+            )
+            if on
+        ]
+        if marks:
+            line.append("  " + " ".join(marks), style="bold" if here else "dim")
+        if fav and d.why:
+            line.append(f"  ← {d.why}", style="green")
         lines.append(line)
+    if d.omitted:
+        lines.append(Text(f"  … and {d.omitted} more scored nodes, not listed", style="dim"))
     if not d.scores:
         lines.append(Text("  only the filter ran (one node left), no scores", style="dim"))
     for node, reason in sorted(d.failed.items()):
@@ -121,6 +200,31 @@ def describe_item(item: FeedItem | None, now: datetime) -> RenderableType:
         line.append(f"✗ filtered: {reason}", style="yellow")
         lines.append(line)
     return Group(*lines)
+
+
+def _verdict(d: Decision, node: str) -> Text | None:
+    """One plain sentence when the scheduler did not take the extender's favourite."""
+    went, best = d.went_to(node), d.best
+    if not d.scores or not best or went == best:
+        return None
+    text = Text("  scheduler chose ", style="yellow")
+    own = d.scores.get(went)
+    figures = _figures(d, went)
+    detail = "; ".join(x for x in (f"{own:g}" if own is not None else "", figures) if x)
+    text.append(went, style="bold")
+    text.append(f" ({detail})" if detail else "")
+    fav = d.scores.get(best)
+    text.append(" over favourite ")
+    text.append(best, style="bold")
+    text.append(f" ({fav:g})" if fav is not None else "")
+    if own is None:
+        why = "it was filtered out" if went in d.failed else "it is not among the listed candidates"
+    elif went in d.tied and best in d.tied:
+        why = "tie (the scheduler picks among equal totals at random)"
+    else:
+        why = "the scheduler's own plugin scores were added to the extender's"
+    text.append(f": {why}")
+    return text
 
 
 class PlacementsTable(KeyedTable):
@@ -148,7 +252,7 @@ class PlacementsTable(KeyedTable):
 
     def render_feed(self, items: list[FeedItem], now: datetime) -> None:
         self.items = {item.key: item for item in items}
-        self.show([feed_row(item, now) for item in items])
+        self.show_keys(list(self.items), lambda key: feed_row(self.items[key], now)[1])
 
     @property
     def current_item(self) -> FeedItem | None:
