@@ -209,9 +209,12 @@ def test_threaded_source_feeds_the_model(api: FakeApiServer) -> None:
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            if {ch.PodsListed, ch.MetricsPolled} <= {type(c) for c in inbox} and sum(
-                isinstance(c, ch.EventsSeen) for c in inbox
-            ) >= 3:
+            # wait for everything asserted below, the relist after the 410 included
+            if (
+                ch.MetricsPolled in {type(c) for c in inbox}
+                and sum(isinstance(c, ch.EventsSeen) for c in inbox) >= 3
+                and sum(isinstance(c, ch.PodsListed) for c in inbox) >= 2
+            ):
                 break
             time.sleep(0.05)
     finally:
