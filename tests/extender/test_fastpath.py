@@ -7,6 +7,7 @@ import time
 import pytest
 
 from extender.config import load_settings
+from extender.events import ANNOTATION, EventRecorder
 from extender.model import LoadSnapshot, NodeLoad, ResourceLoad, Usage
 from extender.service import Extender
 from extender.wire import decode_args
@@ -77,3 +78,62 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
                 ext.ledger.forget(f"u{i - 2}")
     assert len(fast.ledger) == len(general.ledger)
     assert sum(taken) >= 140 and not all(taken)  # both paths were exercised
+
+
+async def test_event_figures_are_the_general_paths():
+    """With a recorder the fast path also returns each node's use after placement;
+    the Events it leads to are the general path's, to the byte."""
+    rng = random.Random(5)
+    now = time.time()
+    names = [f"n{i:02d}" for i in range(30)]
+    loads = {
+        n: NodeLoad(ResourceLoad(rng.uniform(0, 95)), ResourceLoad(rng.uniform(0, 95)))
+        for n in names
+    }
+    snap = LoadSnapshot("s", now - 5, now, loads)
+    nodes = [node_json(n, cpu=str(rng.choice([2, 4, 8])), memory="16Gi") for n in names]
+    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    posted = {"fast": [], "general": []}
+    exts = {}
+    for kind in posted:
+        rec = EventRecorder(
+            lambda ns, ev, kind=kind: posted[kind].append(ev), per_minute=10_000, merge_seconds=60
+        )
+        ext = Extender(settings, StaticSource(snap), recorder=rec, use_fast_path=kind == "fast")
+        ext.refresher.snapshot = snap
+        exts[kind] = ext
+    taken = []
+    real_answer = exts["fast"].fast_path.answer
+
+    def counting(*args, **kw):
+        result = real_answer(*args, **kw)
+        taken.append(result is not None and result.figures is not None)
+        return result
+
+    exts["fast"].fast_path.answer = counting
+    warm = json.dumps({"Pod": pod_json(uid="warm"), "Nodes": {"items": nodes}}).encode()
+    for ext in exts.values():
+        ext.prioritize(decode_args(warm, raw_nodes=False))
+    first_body = b""
+    for i in range(60):
+        pod = pod_json(container({"cpu": "700m", "memory": "1Gi"}), uid=f"u{i}", name=f"p{i}")
+        body = json.dumps({"Pod": pod, "NodeNames": rng.sample(names, 24)}).encode()
+        first_body = first_body if i else body
+        for ext in exts.values():
+            ext.prioritize(decode_args(body, raw_nodes=False))
+    for ext in exts.values():
+        await ext.recorder.stop()
+    assert all(taken) and len(taken) == 61
+    fast = [e["metadata"]["annotations"][ANNOTATION] for e in posted["fast"]]
+    general = [e["metadata"]["annotations"][ANNOTATION] for e in posted["general"]]
+    assert len(fast) == 61 and fast == general
+    assert [e["message"] for e in posted["fast"]] == [e["message"] for e in posted["general"]]
+    # and by hand, for pod u0's favourite: measured use + the pod's estimated use
+    event = next(e for e in posted["fast"] if e["involvedObject"]["uid"] == "u0")
+    decision = json.loads(event["metadata"]["annotations"][ANNOTATION])
+    best = decision["best"]
+    info = exts["fast"].seen_nodes[best]
+    usage = exts["fast"]._facts(decode_args(first_body, raw_nodes=False)).usage
+    used = loads[best].cpu.avg * info.cpu_capacity_millis / 100 + usage.cpu_millis
+    assert decision["use"][best][0] == round(100 * used / info.cpu_allocatable_millis)
+    assert len(decision["scores"]) == 16 and decision["omitted"] == 24 - 16  # no watch: no bound
