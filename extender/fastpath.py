@@ -235,7 +235,7 @@ class _View:
             top_score -= 1
         where = sorted(self.steps[PRIORITY_OF[top_score]])
         top, win = to_priorities([names[i] for i in where], [self.scores[i] for i in where])
-        if not all(0 <= p <= 10 for p in top):
+        if top and (min(top) < 0 or max(top) > 10):
             raise ValueError(f"to_priorities answered outside 0..10: {top}")
         priorities = self.plain.copy()
         for i, p in zip(where, top, strict=True):
