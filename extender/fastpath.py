@@ -1,17 +1,22 @@
 """least-used for a whole request at the cost of what changed since the last one.
 
-kube-scheduler sends the same node list again and again (its filtered node
-list, in the order of its node cache), and within one load snapshot a node's
-measured use in absolute units and its allocatable do not change from pod to
-pod. So per (snapshot, node list) a *layout* keeps the nodes' bases as arrays
-and each node's ``{"Host":"name","Score":`` prefix; per pod shape (cpu, memory
-estimate: a burst of one Deployment's pods shares it) a *view* keeps every
-node's score, its use after placement and the pending placements it was
-computed with. A request then re-scores only the nodes whose pending
-placements (the ledger's totals) changed, maps to 0..10 and joins the answer
-body from the prefixes. It covers the common case (fresh metrics and a known
-size for every node, cpu/memory weights); anything else returns None and the
-caller takes the general path. Equality with the general path is tested
+Within one load snapshot a node's measured use in absolute units and its
+allocatable do not change from pod to pod; only the pods placed since (the
+ledger's pending totals) and the incoming pod do. So per snapshot a *table*
+keeps every node's bases as arrays, indexed by position, and each node's
+``{"Host":"name","Score":N}`` answer for N in 0..10; per pod shape (cpu and
+memory estimate: a burst of one Deployment's pods shares it) a *view* keeps
+every node's score and use after placement, re-scoring only the nodes whose
+pending totals changed. A request maps its node names to positions, gathers
+their scores, maps them to 0..10 and joins the answer body from the table, all
+with C-level list operations. kube-scheduler's node list may differ from one
+request to the next (it filters a rotating window of at most
+percentageOfNodesToScore of the nodes, pkg/scheduler/schedule_one.go
+numFeasibleNodesToFind), so nothing is keyed by the list itself.
+
+It covers the common case (fresh metrics and a known size for every node,
+cpu/memory weights); anything else returns None and the caller takes the
+general path. Equality with the general path is tested
 (tests/extender/test_fastpath.py).
 """
 
@@ -20,41 +25,40 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
-from operator import attrgetter, ne
+from operator import attrgetter, getitem, ne
 
 import msgspec
 
 from .decide import to_priorities
 from .estimate import PodFacts, go_round
 from .ledger import Pending
-from .model import LoadSnapshot, NodeInfo
+from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
 from .policies.least_used import least_used
 
 __all__ = ["FastAnswer", "LeastUsedFastPath"]
 
-_LAYOUTS = 4  # node lists kept per snapshot (the scheduler's filtered lists vary a little)
-_VIEWS = 8  # pod shapes kept per layout
+_VIEWS = 8  # pod shapes kept per snapshot
 _AMOUNTS = attrgetter("cpu_millis", "memory_bytes")
 _SCORE_BYTES = [str(p).encode() + b"}" for p in range(11)]
+
+Figures = Callable[[int], tuple[int | None, int | None]]
 
 
 @dataclass(frozen=True, slots=True)
 class FastAnswer:
-    """One request's result. ``priorities`` and ``body`` may be shared with later
-    requests: never mutate them."""
+    """One request's result, in the request's node order."""
 
-    names: Sequence[str]
     priorities: list[int]
     win: int | None
     body: bytes
     """The JSON answer, ``[{"Host":..,"Score":..},..]``, ready to send."""
     fine: Sequence[int] = ()
-    """With ``figures=True``: every node's 0..100 score (a copy)."""
-    figures: Callable[[int], tuple[int | None, int | None]] | None = None
-    """With ``figures=True``: node index -> [cpu, memory] percent of allocatable
-    after placement, from the very sums that were scored (None: no data)."""
+    """Every node's 0..100 score."""
+    figures: Figures | None = None
+    """With ``figures=True``: request position -> [cpu, memory] percent of
+    allocatable after placement, from the very sums that were scored (None: no data)."""
 
 
 def _scorer(policy: LeastUsed) -> Callable[[int, float, int, float], int]:
@@ -62,117 +66,150 @@ def _scorer(policy: LeastUsed) -> Callable[[int, float, int, float], int]:
     memory used): ``least_used`` per resource and ``LeastUsed.combine``, the same
     functions the general path calls, so the two cannot drift apart."""
     combine = policy.combine
-    if policy.weights.get("cpu", 0) and policy.weights.get("memory", 0):
+    cpu = bool(policy.weights.get("cpu", 0))
+    memory = bool(policy.weights.get("memory", 0))
 
-        def both(ac: int, cu: float, am: int, mu: float) -> int:
-            score = combine(least_used(ac, cu), least_used(am, mu), None)
-            assert score is not None
-            return score
+    def score(ac: int, cu: float, am: int, mu: float) -> int:
+        result = combine(
+            least_used(ac, cu) if cpu else None, least_used(am, mu) if memory else None, None
+        )
+        assert result is not None  # a weighted resource has data (checked in _Table.add)
+        return result
 
-        return both
-    if policy.weights.get("cpu", 0):
+    return score
 
-        def cpu(ac: int, cu: float, am: int, mu: float) -> int:
-            score = combine(least_used(ac, cu), None, None)
-            assert score is not None
-            return score
 
-        return cpu
+@dataclass(frozen=True, slots=True)
+class _Mapping:
+    """What ``decide.to_priorities`` answers when the top 0..100 score is ``t``:
+    ``table[s]`` for a node scoring ``s`` (``table[t]``: a node tied with the
+    winner), and the winner's own priority with and without rivals (lower
+    scores in its 0..10 step). Derived by calling to_priorities itself, so the
+    fast path follows it; equality with the general path is tested."""
 
-    def memory(ac: int, cu: float, am: int, mu: float) -> int:
-        score = combine(None, least_used(am, mu), None)
-        assert score is not None
-        return score
+    table: list[int]
+    rival: list[int]  # 1 for a score that is a rival under top t, else 0
+    win: int
+    win_alone: int
+    tied_alone: int
 
-    return memory
+
+_MAPPINGS: dict[int, _Mapping | None] = {}
+
+
+def _mapping(t: int) -> _Mapping | None:
+    if t in _MAPPINGS:
+        return _MAPPINGS[t]
+    lows = list(range(t))
+    names = ["a", "b", *(f"c{s:03d}" for s in lows)]
+    full, win = to_priorities(names, [t, t, *lows])
+    alone, win_alone = to_priorities(["a", "b"], [t, t])
+    step = PRIORITY_OF[t]
+    found: _Mapping | None = None
+    if win == 0 and win_alone == 0:
+        rival = [1 if s < t and PRIORITY_OF[s] == step else 0 for s in range(MAX_SCORE + 1)]
+        table = full[2:] + [full[1]] + PRIORITY_OF[t + 1 :]
+        values = [*table, full[0], *alone]
+        if min(values) >= 0 and max(values) <= 10:  # else: to_priorities and a check
+            found = _Mapping(table, rival, full[0], alone[0], alone[1])
+    _MAPPINGS[t] = found
+    return found
+
+
+def _priorities(names: list[str], scores: list[int]) -> tuple[list[int], int | None]:
+    """``decide.to_priorities(names, scores)`` with C-level list operations: one
+    table look-up per node (see ``_Mapping``), then the winner (highest score,
+    then name). Every priority is 0..10 (the body's pieces cover only those)."""
+    if not scores:
+        return [], None
+    top = max(scores)
+    m = _mapping(top) if top <= MAX_SCORE else None  # scores are >= 0 (see _View.check)
+    if m is None:
+        priorities, win = to_priorities(names, scores)
+        if priorities and (min(priorities) < 0 or max(priorities) > 10):
+            raise ValueError(f"to_priorities answered outside 0..10: {priorities}")
+        return priorities, win
+    priorities = list(map(m.table.__getitem__, scores))
+    ties = scores.count(top)
+    win = scores.index(top)
+    if ties > 64:
+        # the first of the top-scored nodes with the least name (C loops only)
+        tied = list(map(top.__eq__, scores))
+        first = min(compress(names, tied))
+        win = names.index(first)
+        while not tied[win]:
+            win = names.index(first, win + 1)
+    elif ties > 1:
+        at = win
+        for _ in range(ties - 1):
+            at = scores.index(top, at + 1)
+            if names[at] < names[win]:
+                win = at
+    if m.win == m.win_alone and m.tied_alone == m.table[top]:
+        priorities[win] = m.win  # rivals or not, the same answer (every step but 0)
+        return priorities, win
+    if sum(map(m.rival.__getitem__, scores)):
+        priorities[win] = m.win
+        return priorities, win
+    if ties > 1 and m.tied_alone != m.table[top]:
+        at = -1
+        for _ in range(ties):
+            at = scores.index(top, at + 1)
+            priorities[at] = m.tied_alone
+    priorities[win] = m.win_alone
+    return priorities, win
 
 
 class _View:
-    """Every node's score for one pod shape, and the pending totals it includes.
+    """Every table node's score for one pod shape, with the pending totals in it."""
 
-    Besides the scores it keeps what ``decide.to_priorities`` needs, up to date
-    per changed node: each node's plain 0..10 step (``PRIORITY_OF``), how many
-    nodes have each 0..100 score and which nodes are in each step. That function
-    maps every score through the table and then adjusts only nodes in the
-    winner's step (a lower fine score there steps down, or the winner steps up
-    from 0), so it is run on that step's nodes alone, in their order, and every
-    other node keeps its table value. Equality with the full call is tested
-    (tests/extender/test_fastpath.py).
-    """
+    __slots__ = ("applied", "cpu_used", "keys", "mem_used", "pc", "pm", "scores", "values")
 
-    __slots__ = (
-        "applied",
-        "body",
-        "keys",
-        "count",
-        "cpu_used",
-        "mem_used",
-        "parts",
-        "plain",
-        "priorities",
-        "scores",
-        "steps",
-        "touched",
-        "values",
-        "where",
-        "win",
-    )
-
-    def __init__(self, layout: _Layout, pc: float, pm: float) -> None:
-        score = layout.score
-        # the same sums, in the same order, as estimate.demand_after (pending 0.0)
-        self.cpu_used = [b + (0.0 + pc) for b in layout.cpu_base]
-        self.mem_used = [b + (0.0 + pm) for b in layout.mem_base]
-        self.scores = list(
-            map(score, layout.cpu_alloc, self.cpu_used, layout.mem_alloc, self.mem_used)
-        )
-        if min(self.scores, default=0) < 0 or max(self.scores, default=0) > MAX_SCORE:
-            raise ValueError("least-used scores outside 0..100")  # cannot happen; see _scorer
-        self.plain = list(map(PRIORITY_OF.__getitem__, self.scores))
-        self.count = [0] * (MAX_SCORE + 1)
-        self.steps: list[set[int]] = [set() for _ in range(11)]
-        for i, (s, p) in enumerate(zip(self.scores, self.plain, strict=True)):
-            self.count[s] += 1
-            self.steps[p].add(i)
+    def __init__(self, table: _Table, pc: float, pm: float) -> None:
+        self.pc, self.pm = pc, pm
+        self.cpu_used: list[float] = []
+        self.mem_used: list[float] = []
+        self.scores: list[int] = []
         self.applied: dict[str, tuple[float, float]] = {}
         self.keys: list[str] = []
         self.values: list[tuple[float, float]] = []
-        self.priorities: list[int] = []
-        self.win: int | None = None
-        self.body = b""
-        self.parts: list[bytes] = []  # the body's pieces, one per node
-        self.touched: set[int] = set()  # nodes whose step moved since the body was made
-        self.where: list[int] = []  # the top step's nodes when the body was made
+        self.grow(table)
 
-    def sync(self, layout: _Layout, recent: Mapping[str, Pending], pc: float, pm: float) -> bool:
-        """Re-score the nodes whose pending totals changed; True when any did.
+    def grow(self, table: _Table) -> None:
+        """Score the table's nodes added since (no pending yet: the next sync
+        compares everything, since the ledger may already hold some for them)."""
+        start, pc, pm = len(self.scores), self.pc, self.pm
+        # the same sums, in the same order, as estimate.demand_after (pending 0.0)
+        cpu = [b + (0.0 + pc) for b in table.cpu_base[start:]]
+        mem = [b + (0.0 + pm) for b in table.mem_base[start:]]
+        scores = list(map(table.score, table.cpu_alloc[start:], cpu, table.mem_alloc[start:], mem))
+        if scores and (min(scores) < 0 or max(scores) > MAX_SCORE):
+            raise ValueError("least-used scored outside 0..100")  # _priorities relies on it
+        self.scores.extend(scores)
+        self.cpu_used.extend(cpu)
+        self.mem_used.extend(mem)
+        self.keys = []
 
-        The ledger's totals are a dict that, between two requests, mostly changes
-        a value or two and appends a node or two; comparing its keys and values
-        with the last request's as lists (C loops, no per-node Python) finds them.
-        Anything else (a node left the window) is found by a full comparison."""
+    def sync(self, table: _Table, recent: Mapping[str, Pending]) -> None:
+        """Re-score the nodes whose pending totals changed.
+
+        Between two requests the ledger's totals (a dict) mostly change a value
+        or two and gain a node or two; comparing keys and values with the last
+        request's as lists (C loops, no per-node Python) finds them. Anything
+        else (a node left the window) is found by a full comparison."""
         keys = list(recent)
         values = list(map(_AMOUNTS, recent.values()))
         known = len(self.keys)
-        if keys[:known] == self.keys:
+        if known and keys[:known] == self.keys:
             names = list(compress(keys, map(ne, values, self.values)))
             names.extend(keys[known:])
-            moved = self._apply(layout, names, recent, pc, pm)
+            self._apply(table, names, recent)
         else:
-            moved = self._compare(layout, recent, pc, pm)
+            self._compare(table, recent)
         self.keys, self.values = keys, values
-        return moved
 
-    def _apply(
-        self,
-        layout: _Layout,
-        names: list[str],
-        recent: Mapping[str, Pending],
-        pc: float,
-        pm: float,
-    ) -> bool:
-        index, applied = layout.index, self.applied
-        moved = False
+    def _apply(self, table: _Table, names: list[str], recent: Mapping[str, Pending]) -> None:
+        index, applied = table.index, self.applied
         for name in names:
             i = index.get(name)
             if i is None:
@@ -180,13 +217,10 @@ class _View:
             p = recent[name]
             c, m = p.cpu_millis, p.memory_bytes
             applied[name] = (c, m)
-            moved = self._rescore(layout, i, c + pc, m + pm) or moved
-        return moved
+            self.rescore(table, i, c + self.pc, m + self.pm)
 
-    def _compare(
-        self, layout: _Layout, recent: Mapping[str, Pending], pc: float, pm: float
-    ) -> bool:
-        index, applied = layout.index, self.applied
+    def _compare(self, table: _Table, recent: Mapping[str, Pending]) -> None:
+        index, applied = table.index, self.applied
         changed: list[str] = []
         matched = 0
         for name, p in recent.items():
@@ -196,67 +230,29 @@ class _View:
             old = applied.get(name)
             if old is None or old[0] != p.cpu_millis or old[1] != p.memory_bytes:
                 changed.append(name)
-        moved = self._apply(layout, changed, recent, pc, pm)
+        self._apply(table, changed, recent)
         if matched != len(applied):
             # some node's placements left the window (or the ledger forgot them)
             for name in [n for n in applied if n not in recent]:
                 del applied[name]
-                moved = self._rescore(layout, index[name], 0.0 + pc, 0.0 + pm) or moved
-        return moved
+                self.rescore(table, index[name], 0.0 + self.pc, 0.0 + self.pm)
 
-    def _rescore(self, layout: _Layout, i: int, cpu_extra: float, mem_extra: float) -> bool:
-        """Score node ``i`` with these pending amounts; True when its score moved."""
-        cu = self.cpu_used[i] = layout.cpu_base[i] + cpu_extra
-        mu = self.mem_used[i] = layout.mem_base[i] + mem_extra
-        new = layout.score(layout.cpu_alloc[i], cu, layout.mem_alloc[i], mu)
-        old = self.scores[i]
-        if new == old:
-            return False
-        self.scores[i] = new
-        self.count[old] -= 1
-        self.count[new] += 1
-        step = PRIORITY_OF[new]
-        if step != self.plain[i]:
-            self.steps[self.plain[i]].discard(i)
-            self.steps[step].add(i)
-            self.plain[i] = step
-            self.touched.add(i)
-        return True
+    def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
+        cu = self.cpu_used[i] = table.cpu_base[i] + cpu_extra
+        mu = self.mem_used[i] = table.mem_base[i] + mem_extra
+        score = table.score(table.cpu_alloc[i], cu, table.mem_alloc[i], mu)
+        if not 0 <= score <= MAX_SCORE:
+            raise ValueError(f"least-used scored {score}")  # _priorities relies on 0..100
+        self.scores[i] = score
 
-    def refresh(self, layout: _Layout) -> None:
-        """Priorities, winner and body for the current scores: the body's pieces
-        change only for nodes whose step moved and the top step's nodes."""
-        names = layout.names
-        if not names:
-            self.priorities, self.win, self.body = [], None, b"[]"
-            return
-        top_score = MAX_SCORE
-        while not self.count[top_score]:
-            top_score -= 1
-        where = sorted(self.steps[PRIORITY_OF[top_score]])
-        top, win = to_priorities([names[i] for i in where], [self.scores[i] for i in where])
-        if top and (min(top) < 0 or max(top) > 10):
-            raise ValueError(f"to_priorities answered outside 0..10: {top}")
-        priorities = self.plain.copy()
-        for i, p in zip(where, top, strict=True):
-            priorities[i] = p
-        self.win = None if win is None else where[win]
-        if priorities == self.priorities and self.body:
-            return  # the body stands; ``touched`` keeps what moved since it was made
-        pieces, parts = layout.pieces, self.parts
-        if not parts:
-            parts.extend(map(list.__getitem__, pieces, priorities))
-        else:
-            for i in self.touched.union(where, self.where):
-                parts[i] = pieces[i][priorities[i]]
-        self.touched.clear()
-        self.where = where
-        self.priorities = priorities
-        self.body = b"[" + b",".join(parts) + b"]"
+    def rebase(self, table: _Table, i: int) -> None:
+        """Node ``i``'s size changed: score it again with what is pending on it."""
+        c, m = self.applied.get(table.names[i], (0.0, 0.0))
+        self.rescore(table, i, c + self.pc, m + self.pm)
 
 
-class _Layout:
-    """Per snapshot and node list: the bases of every node, as arrays."""
+class _Table:
+    """Per snapshot: every node's bases, as arrays indexed by position."""
 
     __slots__ = (
         "cpu_alloc",
@@ -270,39 +266,76 @@ class _Layout:
         "names",
         "pieces",
         "score",
+        "snapshot",
+        "version",
         "views",
+        "wc",
+        "wm",
     )
 
-    def __init__(
-        self,
-        names: list[str],
-        infos: list[NodeInfo],
-        snapshot: LoadSnapshot,
-        score: Callable[[int, float, int, float], int],
-    ) -> None:
-        measured = snapshot.nodes
-        self.names = names
-        self.infos = infos
-        self.index = {name: i for i, name in enumerate(names)}
-        self.score = score
+    def __init__(self, snapshot: LoadSnapshot, policy: LeastUsed) -> None:
+        self.snapshot = snapshot
+        self.score = _scorer(policy)
+        self.wc, self.wm = policy.weights.get("cpu", 0), policy.weights.get("memory", 0)
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.infos: list[NodeInfo] = []
         self.cpu_base: list[float] = []
         self.mem_base: list[float] = []
+        self.cpu_alloc: list[int] = []
+        self.mem_alloc: list[int] = []
         self.cpu_known: list[bool] = []
         self.mem_known: list[bool] = []
-        for name, info in zip(names, infos, strict=True):
-            load = measured[name]
-            self.cpu_base.append((load.cpu.avg or 0.0) * info.cpu_capacity_millis / 100)
-            self.mem_base.append((load.memory.avg or 0.0) * info.memory_capacity_bytes / 100)
+        self.pieces: list[list[bytes]] = []
+        self.views: dict[tuple[float, float], _View] = {}
+        self.version = 0  # bumped whenever a node is added or resized
+
+    def _load(self, name: str) -> NodeLoad | None:
+        load = self.snapshot.nodes.get(name)
+        if load is None or (self.wc and load.cpu.avg is None):
+            return None
+        return None if self.wm and load.memory.avg is None else load
+
+    def add(self, names: Sequence[str], infos: Mapping[str, NodeInfo]) -> bool:
+        """Add the nodes of ``names`` not in the table yet; False when one has no
+        size or no fresh measurement (the general path's case)."""
+        new: list[tuple[str, NodeInfo, NodeLoad]] = []
+        for name in dict.fromkeys(n for n in names if n not in self.index):
+            info, load = infos.get(name), self._load(name)
+            if info is None or load is None:
+                return False
+            new.append((name, info, load))
+        for name, info, load in new:
+            self.index[name] = len(self.names)
+            self.names.append(name)
+            self.infos.append(info)
             self.cpu_known.append(load.cpu.avg is not None)
             self.mem_known.append(load.memory.avg is not None)
-        self.cpu_alloc = [info.cpu_allocatable_millis for info in infos]
-        self.mem_alloc = [info.memory_allocatable_bytes for info in infos]
-        # each node's answer for every score 0..10: the body is a join of look-ups
-        self.pieces = [
-            [b'{"Host":' + msgspec.json.encode(n) + b',"Score":' + b for b in _SCORE_BYTES]
-            for n in names
-        ]
-        self.views: dict[tuple[float, float], _View] = {}
+            self.cpu_base.append(0.0)
+            self.mem_base.append(0.0)
+            self.cpu_alloc.append(0)
+            self.mem_alloc.append(0)
+            self._size(len(self.names) - 1, info, load)
+            # the node's answer for every score 0..10: a body is a join of look-ups
+            host = b'{"Host":' + msgspec.json.encode(name) + b',"Score":'
+            self.pieces.append([host + score for score in _SCORE_BYTES])
+        for view in self.views.values():
+            view.grow(self)
+        return True
+
+    def _size(self, i: int, info: NodeInfo, load: NodeLoad) -> None:
+        self.version += 1
+        self.infos[i] = info
+        self.cpu_base[i] = (load.cpu.avg or 0.0) * info.cpu_capacity_millis / 100
+        self.mem_base[i] = (load.memory.avg or 0.0) * info.memory_capacity_bytes / 100
+        self.cpu_alloc[i] = info.cpu_allocatable_millis
+        self.mem_alloc[i] = info.memory_allocatable_bytes
+
+    def resize(self, i: int, info: NodeInfo) -> None:
+        load = self.snapshot.nodes[self.names[i]]
+        self._size(i, info, load)
+        for view in self.views.values():
+            view.rebase(self, i)
 
     def view(self, pc: float, pm: float) -> _View:
         key = (pc, pm)
@@ -312,6 +345,22 @@ class _Layout:
                 del self.views[next(iter(self.views))]
             view = self.views[key] = _View(self, pc, pm)
         return view
+
+
+class _Positions:
+    """A request's node list mapped onto the table (kept for the next request:
+    the scheduler often sends the same list again)."""
+
+    __slots__ = ("hashed", "held", "names", "pieces", "positions", "table", "version")
+
+    def __init__(self, table: _Table, names: list[str], positions: list[int]) -> None:
+        self.table = table
+        self.held: list[NodeInfo] = []
+        self.version = -1  # of the table when ``held`` was gathered
+        self.names = names
+        self.positions = positions
+        self.hashed = list(map(table.names.__getitem__, positions))
+        self.pieces = list(map(table.pieces.__getitem__, positions))
 
 
 def _percent(used: float, allocatable: int, known: bool) -> int | None:
@@ -324,9 +373,8 @@ def _percent(used: float, allocatable: int, known: bool) -> int | None:
 class LeastUsedFastPath:
     def __init__(self, policy: LeastUsed) -> None:
         self.policy = policy
-        self._score = _scorer(policy)
-        self._snapshot: LoadSnapshot | None = None
-        self._layouts: list[_Layout] = []
+        self._table: _Table | None = None
+        self._last: _Positions | None = None
 
     @classmethod
     def for_policy(cls, policy: Policy) -> LeastUsedFastPath | None:
@@ -335,31 +383,38 @@ class LeastUsedFastPath:
             return cls(policy)
         return None
 
-    def _layout(
+    def _positions(
         self, names: Sequence[str], infos: Mapping[str, NodeInfo], snapshot: LoadSnapshot
-    ) -> _Layout | None:
-        if snapshot is not self._snapshot:
-            self._snapshot, self._layouts = snapshot, []
-        for layout in self._layouts:
-            # Both compare C-level and identity first; the layout's own name strings
-            # have their hashes cached, the request's fresh ones would be hashed.
-            if layout.names == names and list(map(infos.get, layout.names)) == layout.infos:
-                return layout
-        found = list(map(infos.get, names))
-        if None in found or len(set(names)) != len(names):
-            return None  # a node of unknown size, or a name twice: the general path
-        measured = snapshot.nodes
-        wc, wm = self.policy.weights.get("cpu", 0), self.policy.weights.get("memory", 0)
-        for name in names:
-            load = measured.get(name)
-            if load is None or (wc and load.cpu.avg is None) or (wm and load.memory.avg is None):
-                return None
-        known = [info for info in found if info is not None]
-        layout = _Layout(list(names), known, snapshot, self._score)
-        if len(self._layouts) >= _LAYOUTS:
-            self._layouts.pop(0)
-        self._layouts.append(layout)
-        return layout
+    ) -> _Positions | None:
+        table = self._table
+        if table is None or table.snapshot is not snapshot:
+            table = self._table = _Table(snapshot, self.policy)
+            self._last = None
+        last = self._last
+        if last is not None and last.names == names:
+            known = last  # the same list as last time (C compare): keep its positions
+        else:
+            where = list(map(table.index.get, names))
+            if None in where:
+                if not table.add(names, infos):
+                    return None
+                where = list(map(table.index.get, names))
+            known = self._last = _Positions(table, list(names), where)  # type: ignore[arg-type]
+        # The sizes the caller knows now against the table's (C loops, identity first;
+        # the table's own name strings have their hashes cached).
+        found = list(map(infos.get, known.hashed))
+        if known.version != table.version:
+            known.held = list(map(table.infos.__getitem__, known.positions))
+            known.version = table.version
+        if found != known.held:
+            for info, old, i in zip(found, known.held, known.positions, strict=True):
+                if info is None:
+                    return None
+                if info != old:
+                    table.resize(i, info)
+            known.held = list(map(table.infos.__getitem__, known.positions))
+            known.version = table.version
+        return known
 
     def answer(
         self,
@@ -373,25 +428,32 @@ class LeastUsedFastPath:
     ) -> FastAnswer | None:
         """The answer for ``names``, or None when a node lacks a size or fresh data
         (the general path handles it)."""
-        layout = self._layout(names, infos, snapshot)
-        if layout is None:
+        known = self._positions(names, infos, snapshot)
+        if known is None:
             return None
-        pc, pm = pod.usage.cpu_millis, pod.usage.memory_bytes
-        view = layout.view(pc, pm)
-        if view.sync(layout, recent, pc, pm) or not view.body:
-            view.refresh(layout)
-        look: Callable[[int], tuple[int | None, int | None]] | None = None
+        table, positions = known.table, known.positions
+        view = table.view(pod.usage.cpu_millis, pod.usage.memory_bytes)
+        view.sync(table, recent)
+        scores = list(map(view.scores.__getitem__, positions))
+        priorities, win = _priorities(known.names, scores)
+        body = b"[" + b",".join(map(getitem, known.pieces, priorities)) + b"]"
+        look: Figures | None = None
         if figures:
-            cpu_used, mem_used = list(view.cpu_used), list(view.mem_used)
+            # copies: the view and the table change with later requests
+            cpu = list(map(view.cpu_used.__getitem__, positions))
+            mem = list(map(view.mem_used.__getitem__, positions))
+            cpu_alloc = list(map(table.cpu_alloc.__getitem__, positions))
+            mem_alloc = list(map(table.mem_alloc.__getitem__, positions))
+            flags = table.cpu_known, table.mem_known  # fixed per node and snapshot
 
-            def look(i: int) -> tuple[int | None, int | None]:
+            def look(k: int) -> tuple[int | None, int | None]:
+                i = positions[k]
                 return (
-                    _percent(cpu_used[i], layout.cpu_alloc[i], layout.cpu_known[i]),
-                    _percent(mem_used[i], layout.mem_alloc[i], layout.mem_known[i]),
+                    _percent(cpu[k], cpu_alloc[k], flags[0][i]),
+                    _percent(mem[k], mem_alloc[k], flags[1][i]),
                 )
 
-        fine = list(view.scores) if figures else []
-        return FastAnswer(layout.names, view.priorities, view.win, view.body, fine, look)
+        return FastAnswer(priorities, win, body, scores, look)
 
     def scores(
         self,
@@ -402,13 +464,5 @@ class LeastUsedFastPath:
         recent: Mapping[str, Pending],
     ) -> list[int] | None:
         """Every node's 0..100 score (for tests and callers that map them themselves)."""
-        layout = self._layout(names, infos, snapshot)
-        if layout is None:
-            return None
-        pc, pm = pod.usage.cpu_millis, pod.usage.memory_bytes
-        view = layout.view(pc, pm)
-        view.sync(layout, recent, pc, pm)
-        return list(view.scores)
-
-
-assert MAX_SCORE == 100  # _SCORE_BYTES covers to_priorities' 0..10
+        answer = self.answer(pod, names, infos, snapshot, recent)
+        return None if answer is None else list(answer.fine)

@@ -271,7 +271,7 @@ class Extender:
 
     def _fast_answer(
         self, pod: PodFacts, args: ExtenderArgs | PrioritizeArgs, now: float
-    ) -> tuple[FastAnswer, Mapping[str, NodeInfo]] | None:
+    ) -> tuple[FastAnswer, list[str], Mapping[str, NodeInfo]] | None:
         """least-used's fast path (see ``fastpath``) when it applies, else None."""
         snap = self.refresher.snapshot
         # (the policy may have been swapped since, in tests)
@@ -280,16 +280,15 @@ class Extender:
             return None
         recent = self.ledger.recent(snap.window_end - REPORT_INTERVAL_SECONDS)
         figures = self.recorder is not None
+        infos: Mapping[str, NodeInfo]
         if args.node_names is not None and args.nodes is None:
             # Look sizes up where the watch keeps them, without copying them per request.
-            infos: Mapping[str, NodeInfo] = (
-                self.cluster.nodes if self.cluster is not None else self._seen
-            )
-            answer = fast.answer(pod, args.node_names, infos, snap, recent, figures=figures)
-            return (answer, infos) if answer is not None else None
-        names, infos = self._infos(args)
+            names = args.node_names
+            infos = self.cluster.nodes if self.cluster is not None else self._seen
+        else:
+            names, infos = self._infos(args)
         answer = fast.answer(pod, names, infos, snap, recent, figures=figures)
-        return (answer, infos) if answer is not None else None
+        return None if answer is None else (answer, names, infos)
 
     def prioritize_json(self, args: ExtenderArgs | PrioritizeArgs) -> msgspec.Raw:
         pod = self._facts(args)
@@ -297,15 +296,15 @@ class Extender:
         scored: Scored | None = None
         fast = self._fast_answer(pod, args, now)
         if fast is not None:
-            answer, infos = fast
-            names, stale, body = answer.names, False, answer.body
+            answer, names, infos = fast
+            stale, body = False, answer.body
             win = names[answer.win] if answer.win is not None else None
             why = ""
             if self.recorder is not None:
                 if win is not None:
                     state = self._states([win], infos)[0][0]
                     why = self.policy.score(pod, state, True).why
-                scored = self._fast_scored(answer)
+                scored = self._fast_scored(answer, names)
         else:
             names, infos = self._infos(args)
             states, stale = self._states(names, infos)
@@ -325,7 +324,7 @@ class Extender:
         return msgspec.Raw(body)
 
     @staticmethod
-    def _fast_scored(answer: FastAnswer) -> Scored:
+    def _fast_scored(answer: FastAnswer, names: list[str]) -> Scored:
         look = answer.figures
         assert look is not None
 
@@ -333,7 +332,7 @@ class Extender:
             cpu, memory = look(i)
             return cpu, memory, False  # the fast path takes only fresh measurements
 
-        return Scored(answer.names, answer.priorities, answer.fine, figures)
+        return Scored(names, answer.priorities, answer.fine, figures)
 
     def _note_scores(
         self,

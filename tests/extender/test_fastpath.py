@@ -11,6 +11,7 @@ from extender.decide import to_priorities
 from extender.estimate import PodFacts
 from extender.events import ANNOTATION, EventRecorder
 from extender.fastpath import LeastUsedFastPath
+from extender.fastpath import _priorities as fast_priorities
 from extender.ledger import Pending
 from extender.model import LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad, Usage
 from extender.policies import LeastUsed
@@ -65,13 +66,16 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
         ext.prioritize(decode_args(warm, raw_nodes=False))
     # The scheduler sends the same node lists again and again, and a burst is mostly
     # pods of one shape: a few of each, so cached layouts and views are reused.
+    # (in an order that varies: kube-scheduler's filter fills its list as parallel
+    # checks finish), and windows that move over the nodes.
     lists = [rng.sample(names[:-3], 25) for _ in range(3)] + [names[:-3], names]
+    lists += [lists[0][::-1], names[10:37] + names[:5]]
     shapes = [
         {"cpu": f"{rng.randrange(1, 3000)}m", "memory": f"{rng.randrange(1, 4000)}Mi"}
         for _ in range(4)
     ]
     for i in range(400):
-        subset = lists[i % 4] if i % 9 else lists[4]
+        subset = lists[i % 7] if i % 9 else lists[4]
         requests = shapes[i % 3] if i % 11 else shapes[3]
         pod = pod_json(container(requests), uid=f"u{i}")
         body = json.dumps({"Pod": pod, "NodeNames": subset}).encode()
@@ -100,7 +104,7 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
                 ext.ledger.bind(f"u{i - 1}", names[i % 37], Usage(500, MI), 0, now)
                 ext.ledger.forget(f"u{i - 2}")
     assert len(fast.ledger) == len(general.ledger)
-    assert sum(taken) >= 300 and not all(taken)  # both paths were exercised
+    assert sum(taken) >= 250 and not all(taken)  # both paths were exercised
 
 
 async def test_event_figures_are_the_general_paths():
@@ -190,3 +194,15 @@ def test_answer_body_follows_steps_through_ties_and_a_new_top():
     assert answer(dict(pending)) == ([93, 85, 88, 90], [9, 8, 8, 8])
     del pending["b"]  # b: 96, alone in step 10; a, k and t answer their plain 9
     assert answer(dict(pending)) == ([93, 85, 88, 96], [9, 9, 9, 10])
+
+
+def test_priorities_match_decide_to_priorities():
+    """The fast path's C-level mapping against the function the general path calls,
+    over ties, rivals in the top step, step 0 and repeated names."""
+    rng = random.Random(3)
+    for _ in range(5000):
+        n = rng.randint(1, 30)
+        high = rng.choice([3, 6, 12, 50, 100])
+        scores = [rng.randint(0, high) for _ in range(n)]
+        names = [f"n{rng.randint(0, 99):02d}" for _ in range(n)]
+        assert fast_priorities(names, scores) == to_priorities(names, scores), (names, scores)
