@@ -326,6 +326,8 @@ class Bodies:
     pod_template: bytes
     counter: int = 0
     same_pod: bool = False
+    vary_order: bool = False
+    turns: int = 0
 
     def body(self, mode: str) -> bytes:
         if not self.same_pod:
@@ -334,7 +336,15 @@ class Bodies:
         pod = self.pod_template.replace(b"@UID@", uid)
         if mode == "full":
             return b'{"Pod":' + pod + b',"Nodes":' + self.nodes_json + b',"NodeNames":null}'
-        return b'{"Pod":' + pod + b',"Nodes":null,"NodeNames":' + self.names_json + b"}"
+        names = self.names_json
+        if self.vary_order:
+            # kube-scheduler lists feasible nodes as its parallel filter checks finish,
+            # from a start that rotates (pkg/scheduler/schedule_one.go
+            # findNodesThatPassFilters): the same nodes, in another order each time
+            self.turns += 1
+            k = (self.turns * 37) % max(1, self.n)
+            names = msgspec.json.encode(self.names[k:] + self.names[:k])
+        return b'{"Pod":' + pod + b',"Nodes":null,"NodeNames":' + names + b"}"
 
 
 def make_bodies(n: int, pod_template: bytes, seed: int = 1) -> Bodies:
@@ -686,6 +696,11 @@ async def bench(args: argparse.Namespace) -> int:
         "cache-capable cells are warmed with one full-Node request first (no kubeconfig: "
         "the extender knows node sizes only from full-Node requests it has seen)\n"
         + (
+            "cache-capable requests rotate the node order (--vary-order)\n"
+            if args.vary_order
+            else ""
+        )
+        + (
             "every request carries the same pod (--same-pod): the herding ledger stays at 1\n"
             if args.same_pod
             else "every request carries a distinct pod (own UID), as in a burst; a fresh "
@@ -706,6 +721,7 @@ async def bench(args: argparse.Namespace) -> int:
             for n in counts:
                 bodies = make_bodies(n, pod_template)
                 bodies.same_pod = args.same_pod
+                bodies.vary_order = args.vary_order
                 for mode in modes:
                     # A fresh extender per cell: its herding ledger (one assumed placement
                     # per distinct pod, kept 5 minutes) holds only this cell's pods.
@@ -765,6 +781,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="send one pod (same UID) every time, so the extender's herding ledger stays at "
         "one entry (isolates the ledger's cost; default: a distinct pod per request)",
+    )
+    p.add_argument(
+        "--vary-order",
+        action="store_true",
+        help="cache-capable requests list the nodes in a rotated order each time, as "
+        "kube-scheduler's parallel filter does (default: the same list every time)",
     )
     p.add_argument("--floor-server", metavar="HOST:PORT", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
