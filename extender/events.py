@@ -139,7 +139,9 @@ def _placement(decision: Decision) -> str:
     """Where the pod went, said from that node, and why when not the favourite."""
     bound, best = decision.bound, decision.best
     assert bound is not None
-    if best is None or bound == best:
+    if best is None:  # only the filter ran (one node left): the scheduler had no choice
+        return f"bound to {bound}{_figures(decision, bound)}"
+    if bound == best:
         why = f": {decision.why}" if decision.why else ""
         return f"bound to {bound}{_figures(decision, bound)}, the favourite{why}"
     if decision.tied and bound in decision.tied:

@@ -234,3 +234,8 @@ def test_pending_pods_are_capped_and_counted_and_shown_as_a_gauge():
     rec.note("a", "a", "ns", "a", lambda d: d, Decision(policy="p", source="s"))  # known: kept
     assert len(rec) == 2 and outcomes == ["dropped"]
     assert b"loadwise_extender_events_pending 2.0" in metrics.render()
+
+
+def test_message_when_only_the_filter_ran():
+    d = Decision(policy="p", source="s", failed={"b": "cpu 95% > 90% threshold"}, bound="a")
+    assert format_message(d) == "bound to a; filtered b: cpu 95% > 90% threshold"
