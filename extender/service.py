@@ -45,6 +45,8 @@ log = logging.getLogger("loadwise.extender")
 NEUTRAL_PRIORITY = to_extender_priority(MAX_SCORE // 2)
 
 _hosts = msgspec.json.Decoder(list[HostPriority])
+_shape_encoder = msgspec.json.Encoder()
+_SHAPES = 256  # pod resource specs whose facts are kept
 
 
 def _general_scored(pod: PodFacts, states: list[NodeState], ranked: list[Ranked]) -> Scored:
@@ -105,6 +107,7 @@ class Extender:
         self._scored = self.metrics.decisions.labels("prioritize", "scored")
         self._seen: dict[str, NodeInfo] = {}
         self._seen_rv: dict[str, str] = {}
+        self._shapes: dict[bytes, PodFacts] = {}
         self._prune_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
@@ -229,8 +232,20 @@ class Extender:
         )
 
     def _facts(self, args: ExtenderArgs | PrioritizeArgs) -> PodFacts:
-        assert args.pod is not None
-        return pod_facts(args.pod, self.estimator, self.tlp)
+        """The pod's numbers. A burst is many pods of one template, so the parsed
+        quantities are kept per resources-spec (what ``pod_facts`` reads)."""
+        pod = args.pod
+        assert pod is not None
+        spec = pod.spec
+        shape = _shape_encoder.encode((spec.containers, spec.initContainers, spec.overhead))
+        known = self._shapes.get(shape)
+        if known is None:
+            known = pod_facts(pod, self.estimator, self.tlp)
+            if len(self._shapes) >= _SHAPES:
+                self._shapes.clear()
+            self._shapes[shape] = known
+        meta = pod.metadata
+        return msgspec.structs.replace(known, key=pod.key, name=meta.name, namespace=meta.namespace)
 
     def filter(self, args: ExtenderArgs) -> FilterResult:
         pod = self._facts(args)

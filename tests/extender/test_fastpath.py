@@ -8,7 +8,7 @@ import pytest
 
 from extender.config import load_settings
 from extender.decide import to_priorities
-from extender.estimate import PodFacts
+from extender.estimate import PodFacts, pod_facts
 from extender.events import ANNOTATION, EventRecorder
 from extender.fastpath import LeastUsedFastPath
 from extender.fastpath import _priorities as fast_priorities
@@ -206,3 +206,21 @@ def test_priorities_match_decide_to_priorities():
         scores = [rng.randint(0, high) for _ in range(n)]
         names = [f"n{rng.randint(0, 99):02d}" for _ in range(n)]
         assert fast_priorities(names, scores) == to_priorities(names, scores), (names, scores)
+
+
+def test_pod_facts_kept_per_resources_spec_are_each_pods_own():
+    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    ext = Extender(settings, StaticSource(LoadSnapshot("s", 0, 0, {})))
+    rng = random.Random(2)
+    for i in range(300):
+        requests = {"cpu": f"{rng.choice([100, 250])}m", "memory": rng.choice(["64Mi", "1Gi"])}
+        limits = rng.choice([None, {"cpu": "1"}, {"memory": "2Gi"}])
+        raw = pod_json(
+            container(requests, limits),
+            uid=f"u{i}" if i % 5 else "",
+            name=f"p{i}",
+            namespace=rng.choice(["a", "b"]),
+            overhead=rng.choice([None, {"cpu": "50m"}]),
+        )
+        args = decode_args(json.dumps({"Pod": raw, "NodeNames": []}).encode(), raw_nodes=False)
+        assert ext._facts(args) == pod_facts(args.pod, ext.estimator, ext.tlp)
