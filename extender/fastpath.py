@@ -9,10 +9,11 @@ memory estimate: a burst of one Deployment's pods shares it) a *view* keeps
 every node's score and use after placement, re-scoring only the nodes whose
 pending totals changed. A request maps its node names to positions, gathers
 their scores, maps them to 0..10 and joins the answer body from the table, all
-with C-level list operations. kube-scheduler's node list may differ from one
-request to the next (it filters a rotating window of at most
-percentageOfNodesToScore of the nodes, pkg/scheduler/schedule_one.go
-numFeasibleNodesToFind), so nothing is keyed by the list itself.
+with C-level list operations. kube-scheduler's node list differs from one
+request to the next (pkg/scheduler/schedule_one.go findNodesThatPassFilters:
+nodes are listed as parallel filter checks finish, from a start that rotates,
+and at most numFeasibleNodesToFind of them), so the table is keyed by node;
+the last list's positions are kept only as a shortcut for the same list again.
 
 It covers the common case (fresh metrics and a known size for every node,
 cpu/memory weights); anything else returns None and the caller takes the
@@ -123,7 +124,8 @@ def _priorities(names: list[str], scores: list[int]) -> tuple[list[int], int | N
     if not scores:
         return [], None
     top = max(scores)
-    m = _mapping(top) if top <= MAX_SCORE else None  # scores are >= 0 (see _View.check)
+    # scores are 0..100: _View.grow and _View.rescore refuse anything else
+    m = _mapping(top) if top <= MAX_SCORE else None
     if m is None:
         priorities, win = to_priorities(names, scores)
         if priorities and (min(priorities) < 0 or max(priorities) > 10):
