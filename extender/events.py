@@ -46,7 +46,9 @@ ANNOTATION = "loadwise.dev/decision"
 COMPONENT = "loadwise-extender"
 MAX_MESSAGE = 1024  # the API server truncates longer Event messages
 LISTED = 16  # nodes listed in the decision besides the favourite and the bound node
-MAX_PENDING = 1024  # pods waiting to be recorded; more are dropped and counted
+MAX_PENDING = 512  # pods waiting to be recorded; more are dropped and counted. Each holds
+# its scored nodes (about 7 words per node: ~30 MB at 1000 nodes when full), far more than
+# the default rate limit (events.per_minute: 60, as a burst of 60) lets through.
 
 log = logging.getLogger("loadwise.extender.events")
 
