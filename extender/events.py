@@ -13,10 +13,11 @@ failure to send is only counted.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -27,42 +28,147 @@ from .tasks import cancel
 
 __all__ = [
     "ANNOTATION",
+    "LISTED",
+    "MAX_PENDING",
     "REASON",
     "Decision",
     "EventRecorder",
+    "Scored",
     "build_event",
+    "encode_decision",
     "format_message",
     "parse_decision",
+    "with_candidates",
 ]
 
 REASON = "LoadwiseScored"
 ANNOTATION = "loadwise.dev/decision"
 COMPONENT = "loadwise-extender"
 MAX_MESSAGE = 1024  # the API server truncates longer Event messages
+LISTED = 16  # nodes listed in the decision besides the favourite and the bound node
+MAX_PENDING = 512  # pods waiting to be recorded; more are dropped and counted. Each holds
+# its scored nodes (about 7 words per node: ~30 MB at 1000 nodes when full), far more than
+# the default rate limit (events.per_minute: 60, as a burst of 60) lets through.
 
 log = logging.getLogger("loadwise.extender.events")
 
 
 class Decision(msgspec.Struct, kw_only=True):
-    """The decision annotation's JSON (also what :func:`parse_decision` returns)."""
+    """The decision annotation's JSON (also what :func:`parse_decision` returns).
+    Format version 2 (docs/contracts.md): every key but ``policy`` and ``source``
+    is optional for readers."""
 
     policy: str
     source: str
     stale: bool = False
     scores: dict[str, int] = msgspec.field(default_factory=dict)
+    """node -> 0..10 priority: the LISTED best, the favourite and the bound node."""
+    use: dict[str, list[int | None]] = msgspec.field(default_factory=dict)
+    """node -> [cpu, memory] percent of allocatable after placement (None: no data)."""
+    estimated: list[str] = msgspec.field(default_factory=list)
+    omitted: int = 0
     failed: dict[str, str] = msgspec.field(default_factory=dict)
     best: str | None = None
     why: str = ""
+    tied: list[str] | None = None
+    bound: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """Every node one prioritize call scored, kept until the Event is written so
+    the node the pod is finally bound to can be listed with its own figures."""
+
+    names: Sequence[str]
+    priorities: Sequence[int]
+    """0..10, what the scheduler was told."""
+    fine: Sequence[int]
+    """0..100, the ranking behind the priorities (highest first, then name)."""
+    figures: Callable[[int], tuple[int | None, int | None, bool]]
+    """index -> (cpu %, memory % after placement, estimated?), from the scored sums."""
+
+
+def _listed(scored: Scored, extra: Sequence[str | None]) -> list[int]:
+    names, fine = scored.names, scored.fine
+    top = heapq.nsmallest(LISTED, range(len(names)), key=lambda i: (-fine[i], names[i]))
+    chosen = set(top)
+    wanted = {n for n in extra if n is not None and n not in {names[i] for i in top}}
+    if wanted:
+        top.extend(i for i, n in enumerate(names) if n in wanted and i not in chosen)
+    return top
+
+
+def with_candidates(decision: Decision, scored: Scored) -> Decision:
+    """``decision`` with the listed nodes' scores, figures and the tie filled in
+    from ``scored`` (the favourite ``best`` and the ``bound`` node always listed)."""
+    listed = _listed(scored, (decision.best, decision.bound))
+    names, priorities = scored.names, scored.priorities
+    scores: dict[str, int] = {}
+    use: dict[str, list[int | None]] = {}
+    estimated: list[str] = []
+    for i in listed:
+        cpu, memory, guessed = scored.figures(i)
+        scores[names[i]] = priorities[i]
+        use[names[i]] = [cpu, memory]
+        if guessed:
+            estimated.append(names[i])
+    tied = None
+    if priorities:
+        top = max(priorities)
+        equal = [n for n, p in zip(names, priorities, strict=True) if p == top]
+        tied = equal if len(equal) > 1 else None
+    return msgspec.structs.replace(
+        decision,
+        scores=scores,
+        use=use,
+        estimated=estimated,
+        omitted=len(set(names)) - len(scores),
+        tied=tied,
+    )
+
+
+def _figures(decision: Decision, node: str) -> str:
+    parts = [str(decision.scores[node])] if node in decision.scores else []
+    cpu, memory = (decision.use.get(node) or [None, None])[:2]
+    if cpu is not None:
+        parts.append(f"cpu {cpu}%")
+    if memory is not None:
+        parts.append(f"mem {memory}%")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _placement(decision: Decision) -> str:
+    """Where the pod went, said from that node, and why when not the favourite."""
+    bound, best = decision.bound, decision.best
+    assert bound is not None
+    if best is None:  # only the filter ran (one node left): the scheduler had no choice
+        return f"bound to {bound}{_figures(decision, bound)}"
+    if bound == best:
+        why = f": {decision.why}" if decision.why else ""
+        return f"bound to {bound}{_figures(decision, bound)}, the favourite{why}"
+    if decision.tied and bound in decision.tied:
+        reason = "tie at the top priority, the scheduler picks at random"
+    elif bound not in decision.scores:
+        reason = "not scored by loadwise"
+    else:
+        reason = "the scheduler's own plugin scores outweighed loadwise's"
+    return (
+        f"scheduler chose {bound}{_figures(decision, bound)} over favourite "
+        f"{best}{_figures(decision, best)}: {reason}"
+    )
 
 
 def format_message(decision: Decision, top: int = 5) -> str:
     parts = []
+    if decision.bound:
+        parts.append(_placement(decision))
     if decision.scores:
         ranked = sorted(decision.scores.items(), key=lambda kv: (-kv[1], kv[0]))
         shown = " ".join(f"{n}={s}" for n, s in ranked[:top])
-        more = f" (+{len(ranked) - top} more)" if len(ranked) > top else ""
+        hidden = len(ranked) - top + decision.omitted
+        more = f" (+{hidden} more)" if hidden > 0 else ""
         parts.append(f"scores {shown}{more}")
-    if decision.best:
+    if decision.best and not decision.bound:
         parts.append(
             f"best {decision.best}: {decision.why}" if decision.why else f"best {decision.best}"
         )
@@ -82,6 +188,15 @@ def parse_decision(annotation: str | bytes) -> Decision:
     return msgspec.json.decode(annotation, type=Decision)
 
 
+def encode_decision(decision: Decision) -> str:
+    """The annotation's JSON; ``tied`` and ``bound`` are left out when unset."""
+    data = msgspec.to_builtins(decision)
+    for key in ("tied", "bound"):
+        if data.get(key) is None:
+            data.pop(key, None)
+    return msgspec.json.encode(data).decode()
+
+
 def _now_rfc3339(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -96,7 +211,7 @@ def build_event(
         "metadata": {
             "generateName": f"{pod_name}.loadwise-",
             "namespace": namespace,
-            "annotations": {ANNOTATION: msgspec.json.encode(decision).decode()},
+            "annotations": {ANNOTATION: encode_decision(decision)},
         },
         "involvedObject": {
             "apiVersion": "v1",
@@ -124,6 +239,10 @@ class _Pending:
     uid: str
     decision: Decision
     due: float = field(default=0.0)
+    """When the filter and prioritize halves are merged (the Event may go)."""
+    latest: float = field(default=0.0)
+    """The longest it waits for the pod's binding (with a watch); = due without."""
+    scored: Scored | None = None
 
 
 class EventRecorder:
@@ -131,6 +250,10 @@ class EventRecorder:
 
     ``post`` is a blocking callable (namespace, event dict) run in a thread; it
     raises ``KubeError`` when the API refuses (counted as an "error" outcome).
+    With ``bind_wait_seconds`` (set when the extender watches pods) an Event waits
+    up to that long after the merge for :meth:`placed` to say where the pod was
+    bound, and then names that node (``bound``). At most ``max_pending`` pods wait;
+    notes about further pods are dropped and counted ("dropped").
     """
 
     def __init__(
@@ -139,6 +262,8 @@ class EventRecorder:
         *,
         per_minute: int,
         merge_seconds: float = 0.5,
+        bind_wait_seconds: float = 0.0,
+        max_pending: int = MAX_PENDING,
         on_result: Callable[[str], None] | None = None,
     ) -> None:
         self._post = post
@@ -147,11 +272,17 @@ class EventRecorder:
         self._capacity = float(per_minute)
         self._last = time.monotonic()
         self.merge_seconds = merge_seconds
+        self.bind_wait_seconds = bind_wait_seconds
+        self.max_pending = max_pending
         self._pending: dict[str, _Pending] = {}
         self._on_result = on_result or (lambda outcome: None)
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._instance = socket.gethostname()
+
+    def __len__(self) -> int:
+        """Pods waiting to be recorded (the ``events_pending`` gauge)."""
+        return len(self._pending)
 
     def note(
         self,
@@ -161,13 +292,31 @@ class EventRecorder:
         uid: str,
         update: Callable[[Decision], Decision],
         base: Decision,
+        scored: Scored | None = None,
     ) -> None:
         entry = self._pending.get(key)
         if entry is None:
-            entry = _Pending(name, namespace, uid, base, due=time.monotonic() + self.merge_seconds)
+            if len(self._pending) >= self.max_pending:
+                self._on_result("dropped")
+                return
+            due = time.monotonic() + self.merge_seconds
+            entry = _Pending(name, namespace, uid, base, due, due + self.bind_wait_seconds)
             self._pending[key] = entry
         entry.decision = update(entry.decision)
+        if scored is not None:
+            entry.scored = scored
         self._wake.set()
+
+    def placed(self, pod_key: str, node: str) -> None:
+        """The watch saw ``pod_key`` bound to ``node``: its Event may go once merged."""
+        entry = self._pending.get(pod_key)
+        if entry is not None and entry.decision.bound != node:
+            entry.decision = msgspec.structs.replace(entry.decision, bound=node)
+            entry.latest = entry.due
+            self._wake.set()
+
+    def _ready(self, entry: _Pending, now: float) -> bool:
+        return now >= entry.latest or (now >= entry.due and entry.decision.bound is not None)
 
     def _take_token(self) -> bool:
         now = time.monotonic()
@@ -184,11 +333,14 @@ class EventRecorder:
         if not self._take_token():
             self._on_result("rate_limited")
             return
+        decision = entry.decision
+        if entry.scored is not None:
+            decision = with_candidates(decision, entry.scored)
         event = build_event(
             entry.name,
             entry.namespace,
             entry.uid,
-            entry.decision,
+            decision,
             now=time.time(),
             instance=self._instance,
         )
@@ -203,13 +355,18 @@ class EventRecorder:
     async def _run(self) -> None:
         while True:
             now = time.monotonic()
-            due = [k for k, e in self._pending.items() if e.due <= now]
-            for key in due:
+            ready = [k for k, e in self._pending.items() if self._ready(e, now)]
+            for key in ready:
                 await self._send(self._pending.pop(key))
             self._wake.clear()
             wait = (
-                min((e.due for e in self._pending.values()), default=now + 3600) - time.monotonic()
-            )
+                min(
+                    (e.due if e.decision.bound is not None else e.latest)
+                    for e in self._pending.values()
+                )
+                if self._pending
+                else 3600.0 + now
+            ) - time.monotonic()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=max(0.01, wait))
             except TimeoutError:

@@ -1,35 +1,382 @@
-"""least-used for a whole request at the cost of the arithmetic that changes.
+"""least-used for a whole request at the cost of what changed since the last one.
 
-Within one load snapshot, a node's measured use in absolute units and its
+Within one load snapshot a node's measured use in absolute units and its
 allocatable do not change from pod to pod; only the pods placed since (the
-ledger) and the incoming pod do. This keeps those bases per snapshot and does
-per request only the additions and the integer scoring, without building a
-NodeState per node. It covers the common case (fresh metrics and a known size
-for every node, cpu/memory weights); anything else returns None and the caller
-takes the general path. Equality with the general path is tested
+ledger's pending totals) and the incoming pod do. So per snapshot a *table*
+keeps every node's bases as arrays, indexed by position, and each node's
+``{"Host":"name","Score":N}`` answer for N in 0..10; per pod shape (cpu and
+memory estimate: a burst of one Deployment's pods shares it) a *view* keeps
+every node's score and use after placement, re-scoring only the nodes whose
+pending totals changed. A request maps its node names to positions, gathers
+their scores, maps them to 0..10 and joins the answer body from the table, all
+with C-level list operations. kube-scheduler's node list differs from one
+request to the next (pkg/scheduler/schedule_one.go findNodesThatPassFilters:
+nodes are listed as parallel filter checks finish, from a start that rotates,
+and at most numFeasibleNodesToFind of them), so the table is keyed by node;
+the last list's positions are kept only as a shortcut for the same list again.
+
+It covers the common case (fresh metrics and a known size for every node,
+cpu/memory weights); anything else returns None and the caller takes the
+general path. Equality with the general path is tested
 (tests/extender/test_fastpath.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter, getitem, ne
 
-from .estimate import PodFacts
+import msgspec
+
+from .decide import to_priorities
+from .estimate import PodFacts, go_round
 from .ledger import Pending
-from .model import LoadSnapshot, NodeInfo
-from .policies import LeastUsed, Policy
+from .model import LoadSnapshot, NodeInfo, NodeLoad
+from .policies import MAX_SCORE, LeastUsed, Policy
+from .policies.base import PRIORITY_OF
 from .policies.least_used import least_used
 
-__all__ = ["LeastUsedFastPath"]
+__all__ = ["FastAnswer", "LeastUsedFastPath"]
 
-_Base = tuple[NodeInfo, float, int, float, int]  # info, cpu used, cpu alloc, mem used, mem alloc
+_VIEWS = 8  # pod shapes kept per snapshot
+_AMOUNTS = attrgetter("cpu_millis", "memory_bytes")
+_SCORE_BYTES = [str(p).encode() + b"}" for p in range(11)]
+
+Figures = Callable[[int], tuple[int | None, int | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class FastAnswer:
+    """One request's result, in the request's node order."""
+
+    priorities: list[int]
+    win: int | None
+    body: bytes
+    """The JSON answer, ``[{"Host":..,"Score":..},..]``, ready to send."""
+    fine: Sequence[int] = ()
+    """Every node's 0..100 score."""
+    figures: Figures | None = None
+    """With ``figures=True``: request position -> [cpu, memory] percent of
+    allocatable after placement, from the very sums that were scored (None: no data)."""
+
+
+def _scorer(policy: LeastUsed) -> Callable[[int, float, int, float], int]:
+    """One node's 0..100 score from (cpu allocatable, cpu used, memory allocatable,
+    memory used): ``least_used`` per resource and ``LeastUsed.combine``, the same
+    functions the general path calls, so the two cannot drift apart."""
+    combine = policy.combine
+    cpu = bool(policy.weights.get("cpu", 0))
+    memory = bool(policy.weights.get("memory", 0))
+
+    def score(ac: int, cu: float, am: int, mu: float) -> int:
+        result = combine(
+            least_used(ac, cu) if cpu else None, least_used(am, mu) if memory else None, None
+        )
+        assert result is not None  # a weighted resource has data (checked in _Table.add)
+        return result
+
+    return score
+
+
+@dataclass(frozen=True, slots=True)
+class _Mapping:
+    """What ``decide.to_priorities`` answers when the top 0..100 score is ``t``:
+    ``table[s]`` for a node scoring ``s`` (``table[t]``: a node tied with the
+    winner), and the winner's own priority with and without rivals (lower
+    scores in its 0..10 step). Derived by calling to_priorities itself, so the
+    fast path follows it; equality with the general path is tested."""
+
+    table: list[int]
+    rival: list[int]  # 1 for a score that is a rival under top t, else 0
+    win: int
+    win_alone: int
+    tied_alone: int
+
+
+_MAPPINGS: dict[int, _Mapping | None] = {}
+
+
+def _mapping(t: int) -> _Mapping | None:
+    if t in _MAPPINGS:
+        return _MAPPINGS[t]
+    lows = list(range(t))
+    names = ["a", "b", *(f"c{s:03d}" for s in lows)]
+    full, win = to_priorities(names, [t, t, *lows])
+    alone, win_alone = to_priorities(["a", "b"], [t, t])
+    step = PRIORITY_OF[t]
+    found: _Mapping | None = None
+    if win == 0 and win_alone == 0:
+        rival = [1 if s < t and PRIORITY_OF[s] == step else 0 for s in range(MAX_SCORE + 1)]
+        table = full[2:] + [full[1]] + PRIORITY_OF[t + 1 :]
+        values = [*table, full[0], *alone]
+        if min(values) >= 0 and max(values) <= 10:  # else: to_priorities and a check
+            found = _Mapping(table, rival, full[0], alone[0], alone[1])
+    _MAPPINGS[t] = found
+    return found
+
+
+def _priorities(names: list[str], scores: list[int]) -> tuple[list[int], int | None]:
+    """``decide.to_priorities(names, scores)`` with C-level list operations: one
+    table look-up per node (see ``_Mapping``), then the winner (highest score,
+    then name). Every priority is 0..10 (the body's pieces cover only those)."""
+    if not scores:
+        return [], None
+    top = max(scores)
+    # scores are 0..100: _View.grow and _View.rescore refuse anything else
+    m = _mapping(top) if top <= MAX_SCORE else None
+    if m is None:
+        priorities, win = to_priorities(names, scores)
+        if priorities and (min(priorities) < 0 or max(priorities) > 10):
+            raise ValueError(f"to_priorities answered outside 0..10: {priorities}")
+        return priorities, win
+    priorities = list(map(m.table.__getitem__, scores))
+    ties = scores.count(top)
+    win = scores.index(top)
+    if ties > 64:
+        # the first of the top-scored nodes with the least name (C loops only)
+        tied = list(map(top.__eq__, scores))
+        first = min(compress(names, tied))
+        win = names.index(first)
+        while not tied[win]:
+            win = names.index(first, win + 1)
+    elif ties > 1:
+        at = win
+        for _ in range(ties - 1):
+            at = scores.index(top, at + 1)
+            if names[at] < names[win]:
+                win = at
+    if m.win == m.win_alone and m.tied_alone == m.table[top]:
+        priorities[win] = m.win  # rivals or not, the same answer (every step but 0)
+        return priorities, win
+    if sum(map(m.rival.__getitem__, scores)):
+        priorities[win] = m.win
+        return priorities, win
+    if ties > 1 and m.tied_alone != m.table[top]:
+        at = -1
+        for _ in range(ties):
+            at = scores.index(top, at + 1)
+            priorities[at] = m.tied_alone
+    priorities[win] = m.win_alone
+    return priorities, win
+
+
+class _View:
+    """Every table node's score for one pod shape, with the pending totals in it."""
+
+    __slots__ = ("applied", "cpu_used", "keys", "mem_used", "pc", "pm", "scores", "values")
+
+    def __init__(self, table: _Table, pc: float, pm: float) -> None:
+        self.pc, self.pm = pc, pm
+        self.cpu_used: list[float] = []
+        self.mem_used: list[float] = []
+        self.scores: list[int] = []
+        self.applied: dict[str, tuple[float, float]] = {}
+        self.keys: list[str] = []
+        self.values: list[tuple[float, float]] = []
+        self.grow(table)
+
+    def grow(self, table: _Table) -> None:
+        """Score the table's nodes added since (no pending yet: the next sync
+        compares everything, since the ledger may already hold some for them)."""
+        start, pc, pm = len(self.scores), self.pc, self.pm
+        # the same sums, in the same order, as estimate.demand_after (pending 0.0)
+        cpu = [b + (0.0 + pc) for b in table.cpu_base[start:]]
+        mem = [b + (0.0 + pm) for b in table.mem_base[start:]]
+        scores = list(map(table.score, table.cpu_alloc[start:], cpu, table.mem_alloc[start:], mem))
+        if scores and (min(scores) < 0 or max(scores) > MAX_SCORE):
+            raise ValueError("least-used scored outside 0..100")  # _priorities relies on it
+        self.scores.extend(scores)
+        self.cpu_used.extend(cpu)
+        self.mem_used.extend(mem)
+        self.keys = []
+
+    def sync(self, table: _Table, recent: Mapping[str, Pending]) -> None:
+        """Re-score the nodes whose pending totals changed.
+
+        Between two requests the ledger's totals (a dict) mostly change a value
+        or two and gain a node or two; comparing keys and values with the last
+        request's as lists (C loops, no per-node Python) finds them. Anything
+        else (a node left the window) is found by a full comparison."""
+        keys = list(recent)
+        values = list(map(_AMOUNTS, recent.values()))
+        known = len(self.keys)
+        if known and keys[:known] == self.keys:
+            names = list(compress(keys, map(ne, values, self.values)))
+            names.extend(keys[known:])
+            self._apply(table, names, recent)
+        else:
+            self._compare(table, recent)
+        self.keys, self.values = keys, values
+
+    def _apply(self, table: _Table, names: list[str], recent: Mapping[str, Pending]) -> None:
+        index, applied = table.index, self.applied
+        for name in names:
+            i = index.get(name)
+            if i is None:
+                continue
+            p = recent[name]
+            c, m = p.cpu_millis, p.memory_bytes
+            applied[name] = (c, m)
+            self.rescore(table, i, c + self.pc, m + self.pm)
+
+    def _compare(self, table: _Table, recent: Mapping[str, Pending]) -> None:
+        index, applied = table.index, self.applied
+        changed: list[str] = []
+        matched = 0
+        for name, p in recent.items():
+            if name not in index:
+                continue
+            matched += 1
+            old = applied.get(name)
+            if old is None or old[0] != p.cpu_millis or old[1] != p.memory_bytes:
+                changed.append(name)
+        self._apply(table, changed, recent)
+        if matched != len(applied):
+            # some node's placements left the window (or the ledger forgot them)
+            for name in [n for n in applied if n not in recent]:
+                del applied[name]
+                self.rescore(table, index[name], 0.0 + self.pc, 0.0 + self.pm)
+
+    def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
+        cu = self.cpu_used[i] = table.cpu_base[i] + cpu_extra
+        mu = self.mem_used[i] = table.mem_base[i] + mem_extra
+        score = table.score(table.cpu_alloc[i], cu, table.mem_alloc[i], mu)
+        if not 0 <= score <= MAX_SCORE:
+            raise ValueError(f"least-used scored {score}")  # _priorities relies on 0..100
+        self.scores[i] = score
+
+    def rebase(self, table: _Table, i: int) -> None:
+        """Node ``i``'s size changed: score it again with what is pending on it."""
+        c, m = self.applied.get(table.names[i], (0.0, 0.0))
+        self.rescore(table, i, c + self.pc, m + self.pm)
+
+
+class _Table:
+    """Per snapshot: every node's bases, as arrays indexed by position."""
+
+    __slots__ = (
+        "cpu_alloc",
+        "cpu_base",
+        "cpu_known",
+        "index",
+        "infos",
+        "mem_alloc",
+        "mem_base",
+        "mem_known",
+        "names",
+        "pieces",
+        "score",
+        "snapshot",
+        "version",
+        "views",
+        "wc",
+        "wm",
+    )
+
+    def __init__(self, snapshot: LoadSnapshot, policy: LeastUsed) -> None:
+        self.snapshot = snapshot
+        self.score = _scorer(policy)
+        self.wc, self.wm = policy.weights.get("cpu", 0), policy.weights.get("memory", 0)
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.infos: list[NodeInfo] = []
+        self.cpu_base: list[float] = []
+        self.mem_base: list[float] = []
+        self.cpu_alloc: list[int] = []
+        self.mem_alloc: list[int] = []
+        self.cpu_known: list[bool] = []
+        self.mem_known: list[bool] = []
+        self.pieces: list[list[bytes]] = []
+        self.views: dict[tuple[float, float], _View] = {}
+        self.version = 0  # bumped whenever a node is added or resized
+
+    def _load(self, name: str) -> NodeLoad | None:
+        load = self.snapshot.nodes.get(name)
+        if load is None or (self.wc and load.cpu.avg is None):
+            return None
+        return None if self.wm and load.memory.avg is None else load
+
+    def add(self, names: Sequence[str], infos: Mapping[str, NodeInfo]) -> bool:
+        """Add the nodes of ``names`` not in the table yet; False when one has no
+        size or no fresh measurement (the general path's case)."""
+        new: list[tuple[str, NodeInfo, NodeLoad]] = []
+        for name in dict.fromkeys(n for n in names if n not in self.index):
+            info, load = infos.get(name), self._load(name)
+            if info is None or load is None:
+                return False
+            new.append((name, info, load))
+        for name, info, load in new:
+            self.index[name] = len(self.names)
+            self.names.append(name)
+            self.infos.append(info)
+            self.cpu_known.append(load.cpu.avg is not None)
+            self.mem_known.append(load.memory.avg is not None)
+            self.cpu_base.append(0.0)
+            self.mem_base.append(0.0)
+            self.cpu_alloc.append(0)
+            self.mem_alloc.append(0)
+            self._size(len(self.names) - 1, info, load)
+            # the node's answer for every score 0..10: a body is a join of look-ups
+            host = b'{"Host":' + msgspec.json.encode(name) + b',"Score":'
+            self.pieces.append([host + score for score in _SCORE_BYTES])
+        for view in self.views.values():
+            view.grow(self)
+        return True
+
+    def _size(self, i: int, info: NodeInfo, load: NodeLoad) -> None:
+        self.version += 1
+        self.infos[i] = info
+        self.cpu_base[i] = (load.cpu.avg or 0.0) * info.cpu_capacity_millis / 100
+        self.mem_base[i] = (load.memory.avg or 0.0) * info.memory_capacity_bytes / 100
+        self.cpu_alloc[i] = info.cpu_allocatable_millis
+        self.mem_alloc[i] = info.memory_allocatable_bytes
+
+    def resize(self, i: int, info: NodeInfo) -> None:
+        load = self.snapshot.nodes[self.names[i]]
+        self._size(i, info, load)
+        for view in self.views.values():
+            view.rebase(self, i)
+
+    def view(self, pc: float, pm: float) -> _View:
+        key = (pc, pm)
+        view = self.views.get(key)
+        if view is None:
+            if len(self.views) >= _VIEWS:
+                del self.views[next(iter(self.views))]
+            view = self.views[key] = _View(self, pc, pm)
+        return view
+
+
+class _Positions:
+    """A request's node list mapped onto the table (kept for the next request:
+    the scheduler often sends the same list again)."""
+
+    __slots__ = ("hashed", "held", "names", "pieces", "positions", "table", "version")
+
+    def __init__(self, table: _Table, names: list[str], positions: list[int]) -> None:
+        self.table = table
+        self.held: list[NodeInfo] = []
+        self.version = -1  # of the table when ``held`` was gathered
+        self.names = names
+        self.positions = positions
+        self.hashed = list(map(table.names.__getitem__, positions))
+        self.pieces = list(map(table.pieces.__getitem__, positions))
+
+
+def _percent(used: float, allocatable: int, known: bool) -> int | None:
+    # estimate.Demand.percent, rounded as the filter rounds it (go_round)
+    if not known:
+        return None
+    return go_round(100 * used / allocatable if allocatable else 100.0)
 
 
 class LeastUsedFastPath:
     def __init__(self, policy: LeastUsed) -> None:
         self.policy = policy
-        self._snapshot: LoadSnapshot | None = None
-        self._bases: dict[str, _Base] = {}
+        self._table: _Table | None = None
+        self._last: _Positions | None = None
 
     @classmethod
     def for_policy(cls, policy: Policy) -> LeastUsedFastPath | None:
@@ -37,6 +384,78 @@ class LeastUsedFastPath:
         if isinstance(policy, LeastUsed) and not policy.weights.get("pods"):
             return cls(policy)
         return None
+
+    def _positions(
+        self, names: Sequence[str], infos: Mapping[str, NodeInfo], snapshot: LoadSnapshot
+    ) -> _Positions | None:
+        table = self._table
+        if table is None or table.snapshot is not snapshot:
+            table = self._table = _Table(snapshot, self.policy)
+            self._last = None
+        last = self._last
+        if last is not None and last.names == names:
+            known = last  # the same list as last time (C compare): keep its positions
+        else:
+            where = list(map(table.index.get, names))
+            if None in where:
+                if not table.add(names, infos):
+                    return None
+                where = list(map(table.index.get, names))
+            known = self._last = _Positions(table, list(names), where)  # type: ignore[arg-type]
+        # The sizes the caller knows now against the table's (C loops, identity first;
+        # the table's own name strings have their hashes cached).
+        found = list(map(infos.get, known.hashed))
+        if known.version != table.version:
+            known.held = list(map(table.infos.__getitem__, known.positions))
+            known.version = table.version
+        if found != known.held:
+            for info, old, i in zip(found, known.held, known.positions, strict=True):
+                if info is None:
+                    return None
+                if info != old:
+                    table.resize(i, info)
+            known.held = list(map(table.infos.__getitem__, known.positions))
+            known.version = table.version
+        return known
+
+    def answer(
+        self,
+        pod: PodFacts,
+        names: Sequence[str],
+        infos: Mapping[str, NodeInfo],
+        snapshot: LoadSnapshot,
+        recent: Mapping[str, Pending],
+        *,
+        figures: bool = False,
+    ) -> FastAnswer | None:
+        """The answer for ``names``, or None when a node lacks a size or fresh data
+        (the general path handles it)."""
+        known = self._positions(names, infos, snapshot)
+        if known is None:
+            return None
+        table, positions = known.table, known.positions
+        view = table.view(pod.usage.cpu_millis, pod.usage.memory_bytes)
+        view.sync(table, recent)
+        scores = list(map(view.scores.__getitem__, positions))
+        priorities, win = _priorities(known.names, scores)
+        body = b"[" + b",".join(map(getitem, known.pieces, priorities)) + b"]"
+        look: Figures | None = None
+        if figures:
+            # copies: the view and the table change with later requests
+            cpu = list(map(view.cpu_used.__getitem__, positions))
+            mem = list(map(view.mem_used.__getitem__, positions))
+            cpu_alloc = list(map(table.cpu_alloc.__getitem__, positions))
+            mem_alloc = list(map(table.mem_alloc.__getitem__, positions))
+            flags = table.cpu_known, table.mem_known  # fixed per node and snapshot
+
+            def look(k: int) -> tuple[int | None, int | None]:
+                i = positions[k]
+                return (
+                    _percent(cpu[k], cpu_alloc[k], flags[0][i]),
+                    _percent(mem[k], mem_alloc[k], flags[1][i]),
+                )
+
+        return FastAnswer(priorities, win, body, scores, look)
 
     def scores(
         self,
@@ -46,41 +465,6 @@ class LeastUsedFastPath:
         snapshot: LoadSnapshot,
         recent: Mapping[str, Pending],
     ) -> list[int] | None:
-        if snapshot is not self._snapshot:
-            self._snapshot, self._bases = snapshot, {}
-        bases = self._bases
-        measured = snapshot.nodes
-        policy = self.policy
-        wc, wm = policy.weights.get("cpu", 0), policy.weights.get("memory", 0)
-        pc, pm = pod.usage.cpu_millis, pod.usage.memory_bytes
-        out: list[int] = []
-        for name in names:
-            info = infos.get(name)
-            base = bases.get(name)
-            if base is None or base[0] is not info:
-                load = measured.get(name)
-                if (
-                    info is None
-                    or load is None
-                    or (wc and load.cpu.avg is None)
-                    or (wm and load.memory.avg is None)
-                ):
-                    return None
-                base = (
-                    info,
-                    (load.cpu.avg or 0.0) * info.cpu_capacity_millis / 100,
-                    info.cpu_allocatable_millis,
-                    (load.memory.avg or 0.0) * info.memory_capacity_bytes / 100,
-                    info.memory_allocatable_bytes,
-                )
-                bases[name] = base
-            pending = recent.get(name)
-            # the same sums, in the same order, as estimate.demand_after
-            if pending is None:
-                cu, mu = base[1] + (0.0 + pc), base[3] + (0.0 + pm)
-            else:
-                cu, mu = base[1] + (pending.cpu_millis + pc), base[3] + (pending.memory_bytes + pm)
-            score = policy.combine(least_used(base[2], cu), least_used(base[4], mu), None)
-            assert score is not None  # cpu or memory has a weight and, checked above, data
-            out.append(score)
-        return out
+        """Every node's 0..100 score (for tests and callers that map them themselves)."""
+        answer = self.answer(pod, names, infos, snapshot, recent)
+        return None if answer is None else list(answer.fine)

@@ -65,6 +65,11 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.events_pending = Gauge(
+            "loadwise_extender_events_pending",
+            "Pods whose Event waits for its merge or its binding (capped).",
+            registry=r,
+        )
         self.load_age.set(-1)
         self.load_stale.set(1)
         self.client_errors = Counter(

@@ -245,7 +245,9 @@ def make_app(
     )
     app.router.add_post(
         "/scheduler/prioritize",
-        _handler("prioritize", _prioritize_args, Extender.prioritize, Extender.fallback_prioritize),
+        _handler(
+            "prioritize", _prioritize_args, Extender.prioritize_json, Extender.fallback_prioritize
+        ),
     )
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)

@@ -17,10 +17,10 @@ import msgspec
 
 from .cluster import ClusterView
 from .config import Settings
-from .decide import best, filter_nodes, prioritize, to_priorities
-from .estimate import PodFacts, pod_facts
-from .events import Decision, EventRecorder
-from .fastpath import LeastUsedFastPath
+from .decide import Ranked, best, filter_nodes, prioritize
+from .estimate import PodFacts, demand_after, go_round, pod_facts
+from .events import Decision, EventRecorder, Scored
+from .fastpath import FastAnswer, LeastUsedFastPath
 from .ledger import REPORT_INTERVAL_SECONDS, Ledger
 from .metrics import Metrics
 from .model import NodeInfo, NodeState, usable_node_info
@@ -35,6 +35,7 @@ from .wire import (
     NodeListOut,
     PrioritizeArgs,
     decode_node,
+    encode,
 )
 
 __all__ = ["Extender", "NEUTRAL_PRIORITY"]
@@ -42,6 +43,29 @@ __all__ = ["Extender", "NEUTRAL_PRIORITY"]
 log = logging.getLogger("loadwise.extender")
 
 NEUTRAL_PRIORITY = to_extender_priority(MAX_SCORE // 2)
+
+_hosts = msgspec.json.Decoder(list[HostPriority])
+_shape_encoder = msgspec.json.Encoder()
+_SHAPES = 256  # pod resource specs whose facts are kept
+
+
+def _general_scored(pod: PodFacts, states: list[NodeState], ranked: list[Ranked]) -> Scored:
+    """The general path's candidates for the Event: use after placement as
+    ``estimate.demand_after`` computes it for every policy (percent of allocatable)."""
+
+    def percent(resource: str, state: NodeState) -> int | None:
+        demand = demand_after(resource, pod, state)
+        return None if demand is None else go_round(demand.percent)
+
+    cpu = [percent("cpu", s) for s in states]
+    memory = [percent("memory", s) for s in states]
+    estimated = [s.estimated for s in states]
+    return Scored(
+        [r.node for r in ranked],
+        [r.priority for r in ranked],
+        [r.detail.score for r in ranked],
+        lambda i: (cpu[i], memory[i], estimated[i]),
+    )
 
 
 class Extender:
@@ -83,6 +107,7 @@ class Extender:
         self._scored = self.metrics.decisions.labels("prioritize", "scored")
         self._seen: dict[str, NodeInfo] = {}
         self._seen_rv: dict[str, str] = {}
+        self._shapes: dict[bytes, PodFacts] = {}
         self._prune_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
@@ -213,8 +238,20 @@ class Extender:
         )
 
     def _facts(self, args: ExtenderArgs | PrioritizeArgs) -> PodFacts:
-        assert args.pod is not None
-        return pod_facts(args.pod, self.estimator, self.tlp)
+        """The pod's numbers. A burst is many pods of one template, so the parsed
+        quantities are kept per resources-spec (what ``pod_facts`` reads)."""
+        pod = args.pod
+        assert pod is not None
+        spec = pod.spec
+        shape = _shape_encoder.encode((spec.containers, spec.initContainers, spec.overhead))
+        known = self._shapes.get(shape)
+        if known is None:
+            known = pod_facts(pod, self.estimator, self.tlp)
+            if len(self._shapes) >= _SHAPES:
+                self._shapes.clear()
+            self._shapes[shape] = known
+        meta = pod.metadata
+        return msgspec.structs.replace(known, key=pod.key, name=meta.name, namespace=meta.namespace)
 
     def filter(self, args: ExtenderArgs) -> FilterResult:
         pod = self._facts(args)
@@ -249,57 +286,80 @@ class Extender:
         return FilterResult(node_names=kept, failed_nodes=outcome.failed)
 
     def prioritize(self, args: ExtenderArgs | PrioritizeArgs) -> list[HostPriority]:
-        pod = self._facts(args)
-        now = self.clock()
+        """The answer as objects (for callers in-process); the server sends
+        :meth:`prioritize_json`, the same answer already encoded."""
+        return _hosts.decode(self.prioritize_json(args))
+
+    def _fast_answer(
+        self, pod: PodFacts, args: ExtenderArgs | PrioritizeArgs, now: float
+    ) -> tuple[FastAnswer, list[str], Mapping[str, NodeInfo]] | None:
+        """least-used's fast path (see ``fastpath``) when it applies, else None."""
         snap = self.refresher.snapshot
-        fresh = snap is not None and self.refresher.fresh(now)
-        scores = None
         # (the policy may have been swapped since, in tests)
         fast = self.fast_path if self.fast_path and self.fast_path.policy is self.policy else None
-        recent = None
-        if fast is not None and fresh:
-            assert snap is not None
-            recent = self.ledger.recent(snap.window_end - REPORT_INTERVAL_SECONDS)
-        cache_capable = args.node_names is not None and args.nodes is None
-        if fast is not None and recent is not None and cache_capable:
+        if fast is None or snap is None or not self.refresher.fresh(now):
+            return None
+        recent = self.ledger.recent(snap.window_end - REPORT_INTERVAL_SECONDS)
+        figures = self.recorder is not None
+        infos: Mapping[str, NodeInfo]
+        if args.node_names is not None and args.nodes is None:
             # Look sizes up where the watch keeps them, without copying them per request.
-            assert snap is not None and args.node_names is not None
             names = args.node_names
             infos = self.cluster.nodes if self.cluster is not None else self._seen
-            scores = fast.scores(pod, names, infos, snap, recent)
-        if scores is None:
+        else:
             names, infos = self._infos(args)
-            if fast is not None and recent is not None and not cache_capable:
-                assert snap is not None
-                scores = fast.scores(pod, names, infos, snap, recent)
-        if scores is None:
+        answer = fast.answer(pod, names, infos, snap, recent, figures=figures)
+        return None if answer is None else (answer, names, infos)
+
+    def prioritize_json(self, args: ExtenderArgs | PrioritizeArgs) -> msgspec.Raw:
+        pod = self._facts(args)
+        now = self.clock()
+        scored: Scored | None = None
+        fast = self._fast_answer(pod, args, now)
+        if fast is not None:
+            answer, names, infos = fast
+            stale, body = False, answer.body
+            win = names[answer.win] if answer.win is not None else None
+            why = ""
+            if self.recorder is not None:
+                if win is not None:
+                    state = self._states([win], infos)[0][0]
+                    why = self.policy.score(pod, state, True).why
+                scored = self._fast_scored(answer, names)
+        else:
+            names, infos = self._infos(args)
             states, stale = self._states(names, infos)
             ranked = prioritize(pod, states, self.policy)
-            priorities = [r.priority for r in ranked]
             winner = best(ranked)
             win, why = (winner.node, winner.detail.why) if winner else (None, "")
-        else:
-            stale = False
-            priorities, index = to_priorities(names, scores)
-            win = names[index] if index is not None else None
-            why = ""
-            if win is not None and self.recorder is not None:
-                state = self._states([win], infos)[0][0]
-                why = self.policy.score(pod, state, True).why
+            body = encode([HostPriority(r.node, r.priority) for r in ranked])
+            if self.recorder is not None:
+                scored = _general_scored(pod, states, ranked)
         self._scored.inc(len(names))
         if win is not None:
             # Herding protection: count the pod on the node we favoured until the
             # watch (if any) says where it really went, or the metrics show it.
             self.ledger.assume(pod.key, win, pod.usage, pod.tlp_cpu_millis, now)
-        if self.recorder is not None:
-            self._note_scores(args, pod, dict(zip(names, priorities, strict=True)), win, why, stale)
-        return [HostPriority(n, p) for n, p in zip(names, priorities, strict=True)]
+        if scored is not None:
+            self._note_scores(args, pod, scored, win, why, stale)
+        return msgspec.Raw(body)
+
+    @staticmethod
+    def _fast_scored(answer: FastAnswer, names: list[str]) -> Scored:
+        look = answer.figures
+        assert look is not None
+
+        def figures(i: int) -> tuple[int | None, int | None, bool]:
+            cpu, memory = look(i)
+            return cpu, memory, False  # the fast path takes only fresh measurements
+
+        return Scored(names, answer.priorities, answer.fine, figures)
 
     def _note_scores(
         self,
         args: ExtenderArgs | PrioritizeArgs,
         pod: PodFacts,
-        scores: dict[str, int],
+        scored: Scored,
         winner: str | None,
         why: str,
         stale: bool,
@@ -308,10 +368,10 @@ class Extender:
         meta = args.pod.metadata
 
         def update(d: Decision) -> Decision:
-            return msgspec.structs.replace(d, scores=scores, best=winner, why=why, stale=stale)
+            return msgspec.structs.replace(d, best=winner, why=why, stale=stale)
 
         self.recorder.note(
-            pod.key, meta.name, meta.namespace, meta.uid, update, self._decision(stale)
+            pod.key, meta.name, meta.namespace, meta.uid, update, self._decision(stale), scored
         )
 
     # -- fail-open answers ------------------------------------------------------------

@@ -14,6 +14,7 @@ from .events import EventRecorder
 from .kubeapi import KubeAPI
 from .ledger import Ledger
 from .metrics import Metrics
+from .model import Usage
 from .service import Extender
 from .sources import (
     LoadFileSource,
@@ -23,7 +24,28 @@ from .sources import (
     PrometheusSource,
 )
 
-__all__ = ["build_extender", "build_source"]
+__all__ = ["BIND_WAIT_SECONDS", "build_extender", "build_source"]
+
+# How long a pod's Event waits for the watch to show its binding. kube-scheduler
+# binds in its own goroutine right after scoring (pkg/scheduler/schedule_one.go,
+# bindingCycle), so the binding usually arrives well within this; a pod still
+# unbound by then (waiting on a volume, a permit plugin) is recorded without it.
+BIND_WAIT_SECONDS = 3.0
+
+
+class _Placements:
+    """The watch's placements go to the ledger, and tell the recorder where a pod went."""
+
+    def __init__(self, ledger: Ledger, recorder: EventRecorder) -> None:
+        self._ledger = ledger
+        self._recorder = recorder
+
+    def bind(self, pod_key: str, node: str, usage: Usage, tlp_cpu: float, at: float) -> None:
+        self._ledger.bind(pod_key, node, usage, tlp_cpu, at)
+        self._recorder.placed(pod_key, node)
+
+    def forget(self, pod_key: str) -> None:
+        self._ledger.forget(pod_key)
 
 
 def build_source(
@@ -60,18 +82,20 @@ def build_extender(settings: Settings) -> Extender:
     recorder: EventRecorder | None = None
     if settings.kubeconfig:
         api = kube = KubeAPI(settings.kubeconfig)
-        cluster = ClusterWatch(
-            api,
-            estimator=settings.estimator_args(),
-            tlp=settings.tlp_args(),
-            placements=ledger,
-        )
         if settings.events_enabled:
             recorder = EventRecorder(
                 lambda ns, event: kube.post(f"/api/v1/namespaces/{ns}/events", event),
                 per_minute=settings.events.per_minute,
+                bind_wait_seconds=BIND_WAIT_SECONDS,
                 on_result=lambda outcome: metrics.events.labels(outcome).inc(),
             )
+            metrics.events_pending.set_function(recorder.__len__)
+        cluster = ClusterWatch(
+            api,
+            estimator=settings.estimator_args(),
+            tlp=settings.tlp_args(),
+            placements=ledger if recorder is None else _Placements(ledger, recorder),
+        )
     return Extender(
         settings,
         build_source(settings, api=api, cluster=cluster),

@@ -2,15 +2,19 @@ import asyncio
 import json
 
 import msgspec
+from msgspec.structs import replace
 
 from extender.events import (
     ANNOTATION,
     REASON,
     Decision,
     EventRecorder,
+    Scored,
     build_event,
+    encode_decision,
     format_message,
     parse_decision,
+    with_candidates,
 )
 from extender.exceptions import KubeError
 
@@ -88,3 +92,150 @@ async def test_recorder_survives_post_failures():
         await asyncio.sleep(0.02)
     await rec.stop()
     assert outcomes == ["error"]
+
+
+# -- decision format v2 (docs/contracts.md) ------------------------------------
+
+
+def _scored(n: int, fine, priorities, cpu=None):
+    names = [f"node-{i:02d}" for i in range(n)]
+    cpu = cpu or (lambda i: (i, 100 - i, i % 5 == 0))
+    return Scored(names, priorities, fine, cpu)
+
+
+def test_decision_lists_16_best_plus_favourite_and_bound():
+    # 40 nodes; the fine score falls with the index, in pairs, so priorities tie in steps
+    fine = [95 - (i // 2) * 2 for i in range(40)]
+    priorities = [min(10, (s + 5) // 10) for s in fine]
+    scored = _scored(40, fine, priorities)
+    base = Decision(policy="least-used", source="file", best="node-00", bound="node-37")
+    d = with_candidates(base, scored)
+    listed = [f"node-{i:02d}" for i in range(16)] + ["node-37"]
+    assert sorted(d.scores) == listed and sorted(d.use) == listed
+    assert d.omitted == 40 - 17
+    assert d.scores["node-37"] == priorities[37] and d.use["node-37"] == [37, 63]
+    assert d.estimated == ["node-00", "node-05", "node-10", "node-15"]
+    assert d.tied == ["node-00", "node-01"]  # fine 95 and 95: the only priority 10s
+    annotation = json.loads(encode_decision(d))
+    assert annotation["bound"] == "node-37" and annotation["omitted"] == 23
+    assert parse_decision(encode_decision(d)) == d
+
+
+def test_small_decision_lists_every_node_and_no_tie_or_bound():
+    scored = _scored(3, [90, 40, 10], [9, 4, 1], lambda i: (10 * i, None, False))
+    d = with_candidates(Decision(policy="p", source="s", best="node-00"), scored)
+    assert d.scores == {"node-00": 9, "node-01": 4, "node-02": 1} and d.omitted == 0
+    assert d.use["node-02"] == [20, None] and d.tied is None
+    annotation = json.loads(encode_decision(d))
+    assert "tied" not in annotation and "bound" not in annotation
+    assert "went" not in format_message(d) and "best node-00" in format_message(d)
+
+
+def _bound_decision(bound, tied):
+    scored = _scored(
+        3, [93, 91, 60], [9, 9, 6], lambda i: ([12, 13, 50][i], [30, 29, 40][i], False)
+    )
+    base = Decision(
+        policy="p", source="s", best="node-00", why="cpu 12%, memory 30% after placement"
+    )
+    d = with_candidates(msgspec.structs.replace(base, bound=bound), scored)
+    assert d.tied == tied
+    return d
+
+
+def test_message_says_where_the_pod_went_and_why_not_the_favourite():
+    tie = _bound_decision("node-01", ["node-00", "node-01"])
+    assert format_message(tie).startswith(
+        "scheduler chose node-01 (9; cpu 13%; mem 29%) over favourite node-00 "
+        "(9; cpu 12%; mem 30%): tie at the top priority, the scheduler picks at random"
+    )
+    plugins = _bound_decision("node-02", ["node-00", "node-01"])
+    assert format_message(plugins).startswith(
+        "scheduler chose node-02 (6; cpu 50%; mem 40%) over favourite node-00"
+    )
+    assert "the scheduler's own plugin scores outweighed" in format_message(plugins)
+    same = _bound_decision("node-00", ["node-00", "node-01"])
+    assert format_message(same).startswith(
+        "bound to node-00 (9; cpu 12%; mem 30%), the favourite: cpu 12%, memory 30%"
+    )
+
+
+def _pod(uid, node):
+    from extender.wire import Pod
+
+    from .helpers import container, pod_json
+
+    raw = pod_json(container({"cpu": "100m"}), name=f"web-{uid}", namespace="shop", uid=uid)
+    raw["spec"]["nodeName"] = node
+    return msgspec.convert(raw, type=Pod)
+
+
+async def test_bound_comes_from_the_pod_watch_and_does_not_wait_longer():
+    from extender.cluster import ClusterWatch
+    from extender.estimate import EstimatorArgs, TLPArgs
+    from extender.ledger import Ledger
+    from extender.wiring import _Placements
+
+    posted = []
+    rec = EventRecorder(
+        lambda ns, ev: posted.append(ev), per_minute=60, merge_seconds=0.02, bind_wait_seconds=30
+    )
+    ledger = Ledger()
+    watch = ClusterWatch(
+        None, estimator=EstimatorArgs(), tlp=TLPArgs(), placements=_Placements(ledger, rec)
+    )
+    rec.start()
+    scored = _scored(3, [93, 91, 60], [9, 9, 6], lambda i: (i, i, False))
+    best = Decision(policy="p", source="s")
+    rec.note("w1", "web-w1", "shop", "w1", lambda d: replace(d, best="node-00"), best, scored)
+    await asyncio.sleep(0.1)
+    assert not posted  # merged, but waiting for the binding (up to 30 s)
+    watch._pod_event("MODIFIED", _pod("w1", "node-01"))  # what the reflector applies
+    for _ in range(50):
+        if posted:
+            break
+        await asyncio.sleep(0.02)
+    await rec.stop()
+    assert len(posted) == 1 and ledger.everything()["node-01"].pods == 1
+    decision = json.loads(posted[0]["metadata"]["annotations"][ANNOTATION])
+    assert decision["bound"] == "node-01" and decision["best"] == "node-00"
+    assert posted[0]["message"].startswith("scheduler chose node-01 (9; cpu 1%; mem 1%)")
+
+
+async def test_without_a_binding_the_event_goes_after_the_bounded_wait():
+    posted = []
+    rec = EventRecorder(
+        lambda ns, ev: posted.append(ev), per_minute=60, merge_seconds=0.02, bind_wait_seconds=0.2
+    )
+    rec.start()
+    rec.note("u", "p", "ns", "u", lambda d: d, Decision(policy="p", source="s"))
+    await asyncio.sleep(0.1)
+    assert not posted
+    for _ in range(50):
+        if posted:
+            break
+        await asyncio.sleep(0.02)
+    await rec.stop()
+    assert len(posted) == 1
+    assert "bound" not in json.loads(posted[0]["metadata"]["annotations"][ANNOTATION])
+
+
+def test_pending_pods_are_capped_and_counted_and_shown_as_a_gauge():
+    from extender.metrics import Metrics
+
+    outcomes = []
+    rec = EventRecorder(
+        lambda ns, ev: None, per_minute=60, max_pending=2, on_result=outcomes.append
+    )
+    metrics = Metrics()
+    metrics.events_pending.set_function(rec.__len__)
+    for uid in ("a", "b", "c"):
+        rec.note(uid, uid, "ns", uid, lambda d: d, Decision(policy="p", source="s"))
+    rec.note("a", "a", "ns", "a", lambda d: d, Decision(policy="p", source="s"))  # known: kept
+    assert len(rec) == 2 and outcomes == ["dropped"]
+    assert b"loadwise_extender_events_pending 2.0" in metrics.render()
+
+
+def test_message_when_only_the_filter_ran():
+    d = Decision(policy="p", source="s", failed={"b": "cpu 95% > 90% threshold"}, bound="a")
+    assert format_message(d) == "bound to a; filtered b: cpu 95% > 90% threshold"

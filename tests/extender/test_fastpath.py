@@ -7,11 +7,18 @@ import time
 import pytest
 
 from extender.config import load_settings
-from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
+from extender.decide import to_priorities
+from extender.estimate import PodFacts, pod_facts
+from extender.events import ANNOTATION, EventRecorder
+from extender.fastpath import LeastUsedFastPath
+from extender.fastpath import _priorities as fast_priorities
+from extender.ledger import Pending
+from extender.model import LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad, Usage
+from extender.policies import LeastUsed
 from extender.service import Extender
 from extender.wire import decode_args
 
-from .helpers import StaticSource, container, node_json, pod_json
+from .helpers import GI, MI, StaticSource, container, node_json, pod_json
 
 
 @pytest.mark.parametrize(
@@ -46,28 +53,174 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
     assert general.fast_path is None
     assert fast.fast_path is not None
     taken = []
-    real_scores = fast.fast_path.scores
+    real_answer = fast.fast_path.answer
 
-    def counting(*args):
-        result = real_scores(*args)
+    def counting(*args, **kw):
+        result = real_answer(*args, **kw)
         taken.append(result is not None)
         return result
 
-    fast.fast_path.scores = counting
+    fast.fast_path.answer = counting
     warm = json.dumps({"Pod": pod_json(), "Nodes": {"items": nodes}}).encode()
     for ext in (fast, general):
         ext.prioritize(decode_args(warm, raw_nodes=False))
-    for i in range(200):
-        subset = rng.sample(names[:-3], 25) if i % 4 else rng.sample(names, 25)
-        pod = pod_json(
-            container(
-                {"cpu": f"{rng.randrange(1, 3000)}m", "memory": f"{rng.randrange(1, 4000)}Mi"}
-            ),
-            uid=f"u{i}",
-        )
+    # The scheduler sends the same node lists again and again, and a burst is mostly
+    # pods of one shape: a few of each, so cached layouts and views are reused.
+    # (in an order that varies: kube-scheduler's filter fills its list as parallel
+    # checks finish), and windows that move over the nodes.
+    lists = [rng.sample(names[:-3], 25) for _ in range(3)] + [names[:-3], names]
+    lists += [lists[0][::-1], names[10:37] + names[:5]]
+    shapes = [
+        {"cpu": f"{rng.randrange(1, 3000)}m", "memory": f"{rng.randrange(1, 4000)}Mi"}
+        for _ in range(4)
+    ]
+    for i in range(400):
+        subset = lists[i % 7] if i % 9 else lists[4]
+        requests = shapes[i % 3] if i % 11 else shapes[3]
+        pod = pod_json(container(requests), uid=f"u{i}")
         body = json.dumps({"Pod": pod, "NodeNames": subset}).encode()
-        a = fast.prioritize(decode_args(body, raw_nodes=False))
-        b = general.prioritize(decode_args(body, raw_nodes=False))
-        assert a == b, f"request {i}"
-    assert len(fast.ledger) == len(general.ledger) == 201
-    assert sum(taken) >= 140 and not all(taken)  # both paths were exercised
+        a = fast.prioritize_json(decode_args(body, raw_nodes=False))
+        b = general.prioritize_json(decode_args(body, raw_nodes=False))
+        assert bytes(a) == bytes(b), f"request {i}"
+        if i in (160, 300):
+            # a node is resized (a new Node object), then a new load reading arrives
+            nodes[5] = node_json(names[5], cpu=str(2 + i // 10), memory="64Gi")
+            resized = json.dumps({"Pod": pod_json(uid=f"r{i}"), "Nodes": {"items": nodes}})
+            for ext in (fast, general):
+                ext.prioritize(decode_args(resized.encode(), raw_nodes=False))
+                if i == 300:
+                    ext.refresher.snapshot = LoadSnapshot("s", now - 4, now, loads)
+        if i in (100, 101, 230):
+            # the window moves past every placement on the busiest nodes: their
+            # pending totals leave the ledger, their scores rise (maybe a step)
+            for ext in (fast, general):
+                for k in range(i + 1):
+                    if k % 3 != 1 or i != 101:
+                        ext.ledger.forget(f"u{k}")
+        if i % 7 == 3:
+            # the watch says where an earlier pod really went, or that it is gone:
+            # pending totals move between nodes and leave the ledger
+            for ext in (fast, general):
+                ext.ledger.bind(f"u{i - 1}", names[i % 37], Usage(500, MI), 0, now)
+                ext.ledger.forget(f"u{i - 2}")
+    assert len(fast.ledger) == len(general.ledger)
+    assert sum(taken) >= 250 and not all(taken)  # both paths were exercised
+
+
+async def test_event_figures_are_the_general_paths():
+    """With a recorder the fast path also returns each node's use after placement;
+    the Events it leads to are the general path's, to the byte."""
+    rng = random.Random(5)
+    now = time.time()
+    names = [f"n{i:02d}" for i in range(30)]
+    loads = {
+        n: NodeLoad(ResourceLoad(rng.uniform(0, 95)), ResourceLoad(rng.uniform(0, 95)))
+        for n in names
+    }
+    snap = LoadSnapshot("s", now - 5, now, loads)
+    nodes = [node_json(n, cpu=str(rng.choice([2, 4, 8])), memory="16Gi") for n in names]
+    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    posted = {"fast": [], "general": []}
+    exts = {}
+    for kind in posted:
+        rec = EventRecorder(
+            lambda ns, ev, kind=kind: posted[kind].append(ev), per_minute=10_000, merge_seconds=60
+        )
+        ext = Extender(settings, StaticSource(snap), recorder=rec, use_fast_path=kind == "fast")
+        ext.refresher.snapshot = snap
+        exts[kind] = ext
+    taken = []
+    real_answer = exts["fast"].fast_path.answer
+
+    def counting(*args, **kw):
+        result = real_answer(*args, **kw)
+        taken.append(result is not None and result.figures is not None)
+        return result
+
+    exts["fast"].fast_path.answer = counting
+    warm = json.dumps({"Pod": pod_json(uid="warm"), "Nodes": {"items": nodes}}).encode()
+    for ext in exts.values():
+        ext.prioritize(decode_args(warm, raw_nodes=False))
+    first_body = b""
+    for i in range(60):
+        pod = pod_json(container({"cpu": "700m", "memory": "1Gi"}), uid=f"u{i}", name=f"p{i}")
+        body = json.dumps({"Pod": pod, "NodeNames": rng.sample(names, 24)}).encode()
+        first_body = first_body if i else body
+        for ext in exts.values():
+            ext.prioritize(decode_args(body, raw_nodes=False))
+    for ext in exts.values():
+        await ext.recorder.stop()
+    assert all(taken) and len(taken) == 61
+    fast = [e["metadata"]["annotations"][ANNOTATION] for e in posted["fast"]]
+    general = [e["metadata"]["annotations"][ANNOTATION] for e in posted["general"]]
+    assert len(fast) == 61 and fast == general
+    assert [e["message"] for e in posted["fast"]] == [e["message"] for e in posted["general"]]
+    # and by hand, for pod u0's favourite: measured use + the pod's estimated use
+    event = next(e for e in posted["fast"] if e["involvedObject"]["uid"] == "u0")
+    decision = json.loads(event["metadata"]["annotations"][ANNOTATION])
+    best = decision["best"]
+    info = exts["fast"].seen_nodes[best]
+    usage = exts["fast"]._facts(decode_args(first_body, raw_nodes=False)).usage
+    used = loads[best].cpu.avg * info.cpu_capacity_millis / 100 + usage.cpu_millis
+    assert decision["use"][best][0] == round(100 * used / info.cpu_allocatable_millis)
+    assert len(decision["scores"]) == 16 and decision["omitted"] == 24 - 16  # no watch: no bound
+
+
+def test_answer_body_follows_steps_through_ties_and_a_new_top():
+    """A node enters the top step as a rival (its answer stays 8), then another node
+    reaches step 10: the first must now answer its plain 9. Checked against the
+    real kube-scheduler-facing mapping, decide.to_priorities over all nodes."""
+    policy = LeastUsed(weights={"cpu": 1}, dominant_weight=0)
+    fast = LeastUsedFastPath(policy)
+    names = ["a", "k", "t", "b"]
+    infos = {n: NodeInfo(n, 1000, GI, 1000, GI) for n in names}
+    cpu = {"a": 7.0, "k": 15.0, "t": 12.0, "b": 4.0}  # percent: 70m, 150m, 120m, 40m used
+    loads = {n: NodeLoad(ResourceLoad(c), ResourceLoad(10.0)) for n, c in cpu.items()}
+    snap = LoadSnapshot("s", 0, 0, loads)
+    pod = PodFacts("p", "p", "ns", Usage(), 0, 0, 0)
+
+    def answer(recent):
+        got = fast.answer(pod, names, infos, snap, recent)
+        assert got is not None
+        scores = fast.scores(pod, names, infos, snap, recent)
+        expected, _ = to_priorities(names, scores)
+        hosts = [{"Host": n, "Score": p} for n, p in zip(names, expected, strict=True)]
+        assert json.loads(got.body) == hosts
+        return scores, expected
+
+    pending = {"k": Pending(Usage(40, 0), 0, 1), "b": Pending(Usage(60, 0), 0, 1)}
+    assert answer(dict(pending)) == ([93, 81, 88, 90], [9, 8, 8, 8])
+    del pending["k"]  # k: 85, step 9 now, but a rival of a (93): still answers 8
+    assert answer(dict(pending)) == ([93, 85, 88, 90], [9, 8, 8, 8])
+    del pending["b"]  # b: 96, alone in step 10; a, k and t answer their plain 9
+    assert answer(dict(pending)) == ([93, 85, 88, 96], [9, 9, 9, 10])
+
+
+def test_priorities_match_decide_to_priorities():
+    """The fast path's C-level mapping against the function the general path calls,
+    over ties, rivals in the top step, step 0 and repeated names."""
+    rng = random.Random(3)
+    for _ in range(5000):
+        n = rng.randint(1, 30)
+        high = rng.choice([3, 6, 12, 50, 100])
+        scores = [rng.randint(0, high) for _ in range(n)]
+        names = [f"n{rng.randint(0, 99):02d}" for _ in range(n)]
+        assert fast_priorities(names, scores) == to_priorities(names, scores), (names, scores)
+
+
+def test_pod_facts_kept_per_resources_spec_are_each_pods_own():
+    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    ext = Extender(settings, StaticSource(LoadSnapshot("s", 0, 0, {})))
+    rng = random.Random(2)
+    for i in range(300):
+        requests = {"cpu": f"{rng.choice([100, 250])}m", "memory": rng.choice(["64Mi", "1Gi"])}
+        limits = rng.choice([None, {"cpu": "1"}, {"memory": "2Gi"}])
+        raw = pod_json(
+            container(requests, limits),
+            uid=f"u{i}" if i % 5 else "",
+            name=f"p{i}",
+            namespace=rng.choice(["a", "b"]),
+            overhead=rng.choice([None, {"cpu": "50m"}]),
+        )
+        args = decode_args(json.dumps({"Pod": raw, "NodeNames": []}).encode(), raw_nodes=False)
+        assert ext._facts(args) == pod_facts(args.pod, ext.estimator, ext.tlp)
