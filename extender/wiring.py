@@ -14,7 +14,7 @@ from .events import EventRecorder
 from .kubeapi import KubeAPI
 from .ledger import Ledger
 from .metrics import Metrics
-from .service import Extender
+from .service import Extender, ledger_horizon
 from .sources import (
     LoadFileSource,
     LoadSource,
@@ -54,7 +54,7 @@ def build_extender(settings: Settings) -> Extender:
     """Build every part the settings ask for; raises ``KubeError`` when the
     kubeconfig cannot be loaded."""
     metrics = Metrics()
-    ledger = Ledger()
+    ledger = Ledger(horizon=ledger_horizon(settings))
     api: KubeAPI | None = None
     cluster: ClusterWatch | None = None
     recorder: EventRecorder | None = None
