@@ -4,8 +4,10 @@ import json
 import random
 import time
 
+import httpx
 import msgspec
 import pytest
+from aiohttp.test_utils import TestServer
 
 from extender.cluster import ClusterWatch
 from extender.config import load_settings
@@ -13,6 +15,7 @@ from extender.events import Decision
 from extender.ledger import Ledger
 from extender.model import LoadSnapshot, NodeLoad, ResourceLoad, Usage
 from extender.nodestate import ClusterFacts, build_states
+from extender.server import make_app
 from extender.service import NEUTRAL_PRIORITY, Extender
 from extender.wire import Node, Pod, decode_args
 
@@ -397,3 +400,46 @@ def test_sizes_unknown_without_kubeconfig_is_said_and_still_spreads():
     assert ready and "node sizes unknown" in why and "--kubeconfig" in why
     ext.update_gauges()
     assert b"loadwise_extender_node_sizes_unknown 1.0" in ext.metrics.render()
+
+
+@pytest.mark.parametrize("cache_capable", [False, True], ids=["full-nodes", "node-names"])
+async def test_burst_over_http_stays_even_under_random_tie_break(cache_capable):
+    # The same simulated scheduler, talking JSON to the real server over loopback.
+    names = ["node-a", "node-b", "node-c"]
+    nodes = [node_json(n, cpu="8", memory="16Gi") for n in names]
+    for seed in range(10):
+        ext = _extender({n: (10.0, 10.0) for n in names})
+        srv = TestServer(make_app(ext), host="127.0.0.1")
+        await srv.start_server()
+        rng = random.Random(seed)
+        placed = dict.fromkeys(names, 0)
+        try:
+            async with httpx.AsyncClient(base_url=str(srv.make_url(""))) as client:
+                for i in range(30):
+                    pod = pod_json(
+                        container({"cpu": "500m", "memory": "1Gi"}),
+                        name=f"h{i}",
+                        uid=f"h{seed}-{i}",
+                    )
+
+                    def body(keep, pod=pod):
+                        if cache_capable:
+                            return {"Pod": pod, "NodeNames": keep}
+                        items = [n for n in nodes if n["metadata"]["name"] in keep]
+                        return {"Pod": pod, "Nodes": {"metadata": {}, "items": items}}
+
+                    out = (await client.post("/scheduler/filter", json=body(names))).json()
+                    feasible = (
+                        out["NodeNames"]
+                        if cache_capable
+                        else [n["metadata"]["name"] for n in out["Nodes"]["items"]]
+                    )
+                    answer = (
+                        await client.post("/scheduler/prioritize", json=body(feasible))
+                    ).json()
+                    total = {h["Host"]: SimulatedScheduler.BASE + 10 * h["Score"] for h in answer}
+                    top = max(total.values())
+                    placed[rng.choice(sorted(n for n, t in total.items() if t == top))] += 1
+        finally:
+            await srv.close()
+        assert max(placed.values()) - min(placed.values()) <= 3, (seed, placed)
