@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
@@ -60,7 +60,7 @@ class Ranked(msgspec.Struct, frozen=True):
 
 
 def to_priorities(
-    names: Sequence[str], scores: Sequence[int], pending: Sequence[float] | None = None
+    names: Sequence[str], scores: Sequence[int], pending: Callable[[str], float] | None = None
 ) -> tuple[list[int], int | None]:
     """Map 0..100 scores to the extender's 0..10, and name the winner (its index).
 
@@ -70,19 +70,23 @@ def to_priorities(
     count a guess: in a burst without a pod watch the guesses drift from where
     the pods really went, and the burst herds. So the top is never a tie: the
     winner is the highest fine score, then the fewest pods placed recently
-    (``pending``: the ledger's counts, which also spread a burst over nodes whose
-    score a pod does not move, e.g. when their sizes are unknown), then the first
-    name; every other node in the winner's 0..10 step drops one step (at step 0
+    (``pending(name)``: the ledger's count, which also spreads a burst over nodes
+    whose score a pod does not move, e.g. when their sizes are unknown), then the
+    first name; every other node in the winner's 0..10 step drops one step (at step 0
     the winner rises to 1 instead). With otherwise equal scheduler scores the
     scheduler then picks the winner, which is where the ledger counts the pod.
     """
     if not scores:
         return [], None
-
-    def key(i: int) -> tuple[int, float, str]:
-        return (-scores[i], pending[i] if pending is not None else 0.0, names[i])
-
-    win = min(range(len(scores)), key=key)
+    top_score = max(scores)
+    tied = [i for i, s in enumerate(scores) if s == top_score]
+    if len(tied) == 1:
+        win = tied[0]
+    elif pending is None:
+        win = min(tied, key=names.__getitem__)
+    else:
+        count = pending  # bound for the lambda (mypy does not narrow into it)
+        win = min(tied, key=lambda i: (count(names[i]), names[i]))
     table = PRIORITY_OF
     priorities = [table[s] if 0 <= s <= MAX_SCORE else to_extender_priority(s) for s in scores]
     top = priorities[win]
@@ -102,8 +106,8 @@ def prioritize(
     ``detail`` carries its reason, for its Event."""
     details = [policy.score(pod, node, explain) for node in nodes]
     names = [n.name for n in nodes]
-    pending = [n.pending_pods for n in nodes]
-    priorities, win = to_priorities(names, [d.score for d in details], pending)
+    pending = {n.name: n.pending_pods for n in nodes}
+    priorities, win = to_priorities(names, [d.score for d in details], pending.__getitem__)
     if win is not None and not explain:
         details[win] = policy.score(pod, nodes[win], True)
     return [Ranked(n, p, d) for n, p, d in zip(names, priorities, details, strict=True)]

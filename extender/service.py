@@ -329,7 +329,12 @@ class Extender:
             stale = False
             # the tie-break reads the same ledger counts the scores did (see to_priorities)
             assert recent is not None
-            pending = [p.pods if (p := recent.get(n)) is not None else 0 for n in names]
+            placed = recent
+
+            def pending(name: str) -> int:
+                p = placed.get(name)
+                return p.pods if p is not None else 0
+
             priorities, index = to_priorities(names, scores, pending)
             win = names[index] if index is not None else None
             why = ""
