@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestServer
 from extender.cluster import ClusterWatch
 from extender.config import load_settings
 from extender.events import Decision
+from extender.exceptions import SourceError
 from extender.ledger import Ledger
 from extender.model import LoadSnapshot, NodeLoad, ResourceLoad, Usage
 from extender.nodestate import ClusterFacts, build_states
@@ -131,7 +132,21 @@ def _worker_nodes():
     return [node_json(n, cpu="4", memory="8Gi") for n in WORKERS]
 
 
-def test_stale_source_keeps_the_last_reading_then_becomes_unknown():
+class FailingAfterFirst(StaticSource):
+    """Answers one reading, then fails: the source stopped answering."""
+
+    def __init__(self, snapshot: LoadSnapshot) -> None:
+        super().__init__(snapshot)
+        self.calls = 0
+
+    async def fetch(self) -> LoadSnapshot:
+        self.calls += 1
+        if self.calls > 1:
+            raise SourceError("load-watcher: connection refused")
+        return self.snapshot
+
+
+async def test_stale_source_keeps_the_last_reading_then_becomes_unknown():
     clock = FakeClock(1_000_000.0)
     notes = Notes()
     ext = _extender(
@@ -140,6 +155,9 @@ def test_stale_source_keeps_the_last_reading_then_becomes_unknown():
         recorder=notes,
         **{"source.stale_after_seconds": 180, "source.max_stale_seconds": 600},
     )
+    ext.refresher.source = FailingAfterFirst(ext.refresher.snapshot)
+    ext.refresher.snapshot = None
+    await ext.refresher.refresh_once()  # the one good reading
     nodes = _worker_nodes()
 
     def filter_failed(i):
@@ -160,6 +178,8 @@ def test_stale_source_keeps_the_last_reading_then_becomes_unknown():
 
     # The source stops answering: 5 minutes later the reading is stale, not gone.
     clock.now += 300
+    await ext.refresher.refresh_once()
+    assert ext.refresher.last_error == "load-watcher: connection refused"
     assert not ext.refresher.fresh(clock.now)
     stale_failed, decision = filter_failed(1)
     assert set(stale_failed) == {"worker-2"}, "a node at 97 % must not pass once data is stale"
@@ -180,6 +200,7 @@ def test_stale_source_keeps_the_last_reading_then_becomes_unknown():
     # Older than max_stale: unknown. Nothing is rejected on unknown data, and the
     # hot node scores no better than any other (all neutral), never best-as-idle.
     clock.now += 400
+    await ext.refresher.refresh_once()
     assert not ext.refresher.usable(clock.now)
     unknown_failed, decision = filter_failed(3)
     assert unknown_failed == {} and decision.stale
