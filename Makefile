@@ -2,7 +2,7 @@
 #   make demo   the product's main job; on one machine with no cluster, the lab demo
 #               (first run builds the real control plane from Go modules, ~25 min)
 #   make test   set up everything from scratch and run the whole test suite
-.PHONY: demo demo-offline lab-up lab-down test setup unit lint bench
+.PHONY: demo demo-offline lab-up lab-down test setup unit lint bench soak
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -29,6 +29,10 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/prioritize.py
+
+# Memory under a steady stream of pods (benchmarks/soak.py; SOAK_ARGS="--seconds 900").
+soak: setup
+	$(PY) benchmarks/soak.py $(SOAK_ARGS)
 
 demo: setup
 	scripts/demo

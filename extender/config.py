@@ -28,6 +28,8 @@ __all__ = [
     "load_settings",
 ]
 
+DEFAULT_MAX_STALE_SECONDS = 600.0
+
 SourceKind = Literal["load-watcher", "metrics-server", "prometheus", "file"]
 
 
@@ -43,8 +45,20 @@ class SourceConfig(msgspec.Struct, forbid_unknown_fields=True):
     file: str | None = None
     refresh_seconds: float = 30.0
     stale_after_seconds: float = 180.0
+    max_stale_seconds: float | None = None
+    """How long a stale snapshot is still read as the last known measurement (plus
+    the placements since); older, the load is unknown. None: the larger of 600 and
+    stale_after_seconds. Koordinator's LoadAware plugin stops trusting node metrics
+    after 180 s (nodeMetricExpirationSeconds), the default of stale_after_seconds;
+    this is how much longer the last reading still beats knowing nothing."""
     timeout_seconds: float = 10.0
     prometheus: PrometheusConfig = msgspec.field(default_factory=PrometheusConfig)
+
+    @property
+    def max_stale(self) -> float:
+        if self.max_stale_seconds is not None:
+            return self.max_stale_seconds
+        return max(DEFAULT_MAX_STALE_SECONDS, self.stale_after_seconds)
 
 
 class FilterConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -110,6 +124,11 @@ def _validate(settings: Settings) -> Settings:
         raise ConfigError("source.refresh_seconds must be > 0")
     if src.stale_after_seconds < 0:
         raise ConfigError("source.stale_after_seconds must be >= 0 (0 = never stale)")
+    if src.max_stale_seconds is not None and src.max_stale_seconds < src.stale_after_seconds:
+        raise ConfigError(
+            f"source.max_stale_seconds ({src.max_stale_seconds:g}) must be >= "
+            f"source.stale_after_seconds ({src.stale_after_seconds:g})"
+        )
     for key, value in settings.filter.thresholds.items():
         if key not in ("cpu", "memory"):
             raise ConfigError(f"filter.thresholds: unknown resource {key!r}; use cpu, memory")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
@@ -59,28 +59,38 @@ class Ranked(msgspec.Struct, frozen=True):
     detail: NodeScore
 
 
-def to_priorities(names: Sequence[str], scores: Sequence[int]) -> tuple[list[int], int | None]:
+def to_priorities(
+    names: Sequence[str], scores: Sequence[int], pending: Callable[[str], float] | None = None
+) -> tuple[list[int], int | None]:
     """Map 0..100 scores to the extender's 0..10, and name the winner (its index).
 
-    Rounding 0..100 to 0..10 hides differences under five points, and then the
-    node the extender counts the pod on (herding protection, see ``ledger``) may
-    not be the one the scheduler picks among equals. So the best node by the
-    fine score keeps a strict one-step lead over nodes that rounded into its step
-    with a lower fine score; truly equal nodes stay equal. The winner is the
-    highest fine score, then the first name.
+    kube-scheduler breaks exact ties of the total score at random (selectHost in
+    pkg/scheduler/schedule_one.go). The extender counts the pod on one node (the
+    herding protection, see ``ledger``), so a tie at the top would make that
+    count a guess: in a burst without a pod watch the guesses drift from where
+    the pods really went, and the burst herds. So the top is never a tie: the
+    winner is the highest fine score, then the fewest pods placed recently
+    (``pending(name)``: the ledger's count, which also spreads a burst over nodes
+    whose score a pod does not move, e.g. when their sizes are unknown), then the
+    first name; every other node in the winner's 0..10 step drops one step (at step 0
+    the winner rises to 1 instead). With otherwise equal scheduler scores the
+    scheduler then picks the winner, which is where the ledger counts the pod.
     """
     if not scores:
         return [], None
     top_score = max(scores)
-    win = min((i for i, s in enumerate(scores) if s == top_score), key=names.__getitem__)
+    tied = [i for i, s in enumerate(scores) if s == top_score]
+    if len(tied) == 1:
+        win = tied[0]
+    elif pending is None:
+        win = min(tied, key=names.__getitem__)
+    else:
+        count = pending  # bound for the lambda (mypy does not narrow into it)
+        win = min(tied, key=lambda i: (count(names[i]), names[i]))
     table = PRIORITY_OF
     priorities = [table[s] if 0 <= s <= MAX_SCORE else to_extender_priority(s) for s in scores]
     top = priorities[win]
-    rivals = [
-        i
-        for i, (p, s) in enumerate(zip(priorities, scores, strict=True))
-        if p == top and s < top_score
-    ]
+    rivals = [i for i, p in enumerate(priorities) if p == top and i != win]
     if rivals and top == 0:
         priorities[win] = 1
     elif rivals:
@@ -96,14 +106,15 @@ def prioritize(
     ``detail`` carries its reason, for its Event."""
     details = [policy.score(pod, node, explain) for node in nodes]
     names = [n.name for n in nodes]
-    priorities, win = to_priorities(names, [d.score for d in details])
+    pending = {n.name: n.pending_pods for n in nodes}
+    priorities, win = to_priorities(names, [d.score for d in details], pending.__getitem__)
     if win is not None and not explain:
         details[win] = policy.score(pod, nodes[win], True)
     return [Ranked(n, p, d) for n, p, d in zip(names, priorities, details, strict=True)]
 
 
 def best(ranked: Sequence[Ranked]) -> Ranked | None:
-    """The winner by the extender's own view: highest 0..100 score, then name."""
+    """The winner (see :func:`to_priorities`): the one node at the top 0..10 priority."""
     if not ranked:
         return None
-    return min(ranked, key=lambda r: (-r.detail.score, r.node))
+    return max(ranked, key=lambda r: r.priority)

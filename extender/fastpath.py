@@ -80,85 +80,42 @@ def _scorer(policy: LeastUsed) -> Callable[[int, float, int, float], int]:
     return score
 
 
-@dataclass(frozen=True, slots=True)
-class _Mapping:
-    """What ``decide.to_priorities`` answers when the top 0..100 score is ``t``:
-    ``table[s]`` for a node scoring ``s`` (``table[t]``: a node tied with the
-    winner), and the winner's own priority with and without rivals (lower
-    scores in its 0..10 step). Derived by calling to_priorities itself, so the
-    fast path follows it; equality with the general path is tested."""
-
-    table: list[int]
-    rival: list[int]  # 1 for a score that is a rival under top t, else 0
-    win: int
-    win_alone: int
-    tied_alone: int
+def _step_tables() -> list[list[int]]:
+    """``tables[p][s]``: the priority ``decide.to_priorities`` gives a node scoring ``s``
+    when the winner's step is ``p``: its 0..10 step, one lower in the winner's step
+    (every node there but the winner drops one; the winner is set after)."""
+    return [
+        [q - 1 if q == p and p > 0 else q for q in PRIORITY_OF] for p in range(MAX_SCORE // 10 + 1)
+    ]
 
 
-_MAPPINGS: dict[int, _Mapping | None] = {}
+_STEP_TABLES = _step_tables()
 
 
-def _mapping(t: int) -> _Mapping | None:
-    if t in _MAPPINGS:
-        return _MAPPINGS[t]
-    lows = list(range(t))
-    names = ["a", "b", *(f"c{s:03d}" for s in lows)]
-    full, win = to_priorities(names, [t, t, *lows])
-    alone, win_alone = to_priorities(["a", "b"], [t, t])
-    step = PRIORITY_OF[t]
-    found: _Mapping | None = None
-    if win == 0 and win_alone == 0:
-        rival = [1 if s < t and PRIORITY_OF[s] == step else 0 for s in range(MAX_SCORE + 1)]
-        table = full[2:] + [full[1]] + PRIORITY_OF[t + 1 :]
-        values = [*table, full[0], *alone]
-        if min(values) >= 0 and max(values) <= 10:  # else: to_priorities and a check
-            found = _Mapping(table, rival, full[0], alone[0], alone[1])
-    _MAPPINGS[t] = found
-    return found
-
-
-def _priorities(names: list[str], scores: list[int]) -> tuple[list[int], int | None]:
-    """``decide.to_priorities(names, scores)`` with C-level list operations: one
-    table look-up per node (see ``_Mapping``), then the winner (highest score,
-    then name). Every priority is 0..10 (the body's pieces cover only those)."""
+def _priorities(
+    names: list[str], scores: list[int], pending: Callable[[str], float] | None = None
+) -> tuple[list[int], int | None]:
+    """``decide.to_priorities(names, scores, pending)`` with C-level list operations
+    for 0..100 scores: one table look-up per node, then the winner (highest score,
+    then fewest pending pods, then name) keeps its step. Equality is tested."""
     if not scores:
         return [], None
     top = max(scores)
-    # scores are 0..100: _View.grow and _View.rescore refuse anything else
-    m = _mapping(top) if top <= MAX_SCORE else None
-    if m is None:
-        priorities, win = to_priorities(names, scores)
-        if priorities and (min(priorities) < 0 or max(priorities) > 10):
-            raise ValueError(f"to_priorities answered outside 0..10: {priorities}")
-        return priorities, win
-    priorities = list(map(m.table.__getitem__, scores))
+    if top > MAX_SCORE or min(scores) < 0:
+        return to_priorities(names, scores, pending)
     ties = scores.count(top)
     win = scores.index(top)
-    if ties > 64:
-        # the first of the top-scored nodes with the least name (C loops only)
-        tied = list(map(top.__eq__, scores))
-        first = min(compress(names, tied))
-        win = names.index(first)
-        while not tied[win]:
-            win = names.index(first, win + 1)
-    elif ties > 1:
-        at = win
-        for _ in range(ties - 1):
-            at = scores.index(top, at + 1)
-            if names[at] < names[win]:
-                win = at
-    if m.win == m.win_alone and m.tied_alone == m.table[top]:
-        priorities[win] = m.win  # rivals or not, the same answer (every step but 0)
-        return priorities, win
-    if sum(map(m.rival.__getitem__, scores)):
-        priorities[win] = m.win
-        return priorities, win
-    if ties > 1 and m.tied_alone != m.table[top]:
-        at = -1
-        for _ in range(ties):
-            at = scores.index(top, at + 1)
-            priorities[at] = m.tied_alone
-    priorities[win] = m.win_alone
+    if ties > 1:
+        tied = list(compress(range(len(scores)), map(top.__eq__, scores)))
+        if pending is None:
+            win = min(tied, key=names.__getitem__)
+        else:
+            count = pending
+            win = min(tied, key=lambda i: (count(names[i]), names[i]))
+    step = PRIORITY_OF[top]
+    priorities = list(map(_STEP_TABLES[step].__getitem__, scores))
+    # at step 0 nobody can drop: the winner rises to 1 over its rivals instead
+    priorities[win] = step if step > 0 or len(scores) == 1 else 1
     return priorities, win
 
 
@@ -437,7 +394,13 @@ class LeastUsedFastPath:
         view = table.view(pod.usage.cpu_millis, pod.usage.memory_bytes)
         view.sync(table, recent)
         scores = list(map(view.scores.__getitem__, positions))
-        priorities, win = _priorities(known.names, scores)
+
+        def pending(name: str) -> int:
+            # the tie-break reads the same ledger counts the scores did (to_priorities)
+            placed = recent.get(name)
+            return placed.pods if placed is not None else 0
+
+        priorities, win = _priorities(known.names, scores, pending)
         body = b"[" + b",".join(map(getitem, known.pieces, priorities)) + b"]"
         look: Figures | None = None
         if figures:

@@ -14,6 +14,12 @@ no watch, or before the watch event arrives. A bind replaces an assumption.
 Per-node totals are kept up to date on every change, and placements leave the
 "recent" totals through a time-ordered heap as the window moves on, so a
 request costs the same whether the ledger holds ten placements or ten thousand.
+
+Memory is bounded whatever the load source does: ``prune`` drops placements
+older than the horizon (by then they are in the measurement, or the data is too
+old to be used at all, see ``nodestate``) and compacts the heap, which otherwise
+keeps an entry per placement for as long as the window does not move; and a hard
+cap evicts the oldest placements first.
 """
 
 from __future__ import annotations
@@ -27,13 +33,24 @@ import msgspec
 
 from .model import Usage
 
-__all__ = ["REPORT_INTERVAL_SECONDS", "Ledger", "Pending", "Placement"]
+__all__ = [
+    "HORIZON_SECONDS",
+    "MAX_ENTRIES",
+    "REPORT_INTERVAL_SECONDS",
+    "Ledger",
+    "Pending",
+    "Placement",
+]
 
 # Trimaran's metricsAgentReportingIntervalSeconds: a pod placed less than this
 # before the window end is assumed not to be in the measurement yet.
 REPORT_INTERVAL_SECONDS = 60.0
 # Trimaran's cacheCleanupIntervalMinutes: the longest staleness a source has.
 HORIZON_SECONDS = 300.0
+# The hard cap. At 10 placements a second and a 660 s horizon (the default
+# max_stale_seconds plus the report interval) the ledger holds 6,600; the cap is
+# for a source or a watch gone wrong, and costs some 20 MB when reached.
+MAX_ENTRIES = 50_000
 
 
 class Placement(msgspec.Struct, frozen=True):
@@ -90,9 +107,13 @@ class _Totals:
 
 
 class Ledger:
-    def __init__(self, horizon: float = HORIZON_SECONDS) -> None:
+    def __init__(self, horizon: float = HORIZON_SECONDS, max_entries: int = MAX_ENTRIES) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        # insertion order = order of the last change, so the first key is the oldest
         self._placements: dict[str, Placement] = {}
         self._horizon = horizon
+        self._max_entries = max_entries
         self._seq = itertools.count(1)
         self._all = _Totals()
         self._unconfirmed = _Totals()
@@ -102,6 +123,15 @@ class Ledger:
 
     def __len__(self) -> int:
         return len(self._placements)
+
+    @property
+    def horizon(self) -> float:
+        return self._horizon
+
+    @property
+    def heap_size(self) -> int:
+        """Entries in the time-ordered heap, live or not (exported on /metrics)."""
+        return len(self._heap)
 
     # -- changes ------------------------------------------------------------------
 
@@ -117,6 +147,8 @@ class Ledger:
         if at > self._cut:
             self._recent.add(p, +1)
             heapq.heappush(self._heap, (at, p.seq, key))
+        while len(self._placements) > self._max_entries:
+            self._remove(next(iter(self._placements)))
 
     def _remove(self, key: str) -> None:
         p = self._placements.pop(key, None)
@@ -146,9 +178,18 @@ class Ledger:
         self._remove(pod_key)
 
     def prune(self, now: float) -> None:
+        """Drop placements older than the horizon, and the heap's dead entries."""
         cutoff = now - self._horizon
         for key in [k for k, p in self._placements.items() if p.at < cutoff]:
             self._remove(key)
+        if len(self._heap) > 2 * len(self._placements) + 64:
+            placements = self._placements
+            self._heap = [
+                (at, seq, key)
+                for at, seq, key in self._heap
+                if (p := placements.get(key)) is not None and p.seq == seq
+            ]
+            heapq.heapify(self._heap)
 
     # -- reads ----------------------------------------------------------------------
 

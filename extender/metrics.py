@@ -59,6 +59,31 @@ class Metrics:
             "Placements tracked for herding protection.",
             registry=r,
         )
+        self.ledger_entries = Gauge(
+            "loadwise_extender_ledger_entries",
+            "Placements in the herding ledger (bounded by its horizon and a hard cap).",
+            registry=r,
+        )
+        self.ledger_heap_entries = Gauge(
+            "loadwise_extender_ledger_heap_entries",
+            "Entries in the ledger's time-ordered heap, live or not (compacted on prune).",
+            registry=r,
+        )
+        self.node_cache_entries = Gauge(
+            "loadwise_extender_node_cache_entries",
+            "Node sizes remembered from full-Node requests.",
+            registry=r,
+        )
+        self.watched_nodes = Gauge(
+            "loadwise_extender_watched_nodes",
+            "Nodes held by the node watch (with a kubeconfig).",
+            registry=r,
+        )
+        self.sizes_unknown = Gauge(
+            "loadwise_extender_node_sizes_unknown",
+            "1 when names-only requests name nodes whose size is unknown (no kubeconfig).",
+            registry=r,
+        )
         self.events = Counter(
             "loadwise_extender_events_total",
             "Pod Events recorded, by outcome.",

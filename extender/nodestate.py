@@ -1,11 +1,23 @@
 """Build the per-node state the policies score, from what the extender holds.
 
-The interesting part is the node with no fresh measurement (it just joined, or
-the source's data went stale). Trimaran scores it 0, so a node that has just
-joined, with no metrics yet, is every pod's last choice and stays empty. Here
-its load is *estimated*: the idlest measured node's use as a floor (a fresh
-node runs at least the same system daemons), plus the estimated use of the pods
-known to run on it.
+The interesting part is the node with no fresh measurement. Three cases:
+
+- The snapshot is fresh but does not name the node (it just joined). Trimaran
+  scores it 0, so a new node is every pod's last choice and stays empty. Here
+  its load is *estimated*: the idlest measured node's use as a floor (a fresh
+  node runs at least the same system daemons), plus the estimated use of the
+  pods known to run on it.
+- The snapshot is stale (older than ``stale_after_seconds``) but still usable
+  (not older than ``max_stale_seconds``): every node keeps its *last known*
+  measurement plus every placement since that reading (the ledger keeps them
+  for longer than the usable age). A node at 95 % stays at 95 % or more; it is
+  never read as idle because its source stopped answering. Marked ``estimated``.
+- No usable snapshot (never measured, or older than ``max_stale_seconds``): the
+  load is *unknown* (no figures at all). The filter does not reject on unknown
+  data and the policies score it as they score a node without data (least-used:
+  neutral 50; Trimaran's policies: 0), the same for every node, so the
+  scheduler's own scores decide. Reading unknown as 0 % would make the node
+  the best choice of all.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ class ClusterFacts(msgspec.Struct, frozen=True):
 
 
 _EMPTY = Pending()
+_NO_LOAD = NodeLoad()
 
 
 def _floor(snapshot: LoadSnapshot | None) -> tuple[float, float]:
@@ -47,15 +60,23 @@ def build_states(
     fresh: bool,
     ledger: Ledger,
     cluster: ClusterFacts | None,
+    usable: bool | None = None,
 ) -> list[NodeState]:
-    """One NodeState per name, in order. ``fresh`` says whether ``snapshot`` may be
-    trusted; a stale snapshot is treated as no measurement at all (unknown, not zero)."""
-    measured = snapshot.nodes if (snapshot is not None and fresh) else {}
-    since = snapshot.window_end - REPORT_INTERVAL_SECONDS if measured and snapshot else None
-    recent = ledger.recent(since) if since is not None else ledger.everything()
+    """One NodeState per name, in order. ``fresh`` says whether ``snapshot`` is
+    within ``stale_after_seconds``; ``usable`` (default: ``fresh``) whether it is
+    within ``max_stale_seconds``, i.e. may still be read as the last known
+    measurement. Without a usable snapshot every node's load is unknown."""
+    if usable is None:
+        usable = fresh
+    if snapshot is None or not usable:
+        return _unknown(names, infos, ledger, cluster)
+    measured = snapshot.nodes
+    since = snapshot.window_end - REPORT_INTERVAL_SECONDS
+    recent = ledger.recent(since)
     unconfirmed = ledger.unconfirmed() if cluster is not None else None
     everything = ledger.everything() if cluster is None else None
-    floor_cpu, floor_mem = _floor(snapshot if measured else None)
+    floor_cpu, floor_mem = _floor(snapshot)
+    stale = not fresh
 
     states: list[NodeState] = []
     for name in names:
@@ -63,12 +84,14 @@ def build_states(
         pod_count = cluster.pod_counts.get(name, 0) if cluster is not None else None
         load = measured.get(name)
         if load is not None and (load.cpu.avg is not None or load.memory.avg is not None):
+            # Measured (maybe a while ago): the reading plus every placement since.
             pending = recent.get(name, _EMPTY)
             states.append(
                 NodeState(
                     name=name,
                     info=info,
                     load=load,
+                    estimated=stale,
                     pending=pending,  # running totals, read like a Usage
                     pending_tlp_cpu_millis=pending.tlp_cpu_millis,
                     pending_pods=pending.pods,
@@ -76,7 +99,7 @@ def build_states(
                 )
             )
             continue
-        # No fresh measurement: estimate from the pods known to be there.
+        # Not in the snapshot (a new node): estimate from the pods known to be there.
         if cluster is not None:
             usage = cluster.pod_usage.get(name, Usage())
             tlp = cluster.pod_tlp_cpu.get(name, 0.0)
@@ -104,3 +127,27 @@ def build_states(
             )
         )
     return states
+
+
+def _unknown(
+    names: Iterable[str],
+    infos: Mapping[str, NodeInfo],
+    ledger: Ledger,
+    cluster: ClusterFacts | None,
+) -> list[NodeState]:
+    """No usable measurement: no load figures (not zero). The pods placed are kept
+    as counts, for a policy that scores by pod count and for the tie-break."""
+    extra = ledger.unconfirmed() if cluster is not None else ledger.everything()
+    return [
+        NodeState(
+            name=name,
+            info=infos.get(name),
+            load=_NO_LOAD,
+            estimated=True,
+            pending=Usage(),
+            pending_tlp_cpu_millis=0.0,
+            pending_pods=extra.get(name, _EMPTY).pods,
+            pod_count=cluster.pod_counts.get(name, 0) if cluster is not None else None,
+        )
+        for name in names
+    ]

@@ -21,7 +21,7 @@ from .decide import Ranked, best, filter_nodes, prioritize
 from .estimate import PodFacts, demand_after, go_round, pod_facts
 from .events import Decision, EventRecorder, Scored
 from .fastpath import FastAnswer, LeastUsedFastPath
-from .ledger import REPORT_INTERVAL_SECONDS, Ledger
+from .ledger import HORIZON_SECONDS, REPORT_INTERVAL_SECONDS, Ledger
 from .metrics import Metrics
 from .model import NodeInfo, NodeState, usable_node_info
 from .nodestate import build_states
@@ -38,7 +38,7 @@ from .wire import (
     encode,
 )
 
-__all__ = ["Extender", "NEUTRAL_PRIORITY"]
+__all__ = ["NEUTRAL_PRIORITY", "SEEN_NODES_MAX", "SIZES_UNKNOWN", "Extender", "ledger_horizon"]
 
 log = logging.getLogger("loadwise.extender")
 
@@ -68,6 +68,25 @@ def _general_scored(pod: PodFacts, states: list[NodeState], ranked: list[Ranked]
     )
 
 
+# Node sizes learnt from full-Node requests, at most this many (Kubernetes
+# supports clusters of up to 5,000 nodes, "Considerations for large clusters");
+# beyond it the longest-unrefreshed entry goes, so deleted nodes cannot pile up.
+SEEN_NODES_MAX = 10_000
+
+SIZES_UNKNOWN = (
+    "node sizes unknown: the scheduler sends node names only (nodeCacheCapable: true) "
+    "and there is no kubeconfig to watch Nodes; pods placed since the last measurement "
+    "are counted per node but cannot be sized; give --kubeconfig or set "
+    "nodeCacheCapable: false"
+)
+
+
+def ledger_horizon(settings: Settings) -> float:
+    """How long the ledger keeps a placement: while a stale snapshot is still
+    read (max_stale), every placement since its window must be counted."""
+    return max(HORIZON_SECONDS, settings.source.max_stale + REPORT_INTERVAL_SECONDS)
+
+
 class Extender:
     def __init__(
         self,
@@ -89,7 +108,7 @@ class Extender:
         self.thresholds = dict(settings.filter.thresholds) if settings.filter.enabled else {}
         self.estimator = settings.estimator_args()
         self.tlp = settings.tlp_args()
-        self.ledger = ledger if ledger is not None else Ledger()
+        self.ledger = ledger if ledger is not None else Ledger(horizon=ledger_horizon(settings))
         self.cluster = cluster  # the node/pod watch, when a kubeconfig was given
         self.recorder = recorder
         self.clock = clock
@@ -102,12 +121,15 @@ class Extender:
             source,
             interval=interval,
             stale_after=settings.source.stale_after_seconds,
+            max_stale=settings.source.max_stale,
             on_error=lambda _msg: self.metrics.source_errors.inc(),
         )
         self._scored = self.metrics.decisions.labels("prioritize", "scored")
         self._seen: dict[str, NodeInfo] = {}
         self._seen_rv: dict[str, str] = {}
         self._shapes: dict[bytes, PodFacts] = {}
+        self.sizes_unknown = False
+        """Set when a names-only request named nodes whose size nobody knows."""
         self._prune_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------
@@ -131,9 +153,13 @@ class Extender:
 
     async def _housekeeping(self) -> None:
         while True:
-            self.ledger.prune(self.clock())
-            self.update_gauges()
+            self.housekeep()
             await asyncio.sleep(5)
+
+    def housekeep(self) -> None:
+        """Drop what is too old to matter (the ledger bounds itself) and export sizes."""
+        self.ledger.prune(self.clock())
+        self.update_gauges()
 
     def update_gauges(self) -> None:
         age = self.refresher.age(self.clock())
@@ -142,6 +168,12 @@ class Extender:
         snap = self.refresher.snapshot
         self.metrics.nodes_with_load.set(len(snap.nodes) if snap else 0)
         self.metrics.pending_placements.set(len(self.ledger))
+        self.metrics.ledger_entries.set(len(self.ledger))
+        self.metrics.ledger_heap_entries.set(self.ledger.heap_size)
+        self.metrics.node_cache_entries.set(len(self._seen))
+        self.metrics.sizes_unknown.set(1 if self.sizes_unknown else 0)
+        if self.cluster is not None:
+            self.metrics.watched_nodes.set(len(self.cluster.nodes))
 
     def readiness(self) -> tuple[bool, str]:
         now = self.clock()
@@ -166,9 +198,13 @@ class Extender:
         if problems:
             return False, "; ".join(problems)
         assert snap is not None
+        # Still ready (scheduling works, the herding protection only counts pods),
+        # but said where the operator looks.
+        warning = f"; warning: {SIZES_UNKNOWN}" if self.sizes_unknown else ""
         return (
             True,
-            f"ok: {len(snap.nodes)} nodes from {snap.source}, {self.refresher.age(now):.0f}s old",
+            f"ok: {len(snap.nodes)} nodes from {snap.source}, {self.refresher.age(now):.0f}s old"
+            + warning,
         )
 
     @property
@@ -191,11 +227,17 @@ class Extender:
         ):
             return cached
         info = usable_node_info(node)
+        seen, seen_rv = self._seen, self._seen_rv
+        seen.pop(meta.name, None)  # re-inserted last: the dict's order is by last refresh
         if info is None:
-            self._seen.pop(meta.name, None)
+            seen_rv.pop(meta.name, None)
             return None
-        self._seen[meta.name] = info
-        self._seen_rv[meta.name] = meta.resourceVersion
+        seen[meta.name] = info
+        seen_rv[meta.name] = meta.resourceVersion
+        while len(seen) > SEEN_NODES_MAX:
+            oldest = next(iter(seen))
+            del seen[oldest]
+            seen_rv.pop(oldest, None)
         return info
 
     def _infos(self, args: ExtenderArgs | PrioritizeArgs) -> tuple[list[str], dict[str, NodeInfo]]:
@@ -216,6 +258,9 @@ class Extender:
             seen = known.get(name) or self._seen.get(name)
             if seen is not None:
                 found[name] = seen
+        if self.cluster is None and len(found) < len(names) and not self.sizes_unknown:
+            self.sizes_unknown = True
+            log.warning("%s", SIZES_UNKNOWN)
         return names, found
 
     def _states(
@@ -225,7 +270,13 @@ class Extender:
         fresh = self.refresher.fresh(now)
         facts = self.cluster.facts() if self.cluster is not None else None
         states = build_states(
-            names, infos, self.refresher.snapshot, fresh=fresh, ledger=self.ledger, cluster=facts
+            names,
+            infos,
+            self.refresher.snapshot,
+            fresh=fresh,
+            usable=self.refresher.usable(now),
+            ledger=self.ledger,
+            cluster=facts,
         )
         return states, not fresh
 
@@ -281,9 +332,12 @@ class Extender:
             items = [
                 raw for raw, name in zip(args.nodes.items, names, strict=True) if name in passed
             ]
-            return FilterResult(nodes=NodeListOut(items=items), failed_nodes=outcome.failed)
+            return FilterResult(
+                nodes=NodeListOut(items=items), failed_and_unresolvable=outcome.failed
+            )
         kept = [name for name in names if name in passed]
-        return FilterResult(node_names=kept, failed_nodes=outcome.failed)
+        # Unresolvable: preemption cannot lower measured load (docs/contracts.md).
+        return FilterResult(node_names=kept, failed_and_unresolvable=outcome.failed)
 
     def prioritize(self, args: ExtenderArgs | PrioritizeArgs) -> list[HostPriority]:
         """The answer as objects (for callers in-process); the server sends
@@ -339,6 +393,8 @@ class Extender:
         if win is not None:
             # Herding protection: count the pod on the node we favoured until the
             # watch (if any) says where it really went, or the metrics show it.
+            # The favourite is the only node at the top priority (to_priorities),
+            # so with otherwise equal scores the scheduler picks it, not a random one.
             self.ledger.assume(pod.key, win, pod.usage, pod.tlp_cpu_millis, now)
         if scored is not None:
             self._note_scores(args, pod, scored, win, why, stale)

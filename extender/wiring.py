@@ -15,7 +15,7 @@ from .kubeapi import KubeAPI
 from .ledger import Ledger
 from .metrics import Metrics
 from .model import Usage
-from .service import Extender
+from .service import Extender, ledger_horizon
 from .sources import (
     LoadFileSource,
     LoadSource,
@@ -76,7 +76,7 @@ def build_extender(settings: Settings) -> Extender:
     """Build every part the settings ask for; raises ``KubeError`` when the
     kubeconfig cannot be loaded."""
     metrics = Metrics()
-    ledger = Ledger()
+    ledger = Ledger(horizon=ledger_horizon(settings))
     api: KubeAPI | None = None
     cluster: ClusterWatch | None = None
     recorder: EventRecorder | None = None

@@ -2,7 +2,9 @@
 
 A failed refresh keeps the previous snapshot (as Trimaran does); it simply ages.
 Age is measured from the end of the measurement window, so a source that
-answers but whose own data stopped moving also goes stale.
+answers but whose own data stopped moving also goes stale. A stale snapshot is
+still *usable* (read as the last known measurement, see ``nodestate``) up to
+``max_stale`` seconds old.
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ class Refresher:
         *,
         interval: float,
         stale_after: float,
+        max_stale: float | None = None,
         on_error: Callable[[str], None] | None = None,
         on_success: Callable[[LoadSnapshot], None] | None = None,
     ) -> None:
         self.source = source
         self.interval = interval
         self.stale_after = stale_after
+        self.max_stale = stale_after if max_stale is None else max(max_stale, stale_after)
         self.snapshot: LoadSnapshot | None = None
         self.last_error: str | None = None
         self._on_error = on_error
@@ -51,6 +55,13 @@ class Refresher:
         if age is None:
             return False
         return self.stale_after <= 0 or age <= self.stale_after
+
+    def usable(self, now: float | None = None) -> bool:
+        """The snapshot may still be read as the last known measurement."""
+        age = self.age(now)
+        if age is None:
+            return False
+        return self.stale_after <= 0 or age <= self.max_stale
 
     async def refresh_once(self) -> None:
         try:

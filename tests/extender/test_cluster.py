@@ -184,7 +184,7 @@ async def test_watch_metrics_server_and_events(fake):
             ).encode()
         )
         result = ext.filter(args)
-        assert result.node_names == ["a"] and "memory" in result.failed_nodes["b"]
+        assert result.node_names == ["a"] and "memory" in result.failed_and_unresolvable["b"]
         scores = ext.prioritize(args)
         assert [h.host for h in scores] == ["a", "b"]
         await wait_for(lambda: fake.events, "Event posted")

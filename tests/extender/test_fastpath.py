@@ -206,6 +206,11 @@ def test_priorities_match_decide_to_priorities():
         scores = [rng.randint(0, high) for _ in range(n)]
         names = [f"n{rng.randint(0, 99):02d}" for _ in range(n)]
         assert fast_priorities(names, scores) == to_priorities(names, scores), (names, scores)
+        # the ledger's pending counts break ties first (decide.to_priorities)
+        counts = {name: rng.randint(0, 2) for name in names}
+        assert fast_priorities(names, scores, counts.__getitem__) == to_priorities(
+            names, scores, counts.__getitem__
+        ), (names, scores, counts)
 
 
 def test_pod_facts_kept_per_resources_spec_are_each_pods_own():

@@ -1,14 +1,24 @@
 """Herding protection and new nodes, the two things the peers get wrong."""
 
 import json
+import random
 import time
 
+import httpx
+import msgspec
+import pytest
+from aiohttp.test_utils import TestServer
+
+from extender.cluster import ClusterWatch
 from extender.config import load_settings
+from extender.events import Decision
+from extender.exceptions import SourceError
 from extender.ledger import Ledger
 from extender.model import LoadSnapshot, NodeLoad, ResourceLoad, Usage
 from extender.nodestate import ClusterFacts, build_states
-from extender.service import Extender
-from extender.wire import decode_args
+from extender.server import make_app
+from extender.service import NEUTRAL_PRIORITY, Extender
+from extender.wire import Node, Pod, decode_args
 
 from .helpers import StaticSource, container, node_info, node_json, pod_json
 
@@ -62,20 +72,44 @@ def test_new_node_estimate_includes_its_known_pods():
     assert new.pod_count == 2
 
 
-def test_stale_snapshot_is_unknown_not_zero():
-    snap = snapshot({"hot": (95.0, 95.0)}, age=3600)
-    state = build_states(
-        ["hot"], {"hot": node_info("hot")}, snap, fresh=False, ledger=Ledger(), cluster=None
-    )[0]
-    assert state.estimated  # the 95 % is not trusted, and not read as 0 % either
+class FakeClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
-def _extender(loads, policy="least-used", **extra):
+class Notes:
+    """Stands in for the EventRecorder: keeps the decision each pod would get."""
+
+    def __init__(self) -> None:
+        self.decisions: dict[str, Decision] = {}
+        self.scored: dict[str, object] = {}  # the candidates' figures (events.Scored)
+
+    def note(self, key, name, namespace, uid, update, initial, scored=None) -> None:  # type: ignore[no-untyped-def]
+        self.decisions[key] = update(self.decisions.get(key, initial))
+        self.scored[key] = scored
+
+
+def _extender(loads, policy="least-used", *, clock=None, age=5.0, recorder=None, **extra):
     settings = load_settings(
         None, {"source.kind": "file", "source.file": "/dev/null", "policy": policy, **extra}
     )
-    ext = Extender(settings, StaticSource(snapshot(loads)))
-    ext.refresher.snapshot = ext.refresher.source.snapshot
+    now = clock() if clock is not None else time.time()
+    snap = LoadSnapshot(
+        "static",
+        now - age,
+        now,
+        {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (c, m) in loads.items()},
+    )
+    ext = Extender(
+        settings,
+        StaticSource(snap),
+        clock=clock or time.time,
+        recorder=recorder,  # type: ignore[arg-type]
+    )
+    ext.refresher.snapshot = snap
     return ext
 
 
@@ -87,44 +121,148 @@ def _args(pod, nodes):
     )
 
 
-def test_burst_without_kubeconfig_spreads_over_cool_nodes():
-    # Three equal cool nodes, one hot; 30 pods arrive before any new measurement.
-    ext = _extender({"a": (10, 10), "b": (10, 10), "c": (10, 10), "hot": (85, 85)})
-    nodes = [node_json(n, cpu="8", memory="16Gi") for n in ("a", "b", "c", "hot")]
+def _names_args(pod, names):
+    return decode_args(json.dumps({"Pod": pod, "NodeNames": names}).encode())
+
+
+# -- 1. stale data is never read as idle ---------------------------------------------
+
+WORKERS = {"worker-1": (20.0, 45.0), "worker-2": (60.0, 97.0), "worker-3": (25.0, 50.0)}
+
+
+def _worker_nodes():
+    return [node_json(n, cpu="4", memory="8Gi") for n in WORKERS]
+
+
+class FailingAfterFirst(StaticSource):
+    """Answers one reading, then fails: the source stopped answering."""
+
+    def __init__(self, snapshot: LoadSnapshot) -> None:
+        super().__init__(snapshot)
+        self.calls = 0
+
+    async def fetch(self) -> LoadSnapshot:
+        self.calls += 1
+        if self.calls > 1:
+            raise SourceError("load-watcher: connection refused")
+        return self.snapshot
+
+
+async def test_stale_source_keeps_the_last_reading_then_becomes_unknown():
+    clock = FakeClock(1_000_000.0)
+    notes = Notes()
+    ext = _extender(
+        WORKERS,
+        clock=clock,
+        recorder=notes,
+        **{"source.stale_after_seconds": 180, "source.max_stale_seconds": 600},
+    )
+    ext.refresher.source = FailingAfterFirst(ext.refresher.snapshot)
+    ext.refresher.snapshot = None
+    await ext.refresher.refresh_once()  # the one good reading
+    nodes = _worker_nodes()
+
+    def filter_failed(i):
+        pod = pod_json(container({"memory": "64Mi"}), name=f"f{i}", uid=f"f{i}")
+        result = ext.filter(_args(pod, nodes))
+        assert result.failed_nodes == {}  # load rejections are unresolvable (point 4)
+        return result.failed_and_unresolvable, notes.decisions[f"f{i}"]
+
+    def priorities(i):
+        pod = pod_json(container({"cpu": "100m", "memory": "64Mi"}), name=f"p{i}", uid=f"p{i}")
+        out = {h.host: h.score for h in ext.prioritize(_args(pod, nodes))}
+        return out, notes.decisions[f"p{i}"]
+
+    fresh_failed, decision = filter_failed(0)
+    assert set(fresh_failed) == {"worker-2"} and not decision.stale
+    fresh_scores, decision = priorities(0)
+    assert not decision.stale and decision.best == "worker-1"
+
+    # The source stops answering: 5 minutes later the reading is stale, not gone.
+    clock.now += 300
+    await ext.refresher.refresh_once()
+    assert ext.refresher.last_error == "load-watcher: connection refused"
+    assert not ext.refresher.fresh(clock.now)
+    stale_failed, decision = filter_failed(1)
+    assert set(stale_failed) == {"worker-2"}, "a node at 97 % must not pass once data is stale"
+    assert stale_failed["worker-2"].startswith("memory 98% > 90% threshold, estimated")
+    assert decision.stale
+    stale_scores, decision = priorities(1)
+    assert decision.stale
+    assert stale_scores["worker-2"] < max(stale_scores.values())
+    assert stale_scores["worker-2"] <= fresh_scores["worker-2"]
+    assert not ext.readiness()[0]
+
+    # Pods placed while stale still count on the node they went to.
+    before = {n: p.pods for n, p in ext.ledger.everything().items()}
+    _, decision = priorities(2)
+    after = {n: p.pods for n, p in ext.ledger.everything().items()}
+    assert after[decision.best] == before.get(decision.best, 0) + 1
+
+    # Older than max_stale: unknown. Nothing is rejected on unknown data, and the
+    # hot node scores no better than any other (all neutral), never best-as-idle.
+    clock.now += 400
+    await ext.refresher.refresh_once()
+    assert not ext.refresher.usable(clock.now)
+    unknown_failed, decision = filter_failed(3)
+    assert unknown_failed == {} and decision.stale
+    unknown_scores, decision = priorities(3)
+    assert decision.stale
+    assert max(unknown_scores.values()) <= NEUTRAL_PRIORITY
+    assert (
+        unknown_scores["worker-2"]
+        <= min(s for n, s in unknown_scores.items() if n != "worker-2") + 1
+    )
+    assert "no usable load data" in decision.why
+
+
+def test_a_burst_while_stale_spreads_over_the_last_known_cool_nodes():
+    # Stale but usable: the ledger keeps counting, so a burst does not herd on the
+    # node that was coolest at the last reading.
+    clock = FakeClock(2_000_000.0)
+    ext = _extender(
+        {"a": (10, 10), "b": (10, 10), "hot": (85, 85)},
+        clock=clock,
+        **{"source.stale_after_seconds": 60, "source.max_stale_seconds": 900},
+    )
+    clock.now += 400
+    nodes = [node_json(n, cpu="8", memory="16Gi") for n in ("a", "b", "hot")]
     placed: dict[str, int] = {}
-    for i in range(30):
-        pod = pod_json(container({"cpu": "500m", "memory": "1Gi"}), name=f"p{i}", uid=f"u{i}")
-        scores = ext.prioritize(_args(pod, nodes))
-        best = max(scores, key=lambda h: (h.score, -ord(h.host[0])))
-        placed[best.host] = placed.get(best.host, 0) + 1
-    assert "hot" not in placed
-    assert set(placed) == {"a", "b", "c"} and max(placed.values()) - min(placed.values()) <= 2
+    for i in range(20):
+        pod = pod_json(container({"cpu": "500m", "memory": "1Gi"}), name=f"s{i}", uid=f"s{i}")
+        scores = {h.host: h.score for h in ext.prioritize(_args(pod, nodes))}
+        top = max(scores.values())
+        (winner,) = [n for n, s in scores.items() if s == top]
+        placed[winner] = placed.get(winner, 0) + 1
+        clock.now += 1
+    assert "hot" not in placed and abs(placed["a"] - placed["b"]) <= 1
 
 
-def test_without_ledger_the_same_burst_would_herd():
-    ext = _extender({"a": (10, 10), "b": (12, 12)})
-    nodes = [node_json(n, cpu="8", memory="16Gi") for n in ("a", "b")]
-    pod = pod_json(container({"cpu": "1", "memory": "2Gi"}), uid="x")
-    first = {h.host: h.score for h in ext.prioritize(_args(pod, nodes))}
-    ext.ledger = type(ext.ledger)()  # forget: every pod sees the same picture
-    again = {h.host: h.score for h in ext.prioritize(_args(pod, nodes))}
-    assert first == again and first["a"] >= first["b"]
-
-
-def test_filter_rejects_hot_node_with_reason():
+def test_filter_rejects_hot_node_as_unresolvable_with_reason():
     ext = _extender({"ok": (20, 40), "hog": (10, 93)})
-    nodes = [node_json("ok"), node_json("hog")]
-    result = ext.filter(_args(pod_json(container({"memory": "64Mi"})), nodes))
+    pod = pod_json(container({"memory": "64Mi"}))
+    result = ext.filter(_args(pod, [node_json("ok"), node_json("hog")]))
     names = [json.loads(bytes(raw))["metadata"]["name"] for raw in result.nodes.items]
-    assert names == ["ok"]
-    assert result.failed_nodes["hog"].startswith("memory 94% > 90% threshold")
+    assert names == ["ok"] and result.failed_nodes == {}
+    assert result.failed_and_unresolvable["hog"].startswith("memory 94% > 90% threshold")
+    # the same in cache-capable mode (names only)
+    result = ext.filter(_names_args(pod, ["ok", "hog"]))
+    assert result.node_names == ["ok"] and result.failed_nodes == {}
+    assert set(result.failed_and_unresolvable) == {"hog"}
 
 
 def test_new_node_receives_pods():
     ext = _extender({"a": (30, 40), "b": (35, 45)})
     nodes = [node_json(n) for n in ("a", "b", "fresh")]
-    scores = {h.host: h.score for h in ext.prioritize(_args(pod_json(container()), nodes))}
-    assert scores["fresh"] >= max(scores["a"], scores["b"]) and scores["fresh"] > 0
+    got: dict[str, int] = {}
+    for i in range(6):
+        pod = pod_json(container({"cpu": "100m", "memory": "128Mi"}), name=f"n{i}", uid=f"n{i}")
+        scores = {h.host: h.score for h in ext.prioritize(_args(pod, nodes))}
+        assert scores["fresh"] > 0
+        top = max(scores.values())
+        (winner,) = [n for n, s in scores.items() if s == top]
+        got[winner] = got.get(winner, 0) + 1
+    assert got.get("fresh", 0) >= 2  # as good a choice as the idlest measured node
 
 
 def test_single_node_left_by_filter_is_counted_as_placed():
@@ -177,3 +315,154 @@ def test_ledger_running_totals_match_a_full_recount():
             assert ledger.recent(since).get("n0") is None or ledger.recent(since)[
                 "n0"
             ].cpu_millis == (100 * ledger.recent(since)["n0"].pods)
+
+
+# -- 2. the ledger's assumption matches a scheduler that breaks ties at random ----------
+
+
+class SimulatedScheduler:
+    """kube-scheduler's part of a burst, as pkg/scheduler/schedule_one.go does it:
+    filter through the extender, then its own score (here the same base score on
+    every node) plus the extender's priority x weight x 10 (MaxNodeScore /
+    MaxExtenderPriority), and a uniformly random pick among the maxima (selectHost)."""
+
+    BASE = 137
+    WEIGHT = 1
+
+    def __init__(self, ext, nodes, *, cache_capable, watch, seed):
+        self.ext, self.nodes, self.cache_capable, self.watch = ext, nodes, cache_capable, watch
+        self.rng = random.Random(seed)
+        self.placed: dict[str, int] = {n["metadata"]["name"]: 0 for n in nodes}
+
+    def args(self, pod, names=None):
+        if self.cache_capable:
+            return _names_args(pod, names or list(self.placed))
+        keep = [n for n in self.nodes if names is None or n["metadata"]["name"] in names]
+        return _args(pod, keep)
+
+    def schedule(self, pod) -> str:
+        result = self.ext.filter(self.args(pod))
+        if self.cache_capable:
+            feasible = list(result.node_names)
+        else:
+            feasible = [json.loads(bytes(raw))["metadata"]["name"] for raw in result.nodes.items]
+        if len(feasible) == 1:
+            chosen = feasible[0]
+        else:
+            answer = self.ext.prioritize(self.args(pod, feasible))
+            total = {h.host: self.BASE + h.score * self.WEIGHT * 10 for h in answer}
+            top = max(total.values())
+            chosen = self.rng.choice(sorted(n for n, t in total.items() if t == top))
+        self.placed[chosen] += 1
+        if self.watch is not None:  # the pod watch reports the binding
+            bound = msgspec.convert({**pod, "spec": {**pod["spec"], "nodeName": chosen}}, Pod)
+            self.watch._pod_event("ADDED", bound)
+        return chosen
+
+
+def _burst(seed, *, cache_capable, watch, pods=30, pod_size=("500m", "1Gi")):
+    clock = FakeClock(3_000_000.0)
+    names = ("node-a", "node-b", "node-c")
+    ext = _extender({n: (10.0, 10.0) for n in names}, clock=clock)
+    nodes = [node_json(n, cpu="8", memory="16Gi") for n in names]
+    cluster = None
+    if watch:
+        settings = ext.settings
+        cluster = ClusterWatch(
+            None,  # type: ignore[arg-type]  # never started: events are fed in below
+            estimator=settings.estimator_args(),
+            tlp=settings.tlp_args(),
+            placements=ext.ledger,
+        )
+        cluster._listed_nodes([msgspec.convert(n, Node) for n in nodes])
+        cluster._listed_pods([])
+        ext.cluster = cluster
+    sched = SimulatedScheduler(ext, nodes, cache_capable=cache_capable, watch=cluster, seed=seed)
+    cpu, mem = pod_size
+    for i in range(pods):
+        sched.schedule(
+            pod_json(container({"cpu": cpu, "memory": mem}), name=f"b{i}", uid=f"{seed}-{i}")
+        )
+        clock.now += 0.05  # a burst: all before the next measurement
+    return sched.placed
+
+
+@pytest.mark.parametrize("cache_capable", [False, True], ids=["full-nodes", "node-names"])
+@pytest.mark.parametrize("watch", [False, True], ids=["no-kubeconfig", "pod-watch"])
+def test_burst_on_equal_nodes_stays_even_under_random_tie_break(cache_capable, watch):
+    splits = {seed: _burst(seed, cache_capable=cache_capable, watch=watch) for seed in range(50)}
+    uneven = {
+        seed: placed
+        for seed, placed in splits.items()
+        if max(placed.values()) - min(placed.values()) > 3
+    }
+    assert not uneven, f"uneven splits of 30 pods over 3 equal nodes: {uneven}"
+
+
+@pytest.mark.parametrize("watch", [False, True], ids=["no-kubeconfig", "pod-watch"])
+def test_burst_of_pods_too_small_to_move_a_score_stays_even(watch):
+    # 10m / 16Mi on 8 CPU / 16 Gi: no pod moves a node's 0..100 score, so only the
+    # ledger's counts can spread the burst.
+    for seed in range(20):
+        placed = _burst(seed, cache_capable=False, watch=watch, pod_size=("10m", "16Mi"))
+        assert max(placed.values()) - min(placed.values()) <= 1, (seed, placed)
+
+
+def test_sizes_unknown_without_kubeconfig_is_said_and_still_spreads():
+    # nodeCacheCapable: true and no kubeconfig: no node sizes anywhere.
+    ext = _extender({"a": (30, 30), "b": (30, 30)})
+    placed = {"a": 0, "b": 0}
+    for i in range(10):
+        pod = pod_json(container({"cpu": "1", "memory": "1Gi"}), name=f"u{i}", uid=f"u{i}")
+        answer = {h.host: h.score for h in ext.prioritize(_names_args(pod, ["a", "b"]))}
+        top = max(answer.values())
+        (winner,) = [n for n, s in answer.items() if s == top]
+        placed[winner] += 1
+    assert placed == {"a": 5, "b": 5}
+    ready, why = ext.readiness()
+    assert ready and "node sizes unknown" in why and "--kubeconfig" in why
+    ext.update_gauges()
+    assert b"loadwise_extender_node_sizes_unknown 1.0" in ext.metrics.render()
+
+
+@pytest.mark.parametrize("cache_capable", [False, True], ids=["full-nodes", "node-names"])
+async def test_burst_over_http_stays_even_under_random_tie_break(cache_capable):
+    # The same simulated scheduler, talking JSON to the real server over loopback.
+    names = ["node-a", "node-b", "node-c"]
+    nodes = [node_json(n, cpu="8", memory="16Gi") for n in names]
+    for seed in range(10):
+        ext = _extender({n: (10.0, 10.0) for n in names})
+        srv = TestServer(make_app(ext), host="127.0.0.1")
+        await srv.start_server()
+        rng = random.Random(seed)
+        placed = dict.fromkeys(names, 0)
+        try:
+            async with httpx.AsyncClient(base_url=str(srv.make_url(""))) as client:
+                for i in range(30):
+                    pod = pod_json(
+                        container({"cpu": "500m", "memory": "1Gi"}),
+                        name=f"h{i}",
+                        uid=f"h{seed}-{i}",
+                    )
+
+                    def body(keep, pod=pod):
+                        if cache_capable:
+                            return {"Pod": pod, "NodeNames": keep}
+                        items = [n for n in nodes if n["metadata"]["name"] in keep]
+                        return {"Pod": pod, "Nodes": {"metadata": {}, "items": items}}
+
+                    out = (await client.post("/scheduler/filter", json=body(names))).json()
+                    feasible = (
+                        out["NodeNames"]
+                        if cache_capable
+                        else [n["metadata"]["name"] for n in out["Nodes"]["items"]]
+                    )
+                    answer = (
+                        await client.post("/scheduler/prioritize", json=body(feasible))
+                    ).json()
+                    total = {h["Host"]: SimulatedScheduler.BASE + 10 * h["Score"] for h in answer}
+                    top = max(total.values())
+                    placed[rng.choice(sorted(n for n, t in total.items() if t == top))] += 1
+        finally:
+            await srv.close()
+        assert max(placed.values()) - min(placed.values()) <= 3, (seed, placed)
