@@ -163,7 +163,7 @@ def test_the_extender_config_never_says_url_null(tmp_path: Path) -> None:
         **common,
         **defaults,
         "ansible_managed": "managed",
-        "loadwise_load_watcher_url": "http://10.43.0.17:2020",
+        "loadwise_extender_load_watcher_url": "http://10.43.0.17:2020",
     }
     text = env.from_string((ROLE / "templates/extender.yaml.j2").read_text()).render(**values)
     assert yaml.safe_load(text)["source"]["url"] == "http://10.43.0.17:2020"

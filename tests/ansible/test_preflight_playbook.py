@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +42,10 @@ def _node_vars(tmp_path: Path) -> Path:
         "loadwise_preflight_k3s_binary": str(tmp_path / "k3s"),
         "loadwise_preflight_k3s_unit": str(tmp_path / "k3s.service"),
         "loadwise_preflight_kubernetes_version": "1.31.4",
+        # No API server: node-side changes only, load read from a file (as molecule/ does).
         "loadwise_cluster_objects": False,
+        "loadwise_extender_source": "file",
+        "loadwise_extender_source_file": "/var/lib/loadwise-test/watcher.json",
     }
     path = tmp_path / "node-vars.yml"
     path.write_text(yaml.safe_dump(values))
@@ -149,34 +153,51 @@ def test_an_inventory_without_hosts_fails(tmp_path: Path, playbook: str) -> None
     assert "loadwise_control_plane" in run.stdout + run.stderr
 
 
+LOAD_WATCHER = {"loadwise_extender_source": "load-watcher"}
+
+
 @pytest.mark.parametrize(
-    ("variable", "value", "named"),
+    ("bad", "named"),
     [
-        ("loadwise_scheduler_config_weight", -5, "loadwise_scheduler_config_weight"),
+        ({"loadwise_scheduler_config_weight": -5}, "loadwise_scheduler_config_weight"),
         (
-            "loadwise_scheduler_config_http_timeout",
-            "5 seconds",
+            {"loadwise_scheduler_config_http_timeout": "5 seconds"},
             "loadwise_scheduler_config_http_timeout",
         ),
-        ("loadwise_load_watcher_enabled", False, "loadwise_extender_source"),
-        ("loadwise_extender_stale_after_seconds", 10, "loadwise_extender_stale_after_seconds"),
-        ("loadwise_extender_source_url", "load-watcher:2020", "loadwise_extender_source_url"),
-        ("loadwise_extender_polcy", "least-used", "did you mean loadwise_extender_policy?"),
-        ("loadwise_extender_policy", "most-used", "loadwise_extender_policy"),
+        (
+            {
+                **LOAD_WATCHER,
+                "loadwise_cluster_objects": True,
+                "loadwise_load_watcher_enabled": False,
+            },
+            "loadwise_load_watcher_enabled is false but loadwise_extender_source is load-watcher",
+        ),
+        ({**LOAD_WATCHER}, "loadwise_cluster_objects is false, so no load-watcher Service"),
+        ({"loadwise_extender_stale_after_seconds": 10}, "loadwise_extender_stale_after_seconds"),
+        (
+            {**LOAD_WATCHER, "loadwise_extender_source_url": "load-watcher:2020"},
+            "loadwise_extender_source_url must be an http(s):// URL",
+        ),
+        ({"loadwise_extender_polcy": "least-used"}, "did you mean loadwise_extender_policy?"),
+        ({"loadwise_extender_policy": "most-used"}, "loadwise_extender_policy"),
     ],
 )
 def test_a_bad_variable_fails_in_preflight_naming_it(
-    tmp_path: Path, variable: str, value: object, named: str
+    tmp_path: Path, bad: dict[str, object], named: str
 ) -> None:
     extra = tmp_path / "bad.yml"
-    extra.write_text(yaml.safe_dump({variable: value}))
+    extra.write_text(yaml.safe_dump(bad))
     run = _run(tmp_path, INVENTORIES / "plain.ini", "-e", f"@{extra}")
     assert run.returncode != 0, run.stdout
     failed = run.stdout.split("fatal: [", 1)[0].rsplit("TASK [", 1)[1]
     assert failed.startswith("loadwise_preflight : Preflight |"), run.stdout
-    assert named in run.stdout
+    assert named in " ".join(run.stdout.split())
     assert "Nothing was changed" in run.stdout or "validate" in failed
     assert REPORT not in run.stdout
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
 
 def _kubeconfig(path: Path, server: str, ca: str, *, by_file: bool) -> None:
@@ -189,18 +210,37 @@ def _kubeconfig(path: Path, server: str, ca: str, *, by_file: bool) -> None:
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "c", "cluster": cluster}],
+        # The current context is another cluster's: only the context named by the
+        # variables under test leads to `cluster`.
+        "clusters": [
+            {"name": "c", "cluster": cluster},
+            {
+                "name": "o",
+                "cluster": {
+                    "server": "https://10.9.9.9:6443",
+                    "certificate-authority-data": _b64(_cert("o")),
+                },
+            },
+        ],
         "users": [{"name": "u", "user": {"token": "x"}}],
-        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "ctx",
+        "contexts": [
+            {"name": "ctx", "context": {"cluster": "c", "user": "u"}},
+            {"name": "other", "context": {"cluster": "o", "user": "u"}},
+        ],
+        "current-context": "other",
     }
     path.write_text(yaml.safe_dump(doc))
 
 
-@pytest.mark.parametrize("same_cluster", [True, False])
+@pytest.mark.parametrize(
+    ("same_cluster", "naming"),
+    [(True, "loadwise"), (False, "loadwise"), (True, "k3s-ansible"), (False, "k3s-ansible")],
+)
 def test_preflight_proves_the_controllers_api_is_the_inventorys_cluster(
-    tmp_path: Path, same_cluster: bool
+    tmp_path: Path, same_cluster: bool, naming: str
 ) -> None:
+    """naming k3s-ansible: the kubeconfig and context come from k3s-ansible's own inventory
+    variables (kubeconfig, cluster_context), not loadwise's."""
     node_ca = _cert("node-cluster-ca")
     node_ca_file = tmp_path / "server-ca.crt"
     node_ca_file.write_text(node_ca)
@@ -237,8 +277,11 @@ def test_preflight_proves_the_controllers_api_is_the_inventorys_cluster(
                 "loadwise_cluster_objects": True,
                 "loadwise_load_watcher_enabled": False,
                 "loadwise_extender_source": "metrics-server",
-                "loadwise_kubeconfig": str(controller),
-                "loadwise_context": "ctx",
+                **(
+                    {"loadwise_kubeconfig": str(controller), "loadwise_context": "ctx"}
+                    if naming == "loadwise"
+                    else {"kubeconfig": str(controller), "cluster_context": "ctx"}
+                ),
                 "loadwise_preflight_scheduler_kubeconfigs": {
                     "k3s": str(node_kubeconfig),
                     "kubeadm": "/nonexistent",
@@ -255,3 +298,61 @@ def test_preflight_proves_the_controllers_api_is_the_inventorys_cluster(
         assert "cp-1 is not in the cluster the controller would change" in run.stdout
         assert str(controller) in run.stdout
         assert REPORT not in run.stdout
+
+
+def test_a_32_bit_userland_on_a_64_bit_kernel_is_refused(tmp_path: Path) -> None:
+    """Raspberry Pi OS 32-bit on the Pi's 64-bit kernel: uname says aarch64, pointers are 32 bit.
+
+    The node Python is this Python made to see the world as such an interpreter does
+    (sys.maxsize of a 32-bit build, platform.machine() from the 64-bit kernel); it runs the
+    code preflight hands it unchanged.
+    """
+    python = tmp_path / "python3"
+    python.write_text(
+        "#!/bin/sh\n"
+        "# usage as preflight calls it: python3 -c CODE\n"
+        f"exec {sys.executable} -c 'import sys, platform; sys.maxsize = 2**31 - 1; "
+        'platform.machine = lambda: "aarch64"; code = sys.argv[1]; sys.argv = sys.argv[:1]; '
+        'exec(compile(code, "<c>", "exec"), {"__name__": "__main__"})\' "$2"\n'
+    )
+    python.chmod(0o755)
+    run = _run(tmp_path, INVENTORIES / "plain.ini", "-e", f"loadwise_node_python={python}")
+    assert run.returncode != 0, run.stdout
+    assert "runs a armv7l userland (wheel target cp" in run.stdout
+    assert "no msgspec wheel for 32-bit ARM" in run.stdout
+    assert REPORT not in run.stdout
+
+
+def test_inventory_example_passes_preflight_as_shipped(tmp_path: Path) -> None:
+    """Every loadwise_* variable inventory.example sets or suggests is one a role declares."""
+    text = (ROOT / "inventory.example").read_text()
+    # the suggestions too: uncomment every `# loadwise_...=value` line
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text(re.sub(r"(?m)^# (loadwise_[a-z0-9_]+=)", r"\1", text))
+    names = set(re.findall(r"(?m)^(loadwise_[a-z0-9_]+)=", inventory.read_text()))
+    assert {"loadwise_control_plane_group", "loadwise_kubeconfig", "loadwise_context"} <= names
+    run = _run(
+        tmp_path,
+        inventory,
+        "-e",
+        "loadwise_control_plane_group=server",
+        "-e",
+        "loadwise_cluster_objects=false",
+        "-e",
+        "loadwise_extender_source=file",
+        "-e",
+        "loadwise_scheduler_config_validate_command=''",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _reported_hosts(run.stdout) == ["k3s-server-1"]
+
+
+def test_inventory_example_does_not_offer_second_scheduler_mode_for_managed_clusters() -> None:
+    """A managed control plane (EKS, GKE, AKS) has no node loadwise can log in to; every mode
+    needs root on the control-plane nodes."""
+    text = (ROOT / "inventory.example").read_text()
+    block = text.split("loadwise_scheduler_config_mode=second-scheduler", 1)[0].rsplit("\n\n", 1)[1]
+    assert "control-plane nodes" in block
+    for sentence in re.split(r"(?<=[.:])\s", " ".join(block.replace("#", " ").split())):
+        if "managed" in sentence.lower():
+            assert re.search(r"\bno way\b|\bcannot\b|\bnot\b", sentence), sentence
