@@ -1,0 +1,297 @@
+"""The loadwise_extender role's task files and helper scripts, run on this machine.
+
+Task files are included as the role includes them, by ansible-playbook over the local
+connection; the cluster is tests/ansible/fake_kubernetes_core.py (objects in a JSON file).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jinja2
+import pytest
+import yaml
+
+from tests.ansible.fake_kubernetes_core import install
+from tests.ansible.fakes import path_with
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = ROOT / "roles/loadwise_extender"
+TOKEN = "eyJhbGciOiJSUzI1NiJ9.loadwise-test-token-that-must-never-be-printed"
+
+
+def _load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"under_test_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _play(
+    tmp_path: Path,
+    tasks_from: str,
+    variables: dict[str, Any],
+    objects: list[dict[str, Any]],
+    *extra: str,
+    base_env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    state = tmp_path / "api.json"
+    state.write_text(json.dumps({"objects": objects}))
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Include the task file as the role does",
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "Include",
+                            "ansible.builtin.include_role": {
+                                "name": "loadwise_extender",
+                                "tasks_from": tasks_from,
+                            },
+                            "vars": variables,
+                        },
+                        {
+                            "name": "Show the load-watcher URL",
+                            "ansible.builtin.debug": {
+                                "msg": "URL={{ loadwise_extender_load_watcher_url | default('') }}"
+                            },
+                        },
+                    ],
+                }
+            ]
+        )
+    )
+    env = {
+        **(base_env or os.environ),
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        "ANSIBLE_COLLECTIONS_PATH": str(install(tmp_path)),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+        "LOADWISE_FAKE_API": str(state),
+    }
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            *extra,
+            str(playbook),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _token_secret() -> dict[str, Any]:
+    """The token Secret as the API server returns it once the token controller filled it."""
+    import base64
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "loadwise-extender-token", "namespace": "kube-system"},
+        "data": {"token": base64.b64encode(TOKEN.encode()).decode(), "ca.crt": "Y2E="},
+    }
+
+
+@pytest.mark.parametrize("verbosity", ["-v", "-vvv"])
+def test_the_token_never_reaches_the_output(tmp_path: Path, verbosity: str) -> None:
+    run = _play(
+        tmp_path, "cluster.yml", {"loadwise_cluster_objects": True}, [_token_secret()], verbosity
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert "Extender | Apply its ServiceAccount" in out  # the task ran
+    assert TOKEN not in out
+    assert _token_secret()["data"]["token"] not in out
+
+
+def test_run_alone_the_extender_finds_load_watcher_itself(tmp_path: Path) -> None:
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "load-watcher", "namespace": "kube-system"},
+        "spec": {"clusterIP": "10.43.0.17", "ports": [{"port": 2020}]},
+    }
+    run = _play(tmp_path, "source.yml", {}, [service])
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "URL=http://10.43.0.17:2020" in run.stdout
+
+
+def test_run_alone_without_load_watcher_it_refuses_before_changing(tmp_path: Path) -> None:
+    run = _play(tmp_path, "source.yml", {}, [])
+    assert run.returncode != 0
+    assert "address is unknown" in run.stdout
+    assert "loadwise_extender_source_url" in run.stdout
+
+
+def test_the_extender_config_never_says_url_null(tmp_path: Path) -> None:
+    """Rendered as node.yml renders it, after source.yml: a load-watcher source has its URL."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["comment"] = lambda text: "# " + text
+    env.filters["to_nice_yaml"] = lambda data, **_: yaml.safe_dump(data, sort_keys=True)
+    env.filters["bool"] = bool
+    env.filters["combine"] = lambda a, b, recursive=False: {**a, **b}
+    defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
+    common = yaml.safe_load((ROOT / "roles/loadwise/defaults/main.yml").read_text())
+    values = {
+        **common,
+        **defaults,
+        "ansible_managed": "managed",
+        "loadwise_extender_load_watcher_url": "http://10.43.0.17:2020",
+    }
+    text = env.from_string((ROLE / "templates/extender.yaml.j2").read_text()).render(**values)
+    assert yaml.safe_load(text)["source"]["url"] == "http://10.43.0.17:2020"
+
+
+def test_a_virtualenv_of_another_python_is_rebuilt(tmp_path: Path) -> None:
+    prefix = tmp_path / "prefix"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(prefix / "venv")], check=True
+    )
+    cfg = prefix / "venv" / "pyvenv.cfg"
+    # As left by the node's previous Python: its minor differs from the one running now.
+    cfg.write_text(re.sub(r"(?m)^version\s*=.*$", "version = 3.10.12", cfg.read_text()))
+    (prefix / "installed-wheel").write_text("0" * 64 + "\n")
+    target = f"cp{sys.version_info[0]}{sys.version_info[1]}-x86_64"
+    variables = {
+        "loadwise_extender_prefix": str(prefix),
+        "loadwise_node_python": sys.executable,
+        "loadwise_extender_target": {"stdout": target},
+    }
+    # systemctl as on a node, recording the calls: the rebuilt venv restarts the extender.
+    calls = tmp_path / "systemctl.calls"
+    show = (
+        "Id=loadwise-extender.service\\nLoadState=loaded\\nActiveState=active\\nSubState=running\\n"
+    )
+    env = path_with(
+        tmp_path / "bin",
+        {"systemctl": f'echo "$*" >> {calls}\ncase "$*" in *show*) printf "{show}";; esac'},
+    )
+    run = _play(tmp_path, "venv.yml", variables, [], base_env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "restart loadwise-extender" in calls.read_text()
+    made_with = re.search(r"(?m)^version\s*=\s*(\d+)\.(\d+)", cfg.read_text())
+    assert made_with is not None
+    assert (int(made_with[1]), int(made_with[2])) == sys.version_info[:2]
+    assert not (prefix / "installed-wheel").exists()  # so the wheel is installed again
+
+    # The same Python again: nothing is removed.
+    before = cfg.stat().st_mtime_ns
+    again = _play(tmp_path, "venv.yml", variables, [], base_env=env)
+    assert again.returncode == 0, again.stdout
+    assert cfg.stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize(
+    ("version", "machine", "bits", "expected"),
+    [
+        ((3, 11), "x86_64", 64, "cp311-x86_64"),
+        ((3, 12), "aarch64", 64, "cp312-aarch64"),
+        # Raspberry Pi OS 32-bit on the 64-bit Pi kernel: uname says aarch64.
+        ((3, 11), "aarch64", 32, "cp311-armv7l"),
+        ((3, 11), "armv7l", 32, "cp311-armv7l"),
+        ((3, 11), "x86_64", 32, "cp311-i686"),
+    ],
+)
+def test_the_wheel_target_is_the_userlands(
+    version: tuple[int, int], machine: str, bits: int, expected: str
+) -> None:
+    module = _load(ROLE / "files/wheel_target.py")
+    assert module.wheel_target(version, machine, bits) == expected
+
+
+def test_the_role_probes_the_target_with_that_script() -> None:
+    main = yaml.safe_load((ROLE / "tasks/main.yml").read_text())
+    probe = next(t for t in main if t.get("register") == "loadwise_extender_target")
+    assert "wheel_target.py" in probe["ansible.builtin.command"]["argv"][2]
+
+
+def test_the_wheelhouse_tarball_is_reproducible(tmp_path: Path) -> None:
+    module = _load(ROLE / "files/pack_wheelhouse.py")
+    tarballs = []
+    for run, names in enumerate((["b-1.whl", "a-1.whl"], ["a-1.whl", "b-1.whl"])):
+        directory = tmp_path / str(run) / "cp311-x86_64"
+        directory.mkdir(parents=True)
+        for name in names:
+            (directory / name).write_bytes(name.encode() * 100)
+            time.sleep(0.01)
+        (directory / ".deps-0123").write_text("marker, not packed\n")
+        os.utime(directory / names[0], (run * 1000, run * 1000))
+        tarballs.append(module.pack(directory).read_bytes())
+    assert tarballs[0] == tarballs[1]
+    with tarfile.open(fileobj=io.BytesIO(tarballs[0])) as tar:
+        members = tar.getmembers()
+    assert [m.name for m in members] == ["a-1.whl", "b-1.whl"]
+    assert {(m.mtime, m.uid, m.gid, m.mode) for m in members} == {(0, 0, 0, 0o644)}
+
+
+def test_controller_tasks_use_no_gnu_only_find_or_tar_flags() -> None:
+    """macOS/BSD controllers: find has no -printf; tar has no --sort/--mtime/--owner/--group."""
+    gnu_only = re.compile(
+        r"-printf|--sort=|--mtime|--owner|--group=|--numeric-owner|--mode=|--null"
+    )
+    for path in sorted((ROOT / "roles").glob("*/tasks/*.yml")):
+        for task in yaml.safe_load(path.read_text()) or []:
+            if task.get("delegate_to") != "localhost":
+                continue
+            text = json.dumps(task)
+            assert not gnu_only.search(text), f"{path.relative_to(ROOT)}: {task.get('name')}"
+
+
+def _rules() -> dict[tuple[str, str], set[str]]:
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["to_json"] = json.dumps
+    text = env.from_string((ROLE / "templates/rbac.yaml.j2").read_text()).render(
+        loadwise_extender_service_account="loadwise-extender",
+        loadwise_namespace="kube-system",
+        loadwise_labels={},
+    )
+    role = next(d for d in yaml.safe_load_all(text) if d and d["kind"] == "ClusterRole")
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    return granted
+
+
+def test_rbac_grants_exactly_the_calls_the_extender_makes() -> None:
+    """Derived from the extender's own API paths: GET on a collection is list, a watch is
+    watch, a POST is create (Kubernetes API conventions, "Verbs on resources")."""
+    source = "\n".join(p.read_text() for p in (ROOT / "extender").rglob("*.py"))
+    used: dict[tuple[str, str], set[str]] = {}
+    # the reflector lists and then watches every collection it is given
+    for resource in re.findall(r'"/api/v1/(nodes|pods)"', source):
+        used.setdefault(("", resource), set()).update({"list", "watch"})
+    for resource in re.findall(r'"/apis/metrics\.k8s\.io/v1beta1/(nodes|pods)"', source):
+        used.setdefault(("metrics.k8s.io", resource), set()).add("list")
+    for resource in re.findall(r'post\(f?"/api/v1/namespaces/\{ns\}/(events)"', source):
+        used.setdefault(("", resource), set()).add("create")
+    assert used, "no API path found in extender/: the patterns above need updating"
+    assert _rules() == used

@@ -1,0 +1,103 @@
+"""The loadwise_preflight role's filter plugin, run as plain Python (no Ansible, no host)."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+PLUGIN = (
+    Path(__file__).resolve().parents[2]
+    / "roles/loadwise_preflight/filter_plugins/loadwise_preflight.py"
+)
+PEM = "-----BEGIN CERTIFICATE-----\nQUJD\nREVG\n-----END CERTIFICATE-----\n"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("loadwise_preflight_under_test", PLUGIN)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+plugin = _load()
+
+
+def test_unknown_names_come_with_the_closest_declared_one() -> None:
+    declared = ["loadwise_extender_policy", "loadwise_scheduler_config_weight", "loadwise_listen"]
+    names = [
+        "loadwise_extender_polcy",
+        "loadwise_listen",
+        "ansible_host",
+        "loadwise_zzz_qqq",
+        "loadwise_test_x",
+    ]
+    found = plugin.loadwise_unknown_names(names, declared, ignore_prefixes=["loadwise_test_"])
+    assert found == [
+        {"name": "loadwise_extender_polcy", "suggestion": "loadwise_extender_policy"},
+        {"name": "loadwise_zzz_qqq", "suggestion": ""},
+    ]
+
+
+def _doc(current: str) -> dict[str, object]:
+    return {
+        "current-context": current,
+        "contexts": [
+            {"name": "a", "context": {"cluster": "ca"}},
+            {"name": "b", "context": {"cluster": "cb"}},
+        ],
+        "clusters": [
+            {
+                "name": "ca",
+                "cluster": {
+                    "server": "https://a:6443",
+                    "certificate-authority-data": base64.b64encode(PEM.encode()).decode(),
+                },
+            },
+            {
+                "name": "cb",
+                "cluster": {"server": "https://b:6443", "certificate-authority": "/etc/b-ca.crt"},
+            },
+        ],
+    }
+
+
+def test_the_named_context_wins_over_the_current_one() -> None:
+    assert plugin.loadwise_kubeconfig_cluster(_doc("a"), "b") == {
+        "context": "b",
+        "cluster": "cb",
+        "server": "https://b:6443",
+        "ca_data": "",
+        "ca_file": "/etc/b-ca.crt",
+    }
+    current = plugin.loadwise_kubeconfig_cluster(_doc("a"))
+    assert (current["server"], current["ca_data"]) == ("https://a:6443", PEM)
+
+
+@pytest.mark.parametrize(
+    ("doc", "context", "says"),
+    [
+        (_doc(""), "", "no current-context"),
+        (_doc("a"), "zz", "no context named 'zz'"),
+        ("text", "", "not a YAML mapping"),
+    ],
+)
+def test_a_kubeconfig_without_that_context_is_a_clear_error(
+    doc: object, context: str, says: str
+) -> None:
+    with pytest.raises(plugin.KubeconfigError, match=says):
+        plugin.loadwise_kubeconfig_cluster(doc, context)
+
+
+def test_certificates_compare_regardless_of_line_wrapping() -> None:
+    rewrapped = "-----BEGIN CERTIFICATE-----\nQUJDREVG\n-----END CERTIFICATE-----"
+    assert (
+        plugin.loadwise_pem_certificates(PEM)
+        == plugin.loadwise_pem_certificates(rewrapped)
+        == ["QUJDREVG"]
+    )
+    assert plugin.loadwise_pem_certificates("no pem here") == []
