@@ -60,6 +60,11 @@ kube-scheduler-arg:
 # image and kwok only pretends to run its Deployment, so the extender reads the lab's real
 # load-watcher instead (what an operator with an external load-watcher does).
 SITE_VARS = {
+    # load-watcher as a Deployment of the operator's image (kwok "runs" it; the rollout wait
+    # sees it available), the extender reading the lab's load-watcher at the source URL.
+    "loadwise_load_watcher_enabled": True,
+    "loadwise_load_watcher_mode": "deployment",
+    "loadwise_extender_source": "load-watcher",
     "loadwise_load_watcher_image": "registry.invalid/loadwise/load-watcher:v0.2.4",
     "loadwise_scheduler_config_health_stable_seconds": 10,
 }

@@ -111,3 +111,39 @@ def test_molecule_scenario(
     assert proc.returncode == 0, f"molecule test -s {scenario} failed (full log {log}):\n" + _tail(
         proc.stdout + "\n" + proc.stderr, 120
     )
+
+
+@pytest.fixture(scope="session")
+def load_watcher_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The lab's load-watcher v0.2.4 under the name roles/loadwise_load_watcher looks for."""
+    proc = _run([str(lab.BUILD), "load-watcher"], timeout=3600)
+    assert proc.returncode == 0, _tail(proc.stderr)
+    paths = [
+        ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("load-watcher=")
+    ]
+    assert paths, f"lab/build printed no load-watcher=PATH line: {proc.stdout!r}"
+    goarch = {"x86_64": "amd64", "aarch64": "arm64"}[os.uname().machine]
+    directory = tmp_path_factory.mktemp("load-watcher")
+    shutil.copy2(paths[0], directory / f"load-watcher-v0.2.4-linux-{goarch}")
+    return str(directory)
+
+
+@pytest.mark.molecule
+def test_molecule_load_watcher_service(
+    node_image: str, ssh_key: str, load_watcher_dir: str, tmp_path: Path
+) -> None:
+    """molecule/load_watcher: the service runs hardened, answers on loopback, is firewalled off the
+    node's own address, is idempotent and rolls back to nothing."""
+    log = tmp_path / "molecule-load_watcher.log"
+    proc = _run(
+        [str(VENV_BIN / "molecule"), "test", "-s", "load_watcher"],
+        timeout=1200,
+        log=log,
+        LOADWISE_NODE_IMAGE=node_image,
+        LOADWISE_SSH_KEY=ssh_key,
+        LOADWISE_LOAD_WATCHER_DIR=load_watcher_dir,
+    )
+    assert proc.returncode == 0, (
+        f"molecule test -s load_watcher failed (full log {log}):\n"
+        + _tail(proc.stdout + "\n" + proc.stderr, 120)
+    )

@@ -1,0 +1,190 @@
+"""Jinja filters: has a Deployment rolled out, and if not, why (read from its pods).
+
+loadwise_rollout_verdict(deployment, pods) -> {"state": "ready" | "waiting" | "failed",
+"reason": str, "pod": str, "container": str, "logs": bool}
+
+The rollout test is the one `kubectl rollout status` applies to a Deployment
+(kubectl's polymorphichelpers/rollout_status.go): the controller has observed the current
+generation, every replica runs the current template, the old ones are gone, and every
+updated replica is available; a Progressing condition with reason ProgressDeadlineExceeded
+is a failure. What the Deployment cannot say (why a pod does not start) comes from the
+pods' container statuses, using the waiting/terminated reasons the kubelet sets
+(pkg/kubelet/images/types.go, pkg/kubelet/container/sync_result.go): an image that cannot
+be pulled, a container that cannot be created, one that keeps crashing. A binary built for
+another architecture shows as "exec format error" (the kernel's ENOEXEC, as runc reports it),
+an image without this node's platform as containerd's "no match for platform in manifest".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Waiting reasons that never clear by themselves (the kubelet backs off and retries the same thing).
+_PULL_FAILURES = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"}
+_START_FAILURES = {
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "StartError",
+}
+_WRONG_ARCH = ("exec format error", "no match for platform")
+
+
+def _wrong_arch(text: str, node: str, arch: str) -> str:
+    where = f"node {node}" + (f" ({arch})" if arch else "") if node else "this node"
+    return (
+        f"wrong architecture: the image has no binary for {where} ({text.strip()}). "
+        "Use a multi-arch image or one built for the nodes' architecture."
+    )
+
+
+def _container_failure(pod: dict[str, Any], arches: dict[str, str]) -> dict[str, Any] | None:
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    arch = arches.get(node, "")
+    name = meta.get("name", "?")
+    statuses = list(status.get("initContainerStatuses") or []) + list(
+        status.get("containerStatuses") or []
+    )
+    for cs in statuses:
+        state = cs.get("state") or {}
+        waiting = state.get("waiting") or {}
+        reason = waiting.get("reason") or ""
+        message = waiting.get("message") or ""
+        last = (cs.get("lastState") or {}).get("terminated") or {}
+        image = cs.get("image") or ""
+        found = {"pod": name, "container": cs.get("name", "?"), "logs": False}
+        if any(m in message for m in _WRONG_ARCH) or any(
+            m in (last.get("message") or "") for m in _WRONG_ARCH
+        ):
+            text = message if any(m in message for m in _WRONG_ARCH) else last.get("message", "")
+            return {**found, "reason": f"pod {name}: {_wrong_arch(text, node, arch)}"}
+        if reason in _PULL_FAILURES:
+            return {
+                **found,
+                "reason": f"pod {name}: cannot pull image {image or '?'}: {reason}"
+                + (f": {message}" if message else "")
+                + ". Check the image name and tag, the node's access to the registry,"
+                " or import the image into the node's containerd.",
+            }
+        if reason in _START_FAILURES:
+            return {
+                **found,
+                "reason": f"pod {name}: container {found['container']} cannot start:"
+                f" {reason}: {message}",
+            }
+        if reason == "CrashLoopBackOff":
+            exit_code = last.get("exitCode")
+            detail = ", ".join(
+                part
+                for part in (
+                    f"exit code {exit_code}" if exit_code is not None else "",
+                    last.get("reason") or "",
+                    (last.get("message") or "").strip(),
+                )
+                if part
+            )
+            return {
+                **found,
+                "logs": True,
+                "reason": f"pod {name}: container {found['container']} keeps crashing"
+                " (CrashLoopBackOff"
+                + (f", {detail}" if detail else "")
+                + f", {cs.get('restartCount', 0)} restarts)",
+            }
+    return None
+
+
+def _pending_reason(pods: list[dict[str, Any]]) -> str:
+    for pod in pods:
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                name = (pod.get("metadata") or {}).get("name", "?")
+                return (
+                    f"pod {name} not scheduled: {cond.get('reason', '')}: {cond.get('message', '')}"
+                )
+    return ""
+
+
+def verdict(
+    deployment: dict[str, Any] | None,
+    pods: list[dict[str, Any]] | None = None,
+    nodes: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Where the Deployment's rollout stands, with the reason an operator can act on."""
+    none = {"pod": "", "container": "", "logs": False}
+    if not deployment:
+        return {**none, "state": "waiting", "reason": "the Deployment does not exist (yet)"}
+    meta = deployment.get("metadata") or {}
+    spec = deployment.get("spec") or {}
+    status = deployment.get("status") or {}
+    name = f"{meta.get('namespace', '')}/{meta.get('name', '?')}"
+    arches = {
+        (n.get("metadata") or {}).get("name", ""): (
+            (n.get("status") or {}).get("nodeInfo") or {}
+        ).get("architecture", "")
+        for n in nodes or []
+    }
+    live = [p for p in pods or [] if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    for pod in live:
+        failure = _container_failure(pod, arches)
+        if failure:
+            return {
+                **failure,
+                "state": "failed",
+                "reason": f"Deployment {name}: {failure['reason']}",
+            }
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
+            return {
+                **none,
+                "state": "failed",
+                "reason": f"Deployment {name}: {cond.get('message', '')}",
+            }
+
+    wanted = spec.get("replicas", 1)
+    updated = status.get("updatedReplicas", 0)
+    total = status.get("replicas", 0)
+    available = status.get("availableReplicas", 0)
+    if status.get("observedGeneration", 0) < meta.get("generation", 0):
+        waiting = "the controller has not seen the new spec yet"
+    elif updated < wanted:
+        waiting = f"{updated} of {wanted} replicas updated"
+    elif total > updated:
+        waiting = f"{total - updated} old replicas pending termination"
+    elif available < updated:
+        waiting = f"{available} of {updated} updated replicas available"
+    else:
+        return {
+            **none,
+            "state": "ready",
+            "reason": f"Deployment {name}: {available} of {wanted} replicas available",
+        }
+    pending = _pending_reason(live)
+    return {
+        **none,
+        "state": "waiting",
+        "reason": f"Deployment {name}: {waiting}" + (f"; {pending}" if pending else ""),
+    }
+
+
+def explain(result: dict[str, Any], log_lines: list[str] | None = None, timeout: int = 0) -> str:
+    """The message the run fails with: the verdict's reason, what the log says, what to do."""
+    lines = [line for line in log_lines or [] if line.strip()]
+    reason = str(result.get("reason", ""))
+    if any(m in line for line in lines for m in _WRONG_ARCH) and "wrong architecture" not in reason:
+        reason += (
+            ": wrong architecture - the container's binary is not for the node's CPU"
+            " (exec format error). Use a multi-arch image or one built for the nodes."
+        )
+    if result.get("state") == "waiting":
+        reason += f" (still not rolled out after {timeout} s)"
+    if lines:
+        reason += "; last log lines: " + " | ".join(line.strip() for line in lines[-5:])
+    return reason
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"loadwise_rollout_verdict": verdict, "loadwise_rollout_explain": explain}

@@ -1,0 +1,140 @@
+"""The add-on roles' choices, run by ansible-playbook on this machine (local connection, no API).
+
+metrics-server's release follows the cluster's minor (its README's compatibility matrix:
+0.6.x for 1.25+, 0.7.x for 1.27+, 0.8.x for 1.31+, 0.9.x for 1.34+), and load-watcher's
+providers are the ones v0.2.4 has (KubernetesMetricsServer, Prometheus, SignalFx in its
+pkg/watcher/metricsprovider.go; Datadog came later). Each case includes the role as the
+playbooks do, so the role's own defaults and argument_specs apply.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
+
+
+@pytest.fixture(autouse=True)
+def _ansible_playbook() -> None:
+    if not ANSIBLE_PLAYBOOK.exists():
+        pytest.fail("ansible-playbook is not installed next to this Python (scripts/setup)")
+
+
+def _play(tmp_path: Path, tasks: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    playbook = tmp_path / "play.yml"
+    play = {"name": "Under test", "hosts": "localhost", "gather_facts": False, "tasks": tasks}
+    playbook.write_text(yaml.safe_dump([play], sort_keys=False))
+    env = {
+        "PATH": f"{ANSIBLE_PLAYBOOK.parent}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    argv = [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local",
+            "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)]  # fmt: skip
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _metrics_server_image(tmp_path: Path, minor: int, **extra: Any) -> tuple[int, str, str]:
+    out = tmp_path / "image.json"
+    tasks = [
+        {
+            "name": "Choose the image as the role does",
+            "ansible.builtin.include_role": {
+                "name": "loadwise_metrics_server",
+                "tasks_from": "image",
+            },
+            "vars": {"loadwise_preflight_minor": str(minor), **extra},
+        },
+        {
+            "name": "Record it",
+            "ansible.builtin.copy": {
+                "content": "{{ loadwise_metrics_server_effective_image | to_json }}",
+                "dest": str(out),
+                "mode": "0600",
+            },
+        },
+    ]
+    proc = _play(tmp_path, tasks)
+    return proc.returncode, json.loads(out.read_text()) if out.exists() else "", proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("minor", "version"),
+    [
+        (25, "v0.6.4"),
+        (26, "v0.6.4"),
+        (27, "v0.7.2"),
+        (30, "v0.7.2"),
+        (31, "v0.8.0"),
+        (33, "v0.8.0"),
+        (34, "v0.9.0"),
+        (36, "v0.9.0"),
+    ],  # fmt: skip
+)
+def test_metrics_server_release_follows_the_kubernetes_minor(
+    tmp_path: Path, minor: int, version: str
+) -> None:
+    rc, image, out = _metrics_server_image(tmp_path, minor)
+    assert rc == 0, out
+    assert image == f"registry.k8s.io/metrics-server/metrics-server:{version}"
+
+
+def test_metrics_server_image_given_by_the_operator_wins(tmp_path: Path) -> None:
+    mirror = "registry.lan/metrics-server@sha256:" + "a" * 64
+    rc, image, out = _metrics_server_image(tmp_path, 36, loadwise_metrics_server_image=mirror)
+    assert rc == 0, out
+    assert image == mirror
+
+
+def test_metrics_server_refuses_a_minor_no_release_supports(tmp_path: Path) -> None:
+    rc, image, out = _metrics_server_image(tmp_path, 24)
+    assert rc == 2 and image == ""
+    assert (
+        "No metrics-server release in loadwise_metrics_server_versions supports Kubernetes 1.24"
+        in out
+    )
+    assert "loadwise_metrics_server_image" in out
+
+
+def _load_watcher(tmp_path: Path, **variables: Any) -> subprocess.CompletedProcess[str]:
+    tasks = [
+        {
+            "name": "Include load-watcher as site.yml does",
+            "ansible.builtin.include_role": {"name": "loadwise_load_watcher"},
+            "vars": {"loadwise_cluster_objects": False, **variables},
+        }
+    ]
+    return _play(tmp_path, tasks)
+
+
+def test_load_watcher_refuses_datadog_which_v0_2_4_lacks(tmp_path: Path) -> None:
+    proc = _load_watcher(tmp_path, loadwise_load_watcher_provider="Datadog")
+    assert proc.returncode == 2, proc.stdout
+    assert "loadwise_load_watcher_provider" in proc.stdout and "Datadog" in proc.stdout
+    assert "KubernetesMetricsServer, Prometheus, SignalFx" in proc.stdout
+
+
+@pytest.mark.parametrize("provider", ["KubernetesMetricsServer", "Prometheus", "SignalFx"])
+def test_load_watcher_accepts_the_providers_v0_2_4_has(tmp_path: Path, provider: str) -> None:
+    proc = _load_watcher(tmp_path, loadwise_load_watcher_provider=provider)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_default_install_pulls_no_load_watcher_image(tmp_path: Path) -> None:
+    """Off by default: the extender reads metrics-server itself; nothing of load-watcher's runs."""
+    proc = _load_watcher(tmp_path, loadwise_cluster_objects=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "kubernetes.core" not in proc.stdout
+    assert "Apply its ServiceAccount" not in proc.stdout.replace("skipping", "")
+    defaults = yaml.safe_load((ROOT / "roles/loadwise_extender/defaults/main.yml").read_text())
+    assert defaults["loadwise_extender_source"] == "metrics-server"
