@@ -138,13 +138,28 @@ def test_run_alone_the_extender_finds_load_watcher_itself(tmp_path: Path) -> Non
         "metadata": {"name": "load-watcher", "namespace": "kube-system"},
         "spec": {"clusterIP": "10.43.0.17", "ports": [{"port": 2020}]},
     }
-    run = _play(tmp_path, "source.yml", {}, [service])
+    deployment = {
+        "loadwise_extender_source": "load-watcher",
+        "loadwise_load_watcher_enabled": True,
+        "loadwise_load_watcher_mode": "deployment",
+    }
+    run = _play(tmp_path, "source.yml", deployment, [service])
     assert run.returncode == 0, run.stdout + run.stderr
     assert "URL=http://10.43.0.17:2020" in run.stdout
 
 
+def test_run_alone_with_load_watcher_as_a_service_reads_it_on_loopback(tmp_path: Path) -> None:
+    service_mode = {
+        "loadwise_extender_source": "load-watcher",
+        "loadwise_load_watcher_enabled": True,
+    }
+    run = _play(tmp_path, "source.yml", service_mode, [])
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "URL=http://127.0.0.1:2020" in run.stdout
+
+
 def test_run_alone_without_load_watcher_it_refuses_before_changing(tmp_path: Path) -> None:
-    run = _play(tmp_path, "source.yml", {}, [])
+    run = _play(tmp_path, "source.yml", {"loadwise_extender_source": "load-watcher"}, [])
     assert run.returncode != 0
     assert "address is unknown" in run.stdout
     assert "loadwise_extender_source_url" in run.stdout
@@ -163,6 +178,7 @@ def test_the_extender_config_never_says_url_null(tmp_path: Path) -> None:
         **common,
         **defaults,
         "ansible_managed": "managed",
+        "loadwise_extender_source": "load-watcher",
         "loadwise_extender_load_watcher_url": "http://10.43.0.17:2020",
     }
     text = env.from_string((ROLE / "templates/extender.yaml.j2").read_text()).render(**values)

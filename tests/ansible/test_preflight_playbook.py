@@ -172,7 +172,15 @@ LOAD_WATCHER = {"loadwise_extender_source": "load-watcher"}
             },
             "loadwise_load_watcher_enabled is false but loadwise_extender_source is load-watcher",
         ),
-        ({**LOAD_WATCHER}, "loadwise_cluster_objects is false, so no load-watcher Service"),
+        (
+            {
+                **LOAD_WATCHER,
+                "loadwise_load_watcher_enabled": True,
+                "loadwise_load_watcher_mode": "deployment",
+                "loadwise_load_watcher_image": "registry.example.lan/load-watcher:v0.2.4",
+            },
+            "loadwise_cluster_objects is false, so no load-watcher Service",
+        ),
         ({"loadwise_extender_stale_after_seconds": 10}, "loadwise_extender_stale_after_seconds"),
         (
             {**LOAD_WATCHER, "loadwise_extender_source_url": "load-watcher:2020"},
