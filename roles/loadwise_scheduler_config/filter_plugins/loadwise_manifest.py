@@ -226,7 +226,8 @@ def loadwise_k3s_scheduler_args(config_files, exec_start=""):
 
 
 def _exec_argv(text):
-    # `systemctl show -p ExecStart --value` prints "{ path=... ; argv[]=k3s server ... ; ignore_errors=no ; ... }".
+    # `systemctl show -p ExecStart --value` prints
+    # "{ path=... ; argv[]=k3s server ... ; ignore_errors=no ; ... }".
     if "argv[]=" in text:
         text = text.split("argv[]=", 1)[1].split(" ; ", 1)[0]
     try:
