@@ -223,7 +223,8 @@ def test_k3s_later_dropin_without_plus_drops_loadwise() -> None:
     "exec_start",
     [
         "{ path=/usr/local/bin/k3s ; argv[]=/usr/local/bin/k3s server"
-        " --kube-scheduler-arg bind-address=0.0.0.0 ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }",
+        " --kube-scheduler-arg bind-address=0.0.0.0 ; ignore_errors=no ; start_time=[n/a] ;"
+        " stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }",
         "/usr/local/bin/k3s server --kube-scheduler-arg=bind-address=0.0.0.0",
     ],
     ids=["systemctl-show", "plain"],
