@@ -23,6 +23,8 @@ from tests.ansible.test_filter_plugin import MANIFEST, SHA, plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBESPRAY = "/etc/kubernetes/kubescheduler-config.yaml"
+CONFIG = "/etc/kubernetes/loadwise-scheduler-config.yaml"
+K3S_CONFIG = "/etc/rancher/k3s/loadwise-scheduler-config.yaml"
 
 PLAYBOOK = """\
 - name: Include a task file of the role
@@ -95,7 +97,7 @@ def _kubeadm_vars(tmp_path: Path, manifest: Path) -> dict[str, Any]:
     return {
         "loadwise_preflight_detected_flavour": "kubeadm",
         "loadwise_scheduler_config_kubeadm_manifest": str(manifest),
-        "loadwise_scheduler_config_kubeadm_config_path": "/etc/kubernetes/loadwise-scheduler-config.yaml",
+        "loadwise_scheduler_config_kubeadm_config_path": CONFIG,
     }
 
 
@@ -144,7 +146,7 @@ def _k3s(tmp_path: Path, files: dict[str, Any], exec_start: str = EXEC_PLAIN) ->
         {
             "loadwise_preflight_detected_flavour": "k3s",
             "loadwise_scheduler_config_k3s_config_file": str(etc / "config.yaml"),
-            "loadwise_scheduler_config_k3s_config_path": "/etc/rancher/k3s/loadwise-scheduler-config.yaml",
+            "loadwise_scheduler_config_k3s_config_path": K3S_CONFIG,
         },
         env,
     )
@@ -203,7 +205,7 @@ def test_k3s_operator_args_and_earlier_dropins_pass(tmp_path: Path) -> None:
 
 
 def test_rollback_after_an_upgrade_keeps_the_new_version_and_flag(tmp_path: Path) -> None:
-    config = "/etc/kubernetes/loadwise-scheduler-config.yaml"
+    config = CONFIG
     stock = _manifest(tmp_path)
     pristine = stock.read_text()
     left = yaml.safe_dump(
@@ -238,7 +240,7 @@ def test_rollback_after_an_upgrade_keeps_the_new_version_and_flag(tmp_path: Path
 def test_rollback_of_an_untouched_manifest_leaves_it_for_the_byte_exact_restore(
     tmp_path: Path,
 ) -> None:
-    config = "/etc/kubernetes/loadwise-scheduler-config.yaml"
+    config = CONFIG
     stock = _manifest(tmp_path)
     pristine = stock.read_text()
     left = yaml.safe_dump(
