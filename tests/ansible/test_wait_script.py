@@ -482,3 +482,18 @@ def test_k3s_without_a_running_line_is_not_proof(
     run = _wait(*_fast(url, unit="k3s", timeout=10), f"--expect-arg={K3S_OURS}", env=env)
     assert run.rc == 1
     assert "no 'Running kube-scheduler' line in the journal of k3s" in run.out
+
+
+def test_k3s_running_line_before_hundreds_of_scheduler_lines(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess
+) -> None:
+    """The real scheduler logs hundreds of lines within the stable period (seen in the lab)."""
+    _, url = health
+    _, proc = scheduler
+    env = _k3s_env(
+        tmp_path,
+        proc.pid,
+        [K3S_LINE.format(extra=K3S_OURS + " ")] + [f"I1123 scheduler line {i}" for i in range(400)],
+    )
+    run = _wait(*_fast(url, unit="k3s", timeout=10), f"--expect-arg={K3S_OURS}", env=env)
+    assert run.rc == 0, run.out + run.err
