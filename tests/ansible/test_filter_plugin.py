@@ -60,6 +60,10 @@ def test_the_filters_ansible_sees() -> None:
     assert filters == {
         "loadwise_scheduler_manifest": plugin.loadwise_scheduler_manifest,
         "loadwise_cluster_configuration": plugin.loadwise_cluster_configuration,
+        "loadwise_rollback_manifest": plugin.loadwise_rollback_manifest,
+        "loadwise_rollback_cluster_configuration": plugin.loadwise_rollback_cluster_configuration,
+        "loadwise_foreign_scheduler_config": plugin.loadwise_foreign_scheduler_config,
+        "loadwise_k3s_scheduler_args": plugin.loadwise_k3s_scheduler_args,
     }
 
 

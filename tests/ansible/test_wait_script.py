@@ -381,3 +381,119 @@ def test_https_with_a_self_signed_certificate(tmp_path: Path, scheduler: NamedPr
     assert run.rc == 0, run.out
     assert run.out == f"healthy: pid {proc.pid} answered 200 on {url} for 0s\n"
     assert state.requests >= 3
+
+
+# --- which configuration the healthy scheduler runs (--expect-arg / --refuse-arg) ---
+
+OURS = "--config=/etc/kubernetes/loadwise-scheduler-config.yaml"
+
+
+def _named_with_args(name: str, *args: str) -> subprocess.Popen[bytes]:
+    """A sleeping process called `name` whose command line also carries `args` (sleep
+    accepts several durations and sleeps their sum, so every arg must be a number)."""
+    sleep = shutil.which("sleep")
+    assert sleep is not None
+    return subprocess.Popen([name, "300", *args], executable=sleep)
+
+
+def test_expected_arg_in_the_process_command_line(
+    health: HealthServer, scheduler: NamedProcess
+) -> None:
+    _, url = health
+    name, proc = scheduler
+    run = _wait(*_fast(url, name, timeout=10), "--expect-arg=300")
+    assert run.rc == 0, run.out + run.err
+
+
+def test_missing_arg_fails_with_the_command_line(
+    health: HealthServer, scheduler: NamedProcess
+) -> None:
+    _, url = health
+    name, proc = scheduler
+    run = _wait(*_fast(url, name, timeout=10), f"--expect-arg={OURS}")
+    assert run.rc == 1
+    assert run.out == (
+        f"healthy but not configured as asked: the running kube-scheduler (pid {proc.pid}) "
+        f"lacks {OURS}. Its arguments: {name} 300\n"
+    )
+
+
+def test_refused_arg_still_there_fails(health: HealthServer) -> None:
+    _, url = health
+    name = f"loadwise-test-scheduler-{uuid.uuid4().hex[:12]}"
+    proc = _named_with_args(name, "1")
+    try:
+        run = _wait(*_fast(url, name, timeout=10), "--refuse-arg=1")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert run.rc == 1
+    assert "still has 1. Its arguments: " in run.out
+
+
+def _k3s_env(tmp_path: Path, pid: int, journal: list[str]) -> dict[str, str]:
+    lines = " ".join(f"'{ln}'" for ln in journal)
+    return path_with(
+        tmp_path / "bin",
+        {"systemctl": f"echo {pid}", "journalctl": f'printf "%s\\n" {lines}'},
+    )
+
+
+K3S_OURS = "--config=/etc/rancher/k3s/loadwise-scheduler-config.yaml"
+K3S_LINE = (
+    'time="2026-11-23T10:00:00Z" level=info msg="Running kube-scheduler '
+    "--authentication-kubeconfig=/var/lib/rancher/k3s/server/cred/scheduler.kubeconfig "
+    '--bind-address=127.0.0.1 {extra}--profiling=false --secure-port=10259"'
+)
+
+
+def test_k3s_log_line_proves_the_config(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess
+) -> None:
+    _, url = health
+    _, proc = scheduler
+    env = _k3s_env(tmp_path, proc.pid, ["starting", K3S_LINE.format(extra=K3S_OURS + " ")])
+    run = _wait(*_fast(url, unit="k3s", timeout=10), f"--expect-arg={K3S_OURS}", env=env)
+    assert run.rc == 0, run.out + run.err
+
+
+def test_k3s_clobbered_config_is_reported(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess
+) -> None:
+    """A later drop-in without '+' (or an ExecStart flag) left k3s running without our --config."""
+    _, url = health
+    _, proc = scheduler
+    env = _k3s_env(
+        tmp_path,
+        proc.pid,
+        [K3S_LINE.format(extra=K3S_OURS + " "), K3S_LINE.format(extra="--bind-address=0.0.0.0 ")],
+    )
+    run = _wait(*_fast(url, unit="k3s", timeout=10), f"--expect-arg={K3S_OURS}", env=env)
+    assert run.rc == 1
+    assert f"lacks {K3S_OURS}" in run.out and "--bind-address=0.0.0.0" in run.out
+
+
+def test_k3s_without_a_running_line_is_not_proof(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess
+) -> None:
+    _, url = health
+    _, proc = scheduler
+    env = _k3s_env(tmp_path, proc.pid, ["starting"])
+    run = _wait(*_fast(url, unit="k3s", timeout=10), f"--expect-arg={K3S_OURS}", env=env)
+    assert run.rc == 1
+    assert "no 'Running kube-scheduler' line in the journal of k3s" in run.out
+
+
+def test_k3s_running_line_before_hundreds_of_scheduler_lines(
+    tmp_path: Path, health: HealthServer, scheduler: NamedProcess
+) -> None:
+    """The real scheduler logs hundreds of lines within the stable period (seen in the lab)."""
+    _, url = health
+    _, proc = scheduler
+    env = _k3s_env(
+        tmp_path,
+        proc.pid,
+        [K3S_LINE.format(extra=K3S_OURS + " ")] + [f"I1123 scheduler line {i}" for i in range(400)],
+    )
+    run = _wait(*_fast(url, unit="k3s", timeout=10), f"--expect-arg={K3S_OURS}", env=env)
+    assert run.rc == 0, run.out + run.err

@@ -8,7 +8,9 @@ kubeadm-config), the lab's load-watcher feeding the extender the role installs a
 systemd service. The tests of one flavour run in order against one host:
 check mode -> rollback.yml before any site.yml -> site.yml -> placement through the
 scheduler -> second run -> broken config -> rollback.yml (twice) -> second-scheduler mode ->
-a cluster without a metrics API (metrics-server installed on kubeadm, refused on k3s).
+a cluster without a metrics API (metrics-server installed on kubeadm, refused on k3s) ->
+what changed after site.yml survives rollback (kubeadm: an upgrade rendered by the real
+kubeadm; k3s: an operator's drop-in that drops loadwise, refused by the next site.yml).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import re
 import ssl
+import time
 import urllib.request
 
 import pytest
@@ -190,6 +193,12 @@ def test_site_rewires_the_real_scheduler_and_installs_the_cluster_side(host, lab
         scheduler = yaml.safe_load(cm.data["ClusterConfiguration"])["scheduler"]
         args = {a["name"]: a["value"] for a in scheduler["extraArgs"]}
         assert args["config"] == "/etc/kubernetes/loadwise-scheduler-config.yaml", scheduler
+        # and the real kubeadm renders loadwise's flag and mount from it (a join or upgrade)
+        from tests.lab.kubeadm_render import render_scheduler, scheduler_container
+
+        rendered = render_scheduler(cm.data["ClusterConfiguration"])
+        assert CONFIG_FLAG["kubeadm"] in scheduler_container(rendered)["command"]
+        assert "loadwise-scheduler-config" in [v["name"] for v in rendered["spec"]["volumes"]]
     # the extender's own kubeconfig: its ServiceAccount's token, readable by its account only
     assert host.sh("stat -c '%U %a' /etc/loadwise/extender.kubeconfig").split() == [
         "loadwise-extender", "600"]  # fmt: skip
@@ -406,3 +415,110 @@ def test_a_cluster_without_a_metrics_api(host, lab):
         with pytest.raises(ApiException) as gone:
             reg.read_api_service("v1beta1.metrics.k8s.io")
         assert gone.value.status == 404
+
+
+def _put_file(host, path: str, text: str) -> None:
+    host.sh(f"cat > {path} <<'LOADWISE_TEST_EOF'\n{text}LOADWISE_TEST_EOF\n")
+
+
+def _wait_cmdline(host, want: str, timeout: float = 90) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        cmdlines = host.scheduler_cmdlines()
+        if len(cmdlines) == 1 and want in cmdlines[0].split():
+            return cmdlines
+        assert time.monotonic() < deadline, f"no scheduler with {want}: {cmdlines}"
+        time.sleep(1)
+
+
+KUBEADM_MANIFEST = "/etc/kubernetes/manifests/kube-scheduler.yaml"
+
+
+def test_what_changed_after_site_survives_rollback(host, lab):
+    """Last in the module (it leaves the node as an upgrade would).
+
+    kubeadm: site.yml, then `kubeadm upgrade apply` as it happens on a node: a new
+    kubernetesVersion and the operator's own flag in kubeadm-config, and the manifest the
+    real kubeadm renders from it (with loadwise's --config, from the patched kubeadm-config);
+    then rollback: the new version and flag stay in both, loadwise is gone from both, and the
+    manifest on the node is what kubeadm renders from the rolled-back kubeadm-config.
+    k3s: site.yml, then a later drop-in without "+" that drops loadwise's entry: the running
+    scheduler lost loadwise's --config, and the next site.yml refuses before any change and
+    says which file did it. Rollback keeps the operator's files.
+    """
+    site = ("playbooks/site.yml", "--tags", "loadwise_scheduler_config")
+    rollback = ("playbooks/rollback.yml", "--tags", "loadwise_scheduler_config")
+    run = host.playbook(*site)
+    assert run.rc == 0, run.tail()
+    _wait_cmdline(host, CONFIG_FLAG[host.flavour])
+
+    if host.flavour == "k3s":
+        later = "/etc/rancher/k3s/config.yaml.d/99-operator.yaml"
+        _put_file(host, later, "kube-scheduler-arg:\n  - v=3\n")
+        host.sh("systemctl restart k3s")
+        assert CONFIG_FLAG["k3s"] not in _wait_cmdline(host, "--v=3")[0]
+        run = host.playbook(*site)
+        assert run.rc != 0, run.tail()
+        assert f'{later} sets kube-scheduler-arg without "+" after loadwise' in run.said, run.tail()
+        assert host.sh(f"cat {later}") == "kube-scheduler-arg:\n  - v=3\n"
+        run = host.playbook(*rollback)
+        assert run.rc == 0, run.tail()
+        assert host.sh(f"cat {later}") == "kube-scheduler-arg:\n  - v=3\n"
+        assert host.sh("ls /etc/rancher/k3s/config.yaml.d") == "99-operator.yaml\n"
+        return
+
+    from tests.lab.kubeadm_render import render_scheduler, scheduler_container
+
+    cm = lab.core().read_namespaced_config_map("kubeadm-config", "kube-system")
+    patched = cm.data["ClusterConfiguration"]
+    assert CONFIG_FLAG["kubeadm"] in scheduler_container(render_scheduler(patched))["command"]
+    upgraded = yaml.safe_load(patched)
+    upgraded["kubernetesVersion"] = "v1.36.3"
+    upgraded["scheduler"]["extraArgs"].insert(0, {"name": "v", "value": "3"})
+    upgraded_text = yaml.safe_dump(upgraded)
+    lab.core().patch_namespaced_config_map(
+        "kubeadm-config", "kube-system", {"data": {"ClusterConfiguration": upgraded_text}}
+    )
+    _put_file(host, KUBEADM_MANIFEST, yaml.safe_dump(render_scheduler(upgraded_text)))
+    _wait_cmdline(host, "--v=3")
+
+    run = host.playbook(*rollback)
+    assert run.rc == 0, run.tail()
+    cc = yaml.safe_load(
+        lab.core()
+        .read_namespaced_config_map("kubeadm-config", "kube-system")
+        .data["ClusterConfiguration"]
+    )
+    assert cc["kubernetesVersion"] == "v1.36.3"
+    assert cc["scheduler"] == {"extraArgs": [{"name": "v", "value": "3"}]}, cc["scheduler"]
+    on_node = yaml.safe_load(host.sh(f"cat {KUBEADM_MANIFEST}"))
+    assert on_node == render_scheduler(yaml.safe_dump(cc))
+    container = scheduler_container(on_node)
+    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.36.3"
+    assert "--v=3" in container["command"] and "loadwise" not in str(on_node)
+    cmdlines = _wait_cmdline(host, "--v=3")
+    assert "loadwise" not in cmdlines[0], cmdlines
+    assert host.sh("ls /etc/kubernetes/loadwise-scheduler-config.yaml 2>/dev/null || true") == ""
+    assert _scheduler_healthz() == b"ok"
+
+    # Point 9: kubeadm-config already names loadwise's file (an earlier run on another
+    # control-plane node), and this node's change fails: its restore removes the file here,
+    # so kubeadm-config must stop naming it (a join or upgrade of this node would otherwise
+    # render a scheduler whose hostPath File volume is missing).
+    from tests.ansible.test_filter_plugin import plugin
+
+    other_node = yaml.safe_dump(
+        plugin.loadwise_cluster_configuration(cc, "/etc/kubernetes/loadwise-scheduler-config.yaml")
+    )
+    lab.core().patch_namespaced_config_map(
+        "kubeadm-config", "kube-system", {"data": {"ClusterConfiguration": other_node}}
+    )
+    run = host.playbook(*site, extra=BROKEN)
+    assert run.rc != 0 and "restored the previous files" in run.said, run.tail()
+    assert host.sh("ls /etc/kubernetes/loadwise-scheduler-config.yaml 2>/dev/null || true") == ""
+    after = yaml.safe_load(
+        lab.core()
+        .read_namespaced_config_map("kubeadm-config", "kube-system")
+        .data["ClusterConfiguration"]
+    )
+    assert after == cc, after.get("scheduler")

@@ -10,6 +10,12 @@ scheduler's configuration. "Healthy" means all of:
 - the health URL answered 200 on every poll for --stable seconds, with that same PID
   (a scheduler that crash-loops, or exits after a few seconds, never gets there).
 
+With --expect-arg/--refuse-arg it then proves which configuration that scheduler runs: the
+argument must (or must not) be in its command line, read from /proc/<pid>/cmdline for
+--process, and for --unit (k3s runs the scheduler inside its own process) from the last
+"Running kube-scheduler ..." line k3s logs since --since (k3s-io/k3s pkg/daemons/executor
+logs each embedded component's arguments that way).
+
 On timeout it prints the reason and the scheduler's own last error lines, taken from the
 newest file matching --log-glob or from the journal of --unit, and exits 1.
 Standard library only: it runs on the node's system Python.
@@ -76,21 +82,71 @@ def probe(url: str, timeout: float) -> str:
         return f"unreachable ({getattr(e, 'reason', e)})"
 
 
-def scheduler_log(log_glob: str | None, unit: str | None, since: float) -> list[str]:
+def scheduler_log(
+    log_glob: str | None, unit: str | None, since: float, tail: int | None = 200
+) -> list[str]:
     lines: list[str] = []
     if log_glob:
         files = sorted(glob.glob(log_glob), key=os.path.getmtime)
         if files and os.path.getmtime(files[-1]) >= since:
             with open(files[-1], errors="replace") as f:
-                lines = f.read().splitlines()[-200:]
+                lines = f.read().splitlines()[-(tail or 0) :]
     elif unit:
         out = subprocess.run(
             ["journalctl", "-u", unit, "--no-pager", "-o", "cat", "--since", f"@{int(since)}"],
             capture_output=True,
             text=True,
         )
-        lines = out.stdout.splitlines()[-200:]
+        lines = out.stdout.splitlines()[-(tail or 0) :]
     return lines
+
+
+RUNNING = re.compile(r"Running kube-scheduler (.*?)\"?$")
+
+
+def running_args(pid: int, unit: str | None, since: float) -> list[str] | None:
+    """The arguments of the scheduler found healthy, or None when they cannot be read.
+    The whole journal since the restart: the scheduler's own lines follow k3s's line,
+    hundreds of them within the stable period (seen in the lab)."""
+    if not unit:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            return None
+    hits = [
+        m.group(1)
+        for ln in scheduler_log(None, unit, since, tail=None)
+        for m in [RUNNING.search(ln)]
+        if m
+    ]
+    return hits[-1].split() if hits else None
+
+
+def config_problem(a: argparse.Namespace, pid: int) -> str:
+    """Why the healthy scheduler does not run the configuration asked for ("" if it does)."""
+    if not (a.expect_arg or a.refuse_arg):
+        return ""
+    args = running_args(pid, a.unit, a.since)
+    if args is None:
+        where = (
+            f"no 'Running kube-scheduler' line in the journal of {a.unit}"
+            if a.unit
+            else "no command line"
+        )
+        return f"cannot tell which configuration pid {pid} runs: {where}"
+    missing = [x for x in a.expect_arg if x not in args]
+    unwanted = [x for x in a.refuse_arg if x in args]
+    if not (missing or unwanted):
+        return ""
+    return (
+        f"the running kube-scheduler (pid {pid}) "
+        + "; ".join(
+            ([f"lacks {' '.join(missing)}"] if missing else [])
+            + ([f"still has {' '.join(unwanted)}"] if unwanted else [])
+        )
+        + f". Its arguments: {' '.join(args)}"
+    )
 
 
 FATAL = re.compile(r'"command failed"|^Error:|scheduler exited')
@@ -122,6 +178,8 @@ def main() -> int:
     )
     ap.add_argument("--log-glob")
     ap.add_argument("--log-unit")
+    ap.add_argument("--expect-arg", action="append", default=[], help="must be in its arguments")
+    ap.add_argument("--refuse-arg", action="append", default=[], help="must not be in them")
     a = ap.parse_args()
     if not (a.process or a.unit):
         ap.error("give --process or --unit")
@@ -159,6 +217,10 @@ def main() -> int:
                 if streak_pid != pid:
                     streak_pid, streak_start = pid, time.monotonic()
                 if time.monotonic() - streak_start >= a.stable:
+                    problem = config_problem(a, pid)
+                    if problem:
+                        print(f"healthy but not configured as asked: {problem}")
+                        return 1
                     print(f"healthy: pid {pid} answered 200 on {a.url} for {a.stable:.0f}s")
                     return 0
                 last = f"pid {pid} healthy for {time.monotonic() - streak_start:.0f}s"

@@ -9,11 +9,26 @@
 
 Both are idempotent: applying them to their own output changes nothing. With
 ``present=False`` they remove exactly what they add.
+
+- ``loadwise_rollback_manifest`` / ``loadwise_rollback_cluster_configuration``: what rollback
+  writes back. The pristine text, byte for byte, only while the current text is exactly what
+  loadwise left (its sha256 was recorded then); otherwise (``kubeadm upgrade apply`` rewrote
+  the manifest with a new image tag, the operator added a flag) the inverse edit applied to
+  the *current* object, so the new version and every foreign change survive.
+- ``loadwise_foreign_scheduler_config``: a scheduler ``--config`` that is not loadwise's, in
+  a kubeadm manifest or ClusterConfiguration (kubespray always passes its own).
+- ``loadwise_k3s_scheduler_args``: the kube-scheduler-arg list k3s ends up with from its
+  config file, the drop-ins and the unit's command line, merged as k3s documents it.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import shlex
+from typing import Any
+
+import yaml
 
 VOLUME = "loadwise-scheduler-config"
 ANNOTATION = "loadwise.dev/scheduler-config-sha256"
@@ -98,9 +113,136 @@ def loadwise_cluster_configuration(cluster_config, config_path, present=True):
     return cfg
 
 
+def _sha256(text):
+    return hashlib.sha256(str(text).encode("utf-8")).hexdigest()
+
+
+def _dump(data):
+    # The same layout as Ansible's to_nice_yaml(indent=2, width=256), which wrote the file.
+    return yaml.safe_dump(data, indent=2, width=256, default_flow_style=False, allow_unicode=True)
+
+
+def _rollback(current_text, left_sha256, pristine_text, inverse):
+    """{"content": text to write, "how": "pristine" | "inverse" | "untouched"}."""
+    current_text = str(current_text)
+    if (
+        left_sha256
+        and pristine_text is not None
+        and _sha256(current_text) == str(left_sha256).strip()
+    ):
+        return {"content": str(pristine_text), "how": "pristine"}
+    current = yaml.safe_load(current_text)
+    if not isinstance(current, dict):
+        raise ValueError("the current text is not a YAML mapping")
+    reverted = inverse(current)
+    if reverted == current:
+        return {"content": current_text, "how": "untouched"}
+    return {"content": _dump(reverted), "how": "inverse"}
+
+
+def loadwise_rollback_manifest(current_text, config_path, left_sha256="", pristine_text=None):
+    return _rollback(
+        current_text,
+        left_sha256,
+        pristine_text,
+        lambda pod: loadwise_scheduler_manifest(pod, config_path, present=False),
+    )
+
+
+def loadwise_rollback_cluster_configuration(
+    current_text, config_path, left_sha256="", pristine_text=None
+):
+    return _rollback(
+        current_text,
+        left_sha256,
+        pristine_text,
+        lambda cfg: loadwise_cluster_configuration(cfg, config_path, present=False),
+    )
+
+
+def _flag_values(args, flag):
+    """Values of --flag=V and --flag V in an argv list."""
+    out = []
+    args = [str(a) for a in args]
+    for i, a in enumerate(args):
+        if a.startswith(f"--{flag}="):
+            out.append(a.split("=", 1)[1])
+        elif a == f"--{flag}" and i + 1 < len(args):
+            out.append(args[i + 1])
+    return out
+
+
+def loadwise_foreign_scheduler_config(obj, config_path):
+    """Config paths other than config_path that obj gives the scheduler: obj is a static pod
+    manifest or a kubeadm ClusterConfiguration (v1beta3 map or v1beta4 list of extraArgs)."""
+    if not isinstance(obj, dict):
+        return []
+    found = []
+    if obj.get("kind") == "Pod":
+        for container in (obj.get("spec") or {}).get("containers") or []:
+            if container.get("name") == "kube-scheduler":
+                argv = list(container.get("command") or []) + list(container.get("args") or [])
+                found += _flag_values(argv, "config")
+    else:
+        args = (obj.get("scheduler") or {}).get("extraArgs") or {}
+        if isinstance(args, list):
+            found += [a.get("value") for a in args if a.get("name") == "config"]
+        else:
+            found += [v for k, v in args.items() if k == "config"]
+    return [str(p) for p in found if str(p) != str(config_path)]
+
+
+def _as_list(value):
+    if value is None:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+def loadwise_k3s_scheduler_args(config_files, exec_start=""):
+    """The kube-scheduler-arg list k3s uses, with where each part came from.
+
+    config_files: [{"path": p, "data": parsed YAML or None}] for the config file first, then
+    its drop-ins in the order k3s reads them (alphabetical). k3s's documented rules
+    (docs.k3s.io, "Configuration File"): the last file that sets a key wins; ``key+`` appends
+    to what earlier files set; CLI values of a repeatable flag replace the files' list.
+    exec_start: the unit's command line (``systemctl show -p ExecStart --value``, or argv).
+    Returns {"args": [...], "replaced_by": path or "", "cli": bool}: replaced_by names the
+    last file that set the key without ``+`` (so it dropped everything before it).
+    """
+    args, replaced_by = [], ""
+    for entry in config_files or []:
+        data = entry.get("data") or {}
+        if not isinstance(data, dict):
+            continue
+        if "kube-scheduler-arg" in data:
+            args, replaced_by = _as_list(data["kube-scheduler-arg"]), str(entry.get("path", ""))
+        if "kube-scheduler-arg+" in data:
+            args = args + _as_list(data["kube-scheduler-arg+"])
+    argv = exec_start if isinstance(exec_start, list) else _exec_argv(str(exec_start or ""))
+    cli = _flag_values(argv, "kube-scheduler-arg")
+    if cli:
+        return {"args": cli, "replaced_by": "", "cli": True}
+    return {"args": args, "replaced_by": replaced_by, "cli": False}
+
+
+def _exec_argv(text):
+    # `systemctl show -p ExecStart --value` prints
+    # "{ path=... ; argv[]=k3s server ... ; ignore_errors=no ; ... }".
+    if "argv[]=" in text:
+        text = text.split("argv[]=", 1)[1].split(" ; ", 1)[0]
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Any]:
         return {
             "loadwise_scheduler_manifest": loadwise_scheduler_manifest,
             "loadwise_cluster_configuration": loadwise_cluster_configuration,
+            "loadwise_rollback_manifest": loadwise_rollback_manifest,
+            "loadwise_rollback_cluster_configuration": loadwise_rollback_cluster_configuration,
+            "loadwise_foreign_scheduler_config": loadwise_foreign_scheduler_config,
+            "loadwise_k3s_scheduler_args": loadwise_k3s_scheduler_args,
         }

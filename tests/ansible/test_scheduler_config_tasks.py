@@ -1,0 +1,261 @@
+"""Task files of roles/loadwise_scheduler_config run by ansible-playbook on this machine.
+
+foreign.yml (the refusal of a scheduler config that is not loadwise's, both flavours) and
+rollback_manifest.yml (how the kubeadm manifest goes back) over the local connection, with
+every path the role reads pointed into the test's directory and, for k3s, a systemctl on
+PATH answering `show -p ExecStart` as systemd does. No API server: loadwise_cluster_objects
+is false, so kubeadm-config is not read here (the lab reads it: tests/lab/test_e2e_site.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.ansible.fakes import path_with
+from tests.ansible.test_filter_plugin import MANIFEST, SHA, plugin
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBESPRAY = "/etc/kubernetes/kubescheduler-config.yaml"
+CONFIG = "/etc/kubernetes/loadwise-scheduler-config.yaml"
+K3S_CONFIG = "/etc/rancher/k3s/loadwise-scheduler-config.yaml"
+
+PLAYBOOK = """\
+- name: Include a task file of the role
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Include
+      ansible.builtin.include_role:
+        name: loadwise_scheduler_config
+        tasks_from: {tasks}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _ansible_playbook() -> None:
+    if not Path(sys.executable).with_name("ansible-playbook").exists():
+        pytest.fail("ansible-playbook is not installed next to this Python (scripts/setup)")
+
+
+def _play(
+    tmp_path: Path, tasks: str, variables: dict[str, Any], env: dict[str, str] | None = None
+) -> str:
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK.format(tasks=tasks))
+    extra = tmp_path / "vars.yml"
+    extra.write_text(
+        yaml.safe_dump(
+            {
+                "loadwise_cluster_objects": False,
+                "loadwise_backup_dir": str(tmp_path / "backup"),
+                "ansible_python_interpreter": sys.executable,
+                **variables,
+            }
+        )
+    )
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"@{extra}",
+            str(playbook),
+        ],
+        cwd=ROOT,
+        env={
+            **(env or path_with(tmp_path / "bin", {})),
+            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+            "ANSIBLE_NOCOLOR": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return f"rc={proc.returncode}\n{proc.stdout}{proc.stderr}"
+
+
+def _manifest(tmp_path: Path, *extra_args: str, version: str = "v1.31.2") -> Path:
+    pod = yaml.safe_load(MANIFEST.read_text().replace("@VERSION@", version))
+    pod["spec"]["containers"][0]["command"] += list(extra_args)
+    path = tmp_path / "kube-scheduler.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    return path
+
+
+def _kubeadm_vars(tmp_path: Path, manifest: Path) -> dict[str, Any]:
+    return {
+        "loadwise_preflight_detected_flavour": "kubeadm",
+        "loadwise_scheduler_config_kubeadm_manifest": str(manifest),
+        "loadwise_scheduler_config_kubeadm_config_path": CONFIG,
+    }
+
+
+def test_kubespray_config_in_the_manifest_is_refused(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, f"--config={KUBESPRAY}")
+    before = manifest.read_bytes()
+    out = _play(tmp_path, "foreign", _kubeadm_vars(tmp_path, manifest))
+    assert out.startswith("rc=2"), out
+    assert f"already has a configuration file of its own: {manifest}: --config={KUBESPRAY}" in out
+    assert "kube_scheduler_extenders" in out and "Nothing was changed" in out
+    assert manifest.read_bytes() == before
+
+
+def test_stock_and_loadwise_manifests_pass(tmp_path: Path) -> None:
+    stock = _manifest(tmp_path)
+    assert _play(tmp_path, "foreign", _kubeadm_vars(tmp_path, stock)).startswith("rc=0")
+    ours = tmp_path / "ours.yaml"
+    ours.write_text(
+        yaml.safe_dump(
+            plugin.loadwise_scheduler_manifest(
+                yaml.safe_load(stock.read_text()),
+                "/etc/kubernetes/loadwise-scheduler-config.yaml",
+                SHA,
+            )
+        )
+    )
+    out = _play(tmp_path, "foreign", _kubeadm_vars(tmp_path, ours))
+    assert out.startswith("rc=0"), out
+
+
+EXEC_PLAIN = (
+    "{ path=/usr/local/bin/k3s ; argv[]=/usr/local/bin/k3s server ; ignore_errors=no ; pid=0 }"
+)
+
+
+def _k3s(tmp_path: Path, files: dict[str, Any], exec_start: str = EXEC_PLAIN) -> str:
+    etc = tmp_path / "k3s"
+    (etc / "config.yaml.d").mkdir(parents=True)
+    for name, data in files.items():
+        (etc / name).write_text(yaml.safe_dump(data))
+    calls = tmp_path / "calls"
+    env = path_with(tmp_path / "bin", {"systemctl": f"echo \"$*\" >> {calls}; echo '{exec_start}'"})
+    out = _play(
+        tmp_path,
+        "foreign",
+        {
+            "loadwise_preflight_detected_flavour": "k3s",
+            "loadwise_scheduler_config_k3s_config_file": str(etc / "config.yaml"),
+            "loadwise_scheduler_config_k3s_config_path": K3S_CONFIG,
+        },
+        env,
+    )
+    assert calls.read_text().splitlines() == ["show -p ExecStart --value k3s"]
+    return out
+
+
+def test_k3s_operator_config_arg_is_refused(tmp_path: Path) -> None:
+    out = _k3s(
+        tmp_path, {"config.yaml": {"kube-scheduler-arg": ["config=/etc/rancher/k3s/mine.yaml"]}}
+    )
+    assert out.startswith("rc=2"), out
+    assert "kube-scheduler-arg: config=/etc/rancher/k3s/mine.yaml" in out
+
+
+def test_k3s_later_dropin_without_plus_is_refused(tmp_path: Path) -> None:
+    out = _k3s(
+        tmp_path,
+        {
+            "config.yaml": {"kube-scheduler-arg": ["bind-address=0.0.0.0"]},
+            "config.yaml.d/99-metrics.yaml": {"kube-scheduler-arg": ["v=2"]},
+        },
+    )
+    assert out.startswith("rc=2"), out
+    assert "99-metrics.yaml sets kube-scheduler-arg without" in out
+
+
+def test_k3s_unit_flag_is_refused(tmp_path: Path) -> None:
+    exec_start = (
+        "{ path=/usr/local/bin/k3s ; argv[]=/usr/local/bin/k3s server"
+        " --kube-scheduler-arg=bind-address=0.0.0.0 ; ignore_errors=no ; pid=0 }"
+    )
+    out = _k3s(tmp_path, {"config.yaml": {}}, exec_start)
+    assert out.startswith("rc=2"), out
+    assert "--kube-scheduler-arg on the command line of unit k3s" in out
+
+
+def test_k3s_operator_args_and_earlier_dropins_pass(tmp_path: Path) -> None:
+    out = _k3s(
+        tmp_path,
+        {
+            "config.yaml": {"kube-scheduler-arg": ["bind-address=0.0.0.0"]},
+            "config.yaml.d/10-site.yaml": {"kube-scheduler-arg+": ["v=2"]},
+            "config.yaml.d/90-loadwise.yaml": {
+                "kube-scheduler-arg+": ["config=/etc/rancher/k3s/loadwise-scheduler-config.yaml"]
+            },
+            "config.yaml.d/95-later.yaml": {
+                "kube-scheduler-arg+": ["leader-elect-retry-period=3s"]
+            },
+        },
+    )
+    assert out.startswith("rc=0"), out
+
+
+# --- rollback_manifest.yml: after `kubeadm upgrade apply` ---
+
+
+def test_rollback_after_an_upgrade_keeps_the_new_version_and_flag(tmp_path: Path) -> None:
+    config = CONFIG
+    stock = _manifest(tmp_path)
+    pristine = stock.read_text()
+    left = yaml.safe_dump(
+        plugin.loadwise_scheduler_manifest(yaml.safe_load(pristine), config, SHA), indent=2
+    )
+    backup = tmp_path / "backup"
+    (backup / f"pristine{stock}").parent.mkdir(parents=True)
+    (backup / f"pristine{stock}").write_text(pristine)
+    (backup / f"written{stock}.sha256").parent.mkdir(parents=True)
+    (backup / f"written{stock}.sha256").write_text(
+        f"{hashlib.sha256(left.encode()).hexdigest()}  {stock}\n"
+    )
+    # kubeadm upgrade apply to v1.32.0 renders the manifest again from the patched
+    # kubeadm-config (--config and the volume come back), plus the operator's flag.
+    upgraded = yaml.safe_load(left)
+    container = upgraded["spec"]["containers"][0]
+    container["image"] = "registry.k8s.io/kube-scheduler:v1.32.0"
+    container["command"].append("--profiling=false")
+    upgraded["metadata"].pop("annotations")
+    stock.write_text(yaml.safe_dump(upgraded, indent=4))
+
+    out = _play(tmp_path, "rollback_manifest", _kubeadm_vars(tmp_path, stock))
+    assert out.startswith("rc=0"), out
+    back = yaml.safe_load(stock.read_text())
+    container = back["spec"]["containers"][0]
+    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.32.0"
+    assert "--profiling=false" in container["command"]
+    assert f"--config={config}" not in container["command"]
+    assert [v["name"] for v in back["spec"]["volumes"]] == ["kubeconfig"]
+
+
+def test_rollback_of_an_untouched_manifest_leaves_it_for_the_byte_exact_restore(
+    tmp_path: Path,
+) -> None:
+    config = CONFIG
+    stock = _manifest(tmp_path)
+    pristine = stock.read_text()
+    left = yaml.safe_dump(
+        plugin.loadwise_scheduler_manifest(yaml.safe_load(pristine), config, SHA), indent=2
+    )
+    stock.write_text(left)
+    backup = tmp_path / "backup"
+    (backup / f"pristine{stock}").parent.mkdir(parents=True)
+    (backup / f"pristine{stock}").write_text(pristine)
+    (backup / f"written{stock}.sha256").parent.mkdir(parents=True)
+    (backup / f"written{stock}.sha256").write_text(
+        f"{hashlib.sha256(left.encode()).hexdigest()}  {stock}\n"
+    )
+    out = _play(tmp_path, "rollback_manifest", _kubeadm_vars(tmp_path, stock))
+    assert out.startswith("rc=0"), out
+    # rollback_manifest.yml decided "pristine": it wrote nothing, restore.yml puts the copy back.
+    assert stock.read_text() == left
+    assert "Remove loadwise from the current manifest" in out and "skipping: [localhost]" in out
