@@ -402,7 +402,8 @@ def test_a_cluster_without_a_metrics_api(host, lab):
         assert labels["app.kubernetes.io/managed-by"] == "loadwise-ansible", labels
         dep = client.AppsV1Api(api).read_namespaced_deployment("metrics-server", "kube-system")
         container = dep.spec.template.spec.containers[0]
-        assert container.image == "registry.k8s.io/metrics-server/metrics-server:v0.7.2"
+        # the release loadwise_metrics_server_versions gives the lab's minor (1.36: 1.34+)
+        assert container.image == "registry.k8s.io/metrics-server/metrics-server:v0.9.0"
         assert "--kubelet-insecure-tls" in container.args, container.args
         assert "Deployment/metrics-server" in _cluster_objects(lab)
 
