@@ -13,10 +13,11 @@ setup:
 # Two workers: the lab on one, the molecule scenarios on the other, the fast suites wherever
 # there is room (tests/conftest.py). Both slow suites mostly wait on daemons, so side by side
 # they take about as long as the longer one. PYTEST_WORKERS=0 runs everything in one process.
+# --durations lists the slowest tests, so a CI log shows where the 40-minute budget goes.
 PYTEST_WORKERS ?= 2
 
 test: setup
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30
 
 unit: setup
 	$(PY) -m pytest tests/extender tests/tui tests/ansible -m "not molecule"
