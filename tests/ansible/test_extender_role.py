@@ -395,3 +395,71 @@ def test_the_wait_retries_until_readyz_says_ready(tmp_path: Path) -> None:
         run = _wait(tmp_path, listen)
     assert run.returncode == 0, run.stdout + run.stderr
     assert ext.paths == ["/readyz"] * 3
+
+
+RENDER_PLAY = """\
+- name: Render the extender's config file as node.yml does, with the roles' defaults
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: The defaults of roles/loadwise and roles/loadwise_extender
+      ansible.builtin.include_vars:
+        file: "{{ item }}"
+      loop:
+        - "%(root)s/roles/loadwise/defaults/main.yml"
+        - "%(root)s/roles/loadwise_extender/defaults/main.yml"
+    - name: Render
+      ansible.builtin.template:
+        src: "%(root)s/roles/loadwise_extender/templates/extender.yaml.j2"
+        dest: "%(dest)s"
+        mode: "0600"
+"""
+
+
+# A source that needs no kubeconfig, so the extender's loader checks the file alone.
+FILE_SOURCE = ("-e", "loadwise_extender_source=file", "-e", "loadwise_extender_source_file=/w.json")
+
+
+def _render(tmp_path: Path, *extra: str) -> Path:
+    dest = tmp_path / "extender.yaml"
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(RENDER_PLAY % {"root": ROOT, "dest": dest})
+    run = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            *extra,
+            str(playbook),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    return dest
+
+
+def test_max_stale_seconds_reaches_the_extender(tmp_path: Path) -> None:
+    """Set in the inventory (a string there, as an INI inventory gives it), it is in the file
+    the role writes and the extender's own loader reads it as that many seconds."""
+    from extender.config import load_settings
+
+    dest = _render(tmp_path, *FILE_SOURCE, "-e", "loadwise_extender_max_stale_seconds=900")
+    assert yaml.safe_load(dest.read_text())["source"]["max_stale_seconds"] == 900
+    assert load_settings(dest).source.max_stale == 900
+
+
+def test_max_stale_seconds_unset_leaves_the_extenders_default(tmp_path: Path) -> None:
+    from extender.config import load_settings
+
+    dest = _render(tmp_path, *FILE_SOURCE, "-e", "loadwise_extender_stale_after_seconds=700")
+    assert "max_stale_seconds" not in yaml.safe_load(dest.read_text())["source"]
+    # the extender's documented default, max(600, stale_after) (docs/contracts.md)
+    assert load_settings(dest).source.max_stale == 700

@@ -183,6 +183,14 @@ LOAD_WATCHER = {"loadwise_extender_source": "load-watcher"}
         ),
         ({"loadwise_extender_stale_after_seconds": 10}, "loadwise_extender_stale_after_seconds"),
         (
+            {"loadwise_extender_max_stale_seconds": 120},
+            "loadwise_extender_max_stale_seconds must be a whole number of seconds, at least",
+        ),
+        (
+            {"loadwise_extender_max_stale_seconds": -1},
+            "loadwise_extender_max_stale_seconds must be a whole number of seconds, at least",
+        ),
+        (
             {**LOAD_WATCHER, "loadwise_extender_source_url": "load-watcher:2020"},
             "loadwise_extender_source_url must be an http(s):// URL",
         ),
