@@ -4,7 +4,8 @@ Tests put the directory `install(tmp_path)` returns first on ANSIBLE_COLLECTIONS
 LOADWISE_FAKE_API at a JSON document {"objects": [...]}: the cluster's objects as the API
 server would return them. `k8s` answers like the real module (kubernetes.core 6.x
 plugins/module_utils/k8s/runner.py): the applied objects as the server has them, which for a
-service-account-token Secret the token controller has filled, data.token included. `k8s_info`
+service-account-token Secret the token controller has filled, data.token included; with
+`state: patched` it merges the patch into the stored object and writes the file. `k8s_info`
 returns the stored objects matching kind/namespace/name. The modules also record the
 kubeconfig and context each call received.
 """
@@ -54,11 +55,23 @@ def main():
     definition = module.params.get("definition") or []
     if isinstance(definition, dict):
         definition = [definition]
+    p = module.params
     results = []
     for doc in definition:
         meta = doc.get("metadata", {})
-        kind, ns, name = doc.get("kind"), meta.get("namespace"), meta.get("name")
+        kind = doc.get("kind") or p.get("kind")
+        ns = meta.get("namespace") or p.get("namespace")
+        name = meta.get("name") or p.get("name")
         found = [o for o in stored if _matches(o, kind, ns, name)]
+        if found and p.get("state") == "patched" and not module.check_mode:
+            # a merge patch of the top-level maps, as `state: patched` sends for a ConfigMap
+            for key, value in doc.items():
+                if isinstance(value, dict) and isinstance(found[0].get(key), dict):
+                    found[0][key].update(value)
+                elif key not in ("apiVersion", "kind", "metadata"):
+                    found[0][key] = value
+            with open(os.environ["LOADWISE_FAKE_API"], "w") as handle:
+                json.dump({"objects": stored}, handle)
         results.append({"changed": True, "method": "update" if found else "create",
                         "result": found[0] if found else doc})
     module.exit_json(changed=True, result={"results": results})

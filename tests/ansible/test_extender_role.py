@@ -6,6 +6,8 @@ connection; the cluster is tests/ansible/fake_kubernetes_core.py (objects in a J
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import importlib.util
 import io
 import json
@@ -14,7 +16,9 @@ import re
 import subprocess
 import sys
 import tarfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -311,3 +315,151 @@ def test_rbac_grants_exactly_the_calls_the_extender_makes() -> None:
         used.setdefault(("", resource), set()).add("create")
     assert used, "no API path found in extender/: the patterns above need updating"
     assert _rules() == used
+
+
+class _Extender:
+    """The extender's two health endpoints as extender/server.py answers them: /healthz 200
+    "ok" as soon as it serves, /readyz 503 with the reason until the first load snapshot
+    (here: for the first `not_ready` polls, or always when None)."""
+
+    REASON = "no load snapshot from metrics-server: 404 Not Found from /apis/metrics.k8s.io"
+
+    def __init__(self, not_ready: int | None) -> None:
+        self.not_ready = not_ready
+        self.paths: list[str] = []
+
+    def answer(self, path: str) -> tuple[int, str]:
+        self.paths.append(path)
+        if path == "/healthz":
+            return 200, "ok\n"
+        if path != "/readyz":
+            return 404, "not found\n"
+        polls = self.paths.count("/readyz")
+        if self.not_ready is None or polls <= self.not_ready:
+            return 503, self.REASON + "\n"
+        return 200, "ok: 3 nodes from metrics-server, 4s old\n"
+
+
+@contextlib.contextmanager
+def _serve_extender(ext: _Extender) -> Iterator[str]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+            status, text = ext.answer(self.path)
+            body = text.encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _wait(tmp_path: Path, listen: str) -> subprocess.CompletedProcess[str]:
+    """The wait node.yml includes after a (re)start, with a short poll budget."""
+    return _play(
+        tmp_path,
+        "wait_ready.yml",
+        {
+            "loadwise_listen": listen,
+            "loadwise_extender_health_retries": 4,
+            "loadwise_extender_health_delay": 1,
+        },
+        [],
+    )
+
+
+def test_the_wait_fails_with_the_reason_readyz_gives(tmp_path: Path) -> None:
+    """An extender that serves HTTP but never gets load data is a failed install, and the
+    operator reads why in the failure, not only "status 503"."""
+    ext = _Extender(not_ready=None)
+    with _serve_extender(ext) as listen:
+        run = _wait(tmp_path, listen)
+    assert run.returncode != 0, run.stdout
+    assert _Extender.REASON in run.stdout, run.stdout
+    assert ext.paths.count("/readyz") == 4 + 1, ext.paths  # Ansible: retries after the first
+
+
+def test_the_wait_retries_until_readyz_says_ready(tmp_path: Path) -> None:
+    ext = _Extender(not_ready=2)
+    with _serve_extender(ext) as listen:
+        run = _wait(tmp_path, listen)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert ext.paths == ["/readyz"] * 3
+
+
+RENDER_PLAY = """\
+- name: Render the extender's config file as node.yml does, with the roles' defaults
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: The defaults of roles/loadwise and roles/loadwise_extender
+      ansible.builtin.include_vars:
+        file: "{{ item }}"
+      loop:
+        - "%(root)s/roles/loadwise/defaults/main.yml"
+        - "%(root)s/roles/loadwise_extender/defaults/main.yml"
+    - name: Render
+      ansible.builtin.template:
+        src: "%(root)s/roles/loadwise_extender/templates/extender.yaml.j2"
+        dest: "%(dest)s"
+        mode: "0600"
+"""
+
+
+# A source that needs no kubeconfig, so the extender's loader checks the file alone.
+FILE_SOURCE = ("-e", "loadwise_extender_source=file", "-e", "loadwise_extender_source_file=/w.json")
+
+
+def _render(tmp_path: Path, *extra: str) -> Path:
+    dest = tmp_path / "extender.yaml"
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(RENDER_PLAY % {"root": ROOT, "dest": dest})
+    run = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            *extra,
+            str(playbook),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    return dest
+
+
+def test_max_stale_seconds_reaches_the_extender(tmp_path: Path) -> None:
+    """Set in the inventory (a string there, as an INI inventory gives it), it is in the file
+    the role writes and the extender's own loader reads it as that many seconds."""
+    from extender.config import load_settings
+
+    dest = _render(tmp_path, *FILE_SOURCE, "-e", "loadwise_extender_max_stale_seconds=900")
+    assert yaml.safe_load(dest.read_text())["source"]["max_stale_seconds"] == 900
+    assert load_settings(dest).source.max_stale == 900
+
+
+def test_max_stale_seconds_unset_leaves_the_extenders_default(tmp_path: Path) -> None:
+    from extender.config import load_settings
+
+    dest = _render(tmp_path, *FILE_SOURCE, "-e", "loadwise_extender_stale_after_seconds=700")
+    assert "max_stale_seconds" not in yaml.safe_load(dest.read_text())["source"]
+    # the extender's documented default, max(600, stale_after) (docs/contracts.md)
+    assert load_settings(dest).source.max_stale == 700

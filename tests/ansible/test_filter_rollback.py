@@ -204,6 +204,7 @@ def test_k3s_plus_appends_to_the_operators_args() -> None:
         "args": ["bind-address=0.0.0.0", K3S_OURS],
         "replaced_by": "/etc/rancher/k3s/config.yaml",
         "cli": False,
+        "origin": {"bind-address=0.0.0.0": "/etc/rancher/k3s/config.yaml", K3S_OURS: DROPIN},
     }
 
 
@@ -233,7 +234,12 @@ def test_k3s_unit_flag_replaces_the_config_files_list(exec_start: str) -> None:
     out = plugin.loadwise_k3s_scheduler_args(
         _files((DROPIN, {"kube-scheduler-arg+": [K3S_OURS]})), exec_start
     )
-    assert out == {"args": ["bind-address=0.0.0.0"], "replaced_by": "", "cli": True}
+    assert out == {
+        "args": ["bind-address=0.0.0.0"],
+        "replaced_by": "",
+        "cli": True,
+        "origin": {"bind-address=0.0.0.0": "the unit's ExecStart"},
+    }
 
 
 def test_k3s_without_any_scheduler_arg() -> None:
@@ -241,4 +247,4 @@ def test_k3s_without_any_scheduler_arg() -> None:
         _files(("/etc/rancher/k3s/config.yaml", None), (DROPIN, {"write-kubeconfig-mode": "0644"})),
         "{ path=/usr/local/bin/k3s ; argv[]=/usr/local/bin/k3s server ; ignore_errors=no }",
     )
-    assert out == {"args": [], "replaced_by": "", "cli": False}
+    assert out == {"args": [], "replaced_by": "", "cli": False, "origin": {}}

@@ -183,6 +183,14 @@ LOAD_WATCHER = {"loadwise_extender_source": "load-watcher"}
         ),
         ({"loadwise_extender_stale_after_seconds": 10}, "loadwise_extender_stale_after_seconds"),
         (
+            {"loadwise_extender_max_stale_seconds": 120},
+            "loadwise_extender_max_stale_seconds must be a whole number of seconds, at least",
+        ),
+        (
+            {"loadwise_extender_max_stale_seconds": -1},
+            "loadwise_extender_max_stale_seconds must be a whole number of seconds, at least",
+        ),
+        (
             {**LOAD_WATCHER, "loadwise_extender_source_url": "load-watcher:2020"},
             "loadwise_extender_source_url must be an http(s):// URL",
         ),
@@ -364,3 +372,50 @@ def test_inventory_example_does_not_offer_second_scheduler_mode_for_managed_clus
     for sentence in re.split(r"(?<=[.:])\s", " ".join(block.replace("#", " ").split())):
         if "managed" in sentence.lower():
             assert re.search(r"\bno way\b|\bcannot\b|\bnot\b", sentence), sentence
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["config.yaml", "config.yaml.d/50-operator.yaml"],
+)
+def test_a_foreign_k3s_scheduler_config_stops_site_in_preflight(tmp_path: Path, where: str) -> None:
+    """An operator's own `kube-scheduler-arg: [config=...]` (k3s-io/k3s#5354's recipe) is
+    refused by the preflight play, naming the file and the flag, and no later play starts,
+    so the add-ons and the extender (play 2 and 3) are never touched."""
+    etc = tmp_path / "rancher-k3s"
+    (etc / "config.yaml.d").mkdir(parents=True)
+    (etc / "config.yaml").write_text("write-kubeconfig-mode: '0644'\n")
+    (etc / where).write_text(
+        "kube-scheduler-arg:\n  - bind-address=0.0.0.0\n  - config=/var/lib/scheduler/mine.yaml\n"
+    )
+    before = {p: p.read_bytes() for p in etc.rglob("*") if p.is_file()}
+    run = _run(
+        tmp_path,
+        INVENTORIES / "plain.ini",
+        "-e",
+        f"loadwise_scheduler_config_k3s_config_file={etc / 'config.yaml'}",
+    )
+    assert run.returncode != 0, run.stdout
+    assert f"{etc / where}: kube-scheduler-arg: config=/var/lib/scheduler/mine.yaml" in run.stdout
+    assert "Nothing was changed" in run.stdout
+    assert "PLAY [Preflight]" in run.stdout
+    assert "PLAY [Cluster add-ons" not in run.stdout
+    assert "PLAY [Extender" not in run.stdout
+    assert {p: p.read_bytes() for p in etc.rglob("*") if p.is_file()} == before
+
+
+def test_loadwise_own_k3s_scheduler_config_passes_preflight(tmp_path: Path) -> None:
+    """A re-run: the drop-in loadwise wrote last time is not a foreign config."""
+    etc = tmp_path / "rancher-k3s"
+    (etc / "config.yaml.d").mkdir(parents=True)
+    (etc / "config.yaml").write_text("kube-scheduler-arg:\n  - bind-address=0.0.0.0\n")
+    (etc / "config.yaml.d/90-loadwise.yaml").write_text(
+        "kube-scheduler-arg+:\n  - config=/etc/rancher/k3s/loadwise-scheduler-config.yaml\n"
+    )
+    run = _run(
+        tmp_path,
+        INVENTORIES / "plain.ini",
+        "-e",
+        f"loadwise_scheduler_config_k3s_config_file={etc / 'config.yaml'}",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -10,6 +10,7 @@ is false, so kubeadm-config is not read here (the lab reads it: tests/lab/test_e
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.ansible.fake_kubernetes_core import install
 from tests.ansible.fakes import path_with
 from tests.ansible.test_filter_plugin import MANIFEST, SHA, plugin
 
@@ -259,3 +261,130 @@ def test_rollback_of_an_untouched_manifest_leaves_it_for_the_byte_exact_restore(
     # rollback_manifest.yml decided "pristine": it wrote nothing, restore.yml puts the copy back.
     assert stock.read_text() == left
     assert "Remove loadwise from the current manifest" in out and "skipping: [localhost]" in out
+
+
+# --- kubeadm-config and a control plane of two nodes ---
+
+CLUSTER_CONFIGURATION = """\
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+kubernetesVersion: v1.31.2
+controlPlaneEndpoint: cp.example.lan:6443
+scheduler: {}
+"""
+
+TWO_NODES_PLAY = """\
+- name: The scheduler play's last node, as the role's tasks/main.yml includes it
+  hosts: loadwise_control_plane
+  gather_facts: false
+  serial: 1
+  max_fail_percentage: 0
+  tasks:
+    - name: Include
+      ansible.builtin.include_role:
+        name: loadwise_scheduler_config
+        tasks_from: kubeadm_config
+      when: inventory_hostname == ansible_play_hosts_all[-1]
+"""
+
+
+def _two_nodes(tmp_path: Path, cp2_converged: bool, *limit: str) -> tuple[str, str]:
+    """cp-1 and cp-2 of one kubeadm cluster, each with its own manifest; cp-1 runs loadwise's
+    --config, cp-2 too or still the stock manifest (as its automatic restore leaves it after
+    a failed restart, or as a run with --limit cp-1 leaves it). Returns the run's output and
+    kubeadm-config's ClusterConfiguration afterwards."""
+    stock = yaml.safe_load(MANIFEST.read_text().replace("@VERSION@", "v1.31.2"))
+    config = tmp_path / "loadwise-scheduler-config.yaml"
+    config.write_text("apiVersion: kubescheduler.config.k8s.io/v1\n")
+    ours = plugin.loadwise_scheduler_manifest(stock, str(config), SHA)
+    manifests = {}
+    for host, pod in (("cp-1", ours), ("cp-2", ours if cp2_converged else stock)):
+        manifests[host] = tmp_path / f"{host}-kube-scheduler.yaml"
+        manifests[host].write_text(yaml.safe_dump(pod))
+    api = tmp_path / "api.json"
+    api.write_text(
+        json.dumps(
+            {
+                "objects": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"namespace": "kube-system", "name": "kubeadm-config"},
+                        "data": {"ClusterConfiguration": CLUSTER_CONFIGURATION},
+                    }
+                ]
+            }
+        )
+    )
+    inventory = tmp_path / "inventory.yml"
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "loadwise_control_plane": {
+                    "hosts": {
+                        host: {**local, "loadwise_scheduler_config_kubeadm_manifest": str(path)}
+                        for host, path in manifests.items()
+                    }
+                }
+            }
+        )
+    )
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(TWO_NODES_PLAY)
+    extra = tmp_path / "vars.yml"
+    extra.write_text(
+        yaml.safe_dump(
+            {
+                "loadwise_preflight_detected_flavour": "kubeadm",
+                "loadwise_scheduler_config_kubeadm_config_path": str(config),
+                "loadwise_backup_dir": str(tmp_path / "backup"),
+            }
+        )
+    )
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            str(inventory),
+            "-e",
+            f"@{extra}",
+            *limit,
+            str(playbook),
+        ],
+        cwd=ROOT,
+        env={
+            **path_with(tmp_path / "bin", {}),
+            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+            "ANSIBLE_COLLECTIONS_PATH": str(install(tmp_path)),
+            "ANSIBLE_NOCOLOR": "1",
+            "LOADWISE_FAKE_API": str(api),
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = f"rc={proc.returncode}\n{proc.stdout}{proc.stderr}"
+    stored = json.loads(api.read_text())["objects"][0]["data"]["ClusterConfiguration"]
+    return out, str(stored)
+
+
+def test_kubeadm_config_is_left_alone_while_a_node_lacks_loadwise(tmp_path: Path) -> None:
+    """A run that got to the last node of the play while another control-plane node does not
+    run loadwise's config (here: --limit cp-1) must not point kubeadm-config at a file that
+    node lacks: its next `kubeadm upgrade node` would render a scheduler that cannot start."""
+    out, stored = _two_nodes(tmp_path, False, "--limit", "cp-1")
+    assert out.startswith("rc=0"), out
+    assert stored == CLUSTER_CONFIGURATION
+    assert "kubeadm-config was not changed" in out
+    assert "cp-2 (its manifest has no --config=" in out
+
+
+def test_kubeadm_config_is_patched_once_every_node_runs_loadwise(tmp_path: Path) -> None:
+    out, stored = _two_nodes(tmp_path, True)
+    assert out.startswith("rc=0"), out
+    scheduler = yaml.safe_load(stored)["scheduler"]
+    config = str(tmp_path / "loadwise-scheduler-config.yaml")
+    assert {"name": "config", "value": config} in scheduler["extraArgs"], stored
+    assert yaml.safe_load(stored)["kubernetesVersion"] == "v1.31.2"

@@ -206,23 +206,31 @@ def loadwise_k3s_scheduler_args(config_files, exec_start=""):
     (docs.k3s.io, "Configuration File"): the last file that sets a key wins; ``key+`` appends
     to what earlier files set; CLI values of a repeatable flag replace the files' list.
     exec_start: the unit's command line (``systemctl show -p ExecStart --value``, or argv).
-    Returns {"args": [...], "replaced_by": path or "", "cli": bool}: replaced_by names the
-    last file that set the key without ``+`` (so it dropped everything before it).
+    Returns {"args": [...], "replaced_by": path or "", "cli": bool, "origin": {arg: where}}:
+    replaced_by names the last file that set the key without ``+`` (so it dropped everything
+    before it); origin names the file (or the unit's command line) each argument came from.
     """
-    args, replaced_by = [], ""
+    args: list[str] = []
+    origin: dict[str, str] = {}
+    replaced_by = ""
     for entry in config_files or []:
         data = entry.get("data") or {}
         if not isinstance(data, dict):
             continue
+        path = str(entry.get("path", ""))
         if "kube-scheduler-arg" in data:
-            args, replaced_by = _as_list(data["kube-scheduler-arg"]), str(entry.get("path", ""))
+            args, replaced_by = _as_list(data["kube-scheduler-arg"]), path
+            origin = dict.fromkeys(args, path)
         if "kube-scheduler-arg+" in data:
-            args = args + _as_list(data["kube-scheduler-arg+"])
+            added = _as_list(data["kube-scheduler-arg+"])
+            args = args + added
+            origin = {**dict.fromkeys(added, path), **origin}
     argv = exec_start if isinstance(exec_start, list) else _exec_argv(str(exec_start or ""))
     cli = _flag_values(argv, "kube-scheduler-arg")
     if cli:
-        return {"args": cli, "replaced_by": "", "cli": True}
-    return {"args": args, "replaced_by": replaced_by, "cli": False}
+        where = "the unit's ExecStart"
+        return {"args": cli, "replaced_by": "", "cli": True, "origin": dict.fromkeys(cli, where)}
+    return {"args": args, "replaced_by": replaced_by, "cli": False, "origin": origin}
 
 
 def _exec_argv(text):
