@@ -1,0 +1,298 @@
+"""The schedulers the placement benchmark compares, each run against the lab in turn.
+
+Every contender is a real kube-scheduler process with ONE profile whose ``schedulerName`` is
+the contender's name, so a scenario's pods pick the contender by ``spec.schedulerName`` and a
+pod meant for another contender is never bound by this one:
+
+- ``stock``: the lab's kube-scheduler (k8s.io/kubernetes v1.36.4, lab/build) with its default
+  plugins;
+- ``loadwise-<policy>``: the same binary plus the real loadwise-extender process on loopback
+  HTTP, configured as docs/contracts.md describes and reading the lab's load-watcher, with the
+  ``extenders:`` entry the Ansible role writes (tests/lab/e2e.py builds the same one);
+- ``trimaran-tlp`` / ``trimaran-lvrb``: kube-scheduler built from sigs.k8s.io/scheduler-plugins
+  v0.34.7 (``lab/build trimaran-scheduler``) with TargetLoadPacking or
+  LoadVariationRiskBalancing at their default arguments, reading the same load-watcher.
+
+Each scheduler's client QPS and burst are raised (``clientConnection.qps``/``burst``; the
+defaults, 50 and 100 in KubeSchedulerConfiguration v1, would cap every contender's throughput
+at the same API rate limit and hide the difference). Only one contender runs at a time: the
+lab has one kube-scheduler port (lab/components.py ``PORTS``), and ``start`` stops whatever
+kube-scheduler runs before starting its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from lab import Lab
+from lab.components import BUILD
+from lab.processes import LabError
+
+__all__ = [
+    "CONTENDERS",
+    "EXTENDER_PORT",
+    "SCHEDULER_BURST",
+    "SCHEDULER_QPS",
+    "Contender",
+    "ContenderError",
+    "available",
+    "extender_settings",
+    "scheduler_config",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEDULER_QPS = 500
+SCHEDULER_BURST = 1000
+EXTENDER_HOST = "127.0.0.1"
+# Not tests/lab/e2e.py's 18888, so a benchmark never talks to an extender a test left behind.
+EXTENDER_PORT = 18890
+# The extender's weight in the scheduler config: what the Ansible role writes by default.
+_ROLE_DEFAULTS = REPO / "roles/loadwise_scheduler_config/defaults/main.yml"
+TRIMARAN_BINARY = "trimaran-scheduler"
+# The first load document can take a minute: load-watcher collects once a minute (docs/lab.md).
+EXTENDER_READY_SECONDS = 150.0
+
+Kind = Literal["stock", "loadwise", "trimaran"]
+
+
+class ContenderError(LabError):
+    """A contender cannot be built or started; the message says which and why."""
+
+
+def extender_weight() -> int:
+    """The role's default ``loadwise_scheduler_config_weight``."""
+    return int(yaml.safe_load(_ROLE_DEFAULTS.read_text())["loadwise_scheduler_config_weight"])
+
+
+def _trimaran_profile(plugin: str, load_watcher_url: str) -> dict[str, Any]:
+    """A profile enabling one Trimaran score plugin with only ``watcherAddress`` set, so every
+    other argument is scheduler-plugins' default (apis/config/v1/defaults.go: TargetLoadPacking
+    targetUtilization 40, defaultRequests 1 CPU, defaultRequestsMultiplier 1.5;
+    LoadVariationRiskBalancing safeVarianceMargin 1, safeVarianceSensitivity 1)."""
+    score: dict[str, Any] = {"enabled": [{"name": plugin}]}
+    if plugin == "TargetLoadPacking":
+        # The plugin's README (pkg/trimaran/targetloadpacking) disables the request-based
+        # spreading scores, which pull against packing: NodeResourcesBalancedAllocation and
+        # NodeResourcesLeastAllocated, whose v1 successor is NodeResourcesFit's score
+        # (LeastAllocated strategy). NodeResourcesFit's filter stays on. The
+        # LoadVariationRiskBalancing README only enables its plugin.
+        score["disabled"] = [
+            {"name": "NodeResourcesBalancedAllocation"},
+            {"name": "NodeResourcesFit"},
+        ]
+    return {
+        "plugins": {"score": score},
+        "pluginConfig": [{"name": plugin, "args": {"watcherAddress": load_watcher_url}}],
+    }
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One scheduler setup. ``policy``: the loadwise policy (extender ``policy:``) or the
+    Trimaran plugin name; None for stock."""
+
+    name: str
+    scheduler_name: str
+    kind: Kind = "stock"
+    policy: str | None = None
+
+    @property
+    def binary(self) -> str:
+        """The lab/build name of the scheduler binary."""
+        return TRIMARAN_BINARY if self.kind == "trimaran" else "kube-scheduler"
+
+    @contextlib.contextmanager
+    def start(self, lab: Lab, workdir: Path, *, verbosity: int = 0) -> Iterator[None]:
+        """Start this contender's scheduler (and extender) against ``lab``; stop both after.
+
+        Configs go to ``workdir``, and so do the logs when it stops:
+        ``<name>.scheduler.log`` (this run's part of the lab's kube-scheduler log) and
+        ``<name>.extender.log``. ``verbosity`` is kube-scheduler's ``-v`` (Trimaran's plugins
+        log the metrics each score used at 6).
+        """
+        workdir.mkdir(parents=True, exist_ok=True)
+        binary = _binary(lab, self.binary)
+        lab.stop("kube-scheduler")
+        sched_log = lab.logs / "kube-scheduler.log"
+        offset = sched_log.stat().st_size if sched_log.exists() else 0
+        extender: subprocess.Popen[bytes] | None = None
+        try:
+            if self.kind == "loadwise":
+                extender = _start_extender(self, lab, workdir)
+            config = workdir / f"{self.name}.scheduler.yaml"
+            cfg = scheduler_config(self, lab.load_watcher_url, lab.scheduler_kubeconfig)
+            config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+            args = [f"-v={verbosity}"] if verbosity else []
+            try:
+                lab.start_scheduler(config, extra_args=args, binary=binary)
+            except LabError as exc:
+                raise ContenderError(f"{self.name}: kube-scheduler did not start: {exc}") from exc
+            yield
+        finally:
+            lab.stop("kube-scheduler")
+            if extender is not None and extender.poll() is None:
+                extender.terminate()
+                try:
+                    extender.wait(10)
+                except subprocess.TimeoutExpired:
+                    extender.kill()
+                    extender.wait(5)
+            if sched_log.exists():
+                with sched_log.open("rb") as src:
+                    src.seek(offset)
+                    (workdir / f"{self.name}.scheduler.log").write_bytes(src.read())
+
+
+def scheduler_config(
+    contender: Contender, load_watcher_url: str, kubeconfig: str = ""
+) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration (v1) for ``contender``. An empty ``kubeconfig`` is
+    filled in by Lab.start_scheduler."""
+    profile: dict[str, Any] = {"schedulerName": contender.scheduler_name}
+    if contender.kind == "trimaran":
+        if contender.policy is None:
+            raise ContenderError(f"{contender.name}: a Trimaran contender needs its plugin name")
+        profile.update(_trimaran_profile(contender.policy, load_watcher_url))
+    cfg: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {
+            "kubeconfig": kubeconfig,
+            "qps": SCHEDULER_QPS,
+            "burst": SCHEDULER_BURST,
+        },
+        "leaderElection": {"leaderElect": False},
+        "profiles": [profile],
+    }
+    if contender.kind == "loadwise":
+        cfg["extenders"] = [
+            {
+                "urlPrefix": f"http://{EXTENDER_HOST}:{EXTENDER_PORT}/scheduler",
+                "filterVerb": "filter",
+                "prioritizeVerb": "prioritize",
+                "weight": extender_weight(),
+                "nodeCacheCapable": True,
+                "httpTimeout": "2s",
+                "ignorable": True,
+            }
+        ]
+    return cfg
+
+
+def extender_settings(
+    contender: Contender, load_watcher_url: str, kubeconfig: str
+) -> dict[str, Any]:
+    """The extender's config file (docs/contracts.md) for a loadwise contender: its policy at
+    default arguments, the lab's load-watcher at the default refresh (30 s, the same period as
+    Trimaran's collector, pkg/trimaran/collector.go ``metricsUpdateIntervalSeconds``), events
+    at their defaults (on with a kubeconfig, 60 a minute), as an operator would run it."""
+    if contender.kind != "loadwise" or contender.policy is None:
+        raise ContenderError(f"{contender.name} has no extender")
+    return {
+        "listen": f"{EXTENDER_HOST}:{EXTENDER_PORT}",
+        "kubeconfig": kubeconfig,
+        "policy": contender.policy,
+        "source": {"kind": "load-watcher", "url": load_watcher_url},
+    }
+
+
+def _start_extender(contender: Contender, lab: Lab, workdir: Path) -> subprocess.Popen[bytes]:
+    """``python -m extender`` from this checkout (not whatever ``loadwise-extender`` the
+    virtualenv's install points at), waited for until ``/readyz`` answers 200."""
+    config = workdir / f"{contender.name}.extender.yaml"
+    config.write_text(
+        yaml.safe_dump(extender_settings(contender, lab.load_watcher_url, lab.kubeconfig))
+    )
+    log = workdir / f"{contender.name}.extender.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "extender", "--config", str(config)],
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://{EXTENDER_HOST}:{EXTENDER_PORT}/readyz"
+    deadline, last = time.monotonic() + EXTENDER_READY_SECONDS, ""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ContenderError(
+                f"{contender.name}: the extender exited with {proc.returncode}:\n"
+                f"{log.read_text(errors='replace')[-3000:]}"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except urllib.error.HTTPError as exc:
+            last = f"{exc.code} {exc.read().decode(errors='replace').strip()}"
+        except OSError as exc:
+            last = str(exc)
+        time.sleep(1)
+    proc.terminate()
+    proc.wait(10)
+    raise ContenderError(
+        f"{contender.name}: the extender was not ready after {EXTENDER_READY_SECONDS:.0f} s "
+        f"({last}); log: {log}"
+    )
+
+
+def _build(name: str) -> str:
+    """lab/build NAME (instant when cached); the binary's path, or ContenderError with the
+    end of the build's output."""
+    if shutil.which("go") is None and not Path("/usr/local/go/bin/go").exists():
+        raise ContenderError(f"cannot build {name}: Go is not installed (docs/lab.md)")
+    res = subprocess.run([str(BUILD), name], capture_output=True, text=True)
+    for line in res.stdout.splitlines():
+        key, _, path = line.partition("=")
+        if key == name and path and res.returncode == 0:
+            return path
+    tail = "\n".join(res.stderr.strip().splitlines()[-15:])
+    raise ContenderError(f"lab/build {name} failed (exit {res.returncode}):\n{tail}")
+
+
+def _binary(lab: Lab, name: str) -> str:
+    if name == "kube-scheduler":
+        return lab.binaries([name])[name]
+    return _build(name)
+
+
+CONTENDERS: dict[str, Contender] = {
+    c.name: c
+    for c in (
+        Contender("stock", "stock"),
+        Contender("loadwise-least-used", "loadwise-least-used", "loadwise", "least-used"),
+        Contender("loadwise-tlp", "loadwise-tlp", "loadwise", "target-load-packing"),
+        Contender("loadwise-lvrb", "loadwise-lvrb", "loadwise", "load-variation-risk-balancing"),
+        Contender("trimaran-tlp", "trimaran-tlp", "trimaran", "TargetLoadPacking"),
+        Contender("trimaran-lvrb", "trimaran-lvrb", "trimaran", "LoadVariationRiskBalancing"),
+    )
+}
+
+
+def available(lab: Lab) -> dict[str, Contender | str]:
+    """Every contender, or the reason it cannot run here. Builds what is missing (the
+    Trimaran scheduler takes ~15-25 min cold on 2 cores; cached after)."""
+    out: dict[str, Contender | str] = {}
+    reasons: dict[str, str] = {}
+    for name, c in CONTENDERS.items():
+        if c.binary not in reasons:
+            try:
+                _binary(lab, c.binary)
+                reasons[c.binary] = ""
+            except (ContenderError, LabError, subprocess.CalledProcessError, OSError) as exc:
+                reasons[c.binary] = f"{c.binary}: {exc}"
+        out[name] = reasons[c.binary] or c
+    return out

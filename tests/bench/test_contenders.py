@@ -1,0 +1,112 @@
+"""The placement benchmark's contenders produce configs their real counterparts accept:
+one profile per scheduler under the contender's own schedulerName (so a scenario's pods are
+bound by that contender alone), client QPS raised, the extender on loopback and configured
+as extender/config.py validates it."""
+
+from __future__ import annotations
+
+from ipaddress import ip_address
+from urllib.parse import urlsplit
+
+import pytest
+
+from benchmarks.placement.contenders import (
+    CONTENDERS,
+    SCHEDULER_BURST,
+    SCHEDULER_QPS,
+    Contender,
+    ContenderError,
+    extender_settings,
+    extender_weight,
+    scheduler_config,
+)
+from extender.config import load_settings
+from extender.policies import POLICY_NAMES
+
+WATCHER = "http://127.0.0.1:2020"
+WANTED = {
+    "stock",
+    "loadwise-least-used",
+    "loadwise-tlp",
+    "loadwise-lvrb",
+    "trimaran-tlp",
+    "trimaran-lvrb",
+}
+
+
+def test_the_contenders_the_issue_names():
+    assert set(CONTENDERS) == WANTED
+    assert all(c.name == name for name, c in CONTENDERS.items())
+    assert len({c.scheduler_name for c in CONTENDERS.values()}) == len(CONTENDERS)
+
+
+@pytest.mark.parametrize("name", sorted(WANTED))
+def test_one_profile_under_its_own_scheduler_name(name):
+    c = CONTENDERS[name]
+    cfg = scheduler_config(c, WATCHER, "/run/scheduler.kubeconfig")
+    assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert cfg["kind"] == "KubeSchedulerConfiguration"
+    [profile] = cfg["profiles"]
+    assert profile["schedulerName"] == c.scheduler_name != "default-scheduler"
+    cc = cfg["clientConnection"]
+    # above the v1 defaults (qps 50, burst 100) that would throttle every contender alike
+    assert cc["qps"] == SCHEDULER_QPS > 50
+    assert cc["burst"] == SCHEDULER_BURST > 100
+    assert cc["kubeconfig"] == "/run/scheduler.kubeconfig"
+    assert cfg["leaderElection"] == {"leaderElect": False}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in WANTED if n.startswith("loadwise-")))
+def test_loadwise_contenders_call_their_extender_on_loopback(name):
+    c = CONTENDERS[name]
+    cfg = scheduler_config(c, WATCHER)
+    [ext] = cfg["extenders"]
+    url = urlsplit(ext["urlPrefix"])
+    assert url.scheme == "http" and ip_address(url.hostname or "").is_loopback
+    assert url.path == "/scheduler"
+    assert (ext["filterVerb"], ext["prioritizeVerb"]) == ("filter", "prioritize")
+    assert ext["weight"] == extender_weight() >= 1
+    assert ext["ignorable"] is True and ext["nodeCacheCapable"] is True
+    # no plugin changes: stock kube-scheduler plus the extender
+    assert set(cfg["profiles"][0]) == {"schedulerName"}
+
+    settings = load_settings(overrides=extender_settings(c, WATCHER, "/run/admin.kubeconfig"))
+    assert settings.policy == c.policy and settings.policy in POLICY_NAMES
+    assert settings.source.kind == "load-watcher" and settings.source.url == WATCHER
+    # the scheduler calls the address the extender listens on
+    assert settings.host_port == (url.hostname, url.port)
+
+
+def test_the_three_loadwise_policies_are_all_covered():
+    policies = {c.policy for c in CONTENDERS.values() if c.kind == "loadwise"}
+    assert policies == set(POLICY_NAMES)
+
+
+@pytest.mark.parametrize(
+    ("name", "plugin"),
+    [("trimaran-tlp", "TargetLoadPacking"), ("trimaran-lvrb", "LoadVariationRiskBalancing")],
+)
+def test_trimaran_contenders_enable_one_plugin_reading_load_watcher(name, plugin):
+    c = CONTENDERS[name]
+    assert c.binary == "trimaran-scheduler"
+    cfg = scheduler_config(c, WATCHER)
+    assert "extenders" not in cfg
+    [profile] = cfg["profiles"]
+    assert profile["plugins"]["score"]["enabled"] == [{"name": plugin}]
+    # defaults: only the load-watcher address is set
+    assert profile["pluginConfig"] == [{"name": plugin, "args": {"watcherAddress": WATCHER}}]
+
+
+def test_stock_is_the_lab_scheduler_unchanged():
+    c = CONTENDERS["stock"]
+    assert c.binary == "kube-scheduler"
+    cfg = scheduler_config(c, WATCHER)
+    assert "extenders" not in cfg
+    assert cfg["profiles"] == [{"schedulerName": "stock"}]
+
+
+def test_no_extender_config_for_a_contender_without_one():
+    with pytest.raises(ContenderError, match="trimaran-tlp has no extender"):
+        extender_settings(CONTENDERS["trimaran-tlp"], WATCHER, "")
+    with pytest.raises(ContenderError, match="x has no extender"):
+        extender_settings(Contender("x", "x", "loadwise"), WATCHER, "")
