@@ -29,9 +29,20 @@ def _save(path: Path, started: str, notes: list[str], results: list[RunResult]) 
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
+def _load(path: Path) -> tuple[str, list[str], list[RunResult]]:
+    doc = json.loads(path.read_text())
+    return doc["started"], list(doc["notes"]), [RunResult.from_json(r) for r in doc["results"]]
+
+
 def measure(
-    scenarios: list[scenario.Scenario], wanted: list[str] | None, results_file: Path
+    scenarios: list[scenario.Scenario],
+    wanted: list[str] | None,
+    results_file: Path,
+    *,
+    append: bool = False,
 ) -> tuple[str, list[str], list[RunResult]]:
+    """Run; with `append`, keep the results already in `results_file` for the pairs of
+    scenario and contender not run again (e.g. a contender whose build came later)."""
     from benchmarks.placement.contenders import CONTENDERS, available
 
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -41,6 +52,12 @@ def measure(
         raise PlacementError(f"unknown contenders {unknown} (have: {', '.join(CONTENDERS)})")
     notes: list[str] = []
     results: list[RunResult] = []
+    if append and results_file.exists():
+        first, notes, old = _load(results_file)
+        started = f"{first}, then {started}"
+        rerun = {(s.name, n) for s in scenarios for n in names}
+        results = [r for r in old if (r.scenario, r.contender) not in rerun]
+        notes = [n for n in notes if not any(n.startswith(f"{c} not run") for c in names)]
     with lab_session() as lab, tempfile.TemporaryDirectory(prefix="placement-") as tmp:
         can = available(lab)
         for name in names:
@@ -68,20 +85,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--contenders", nargs="+", help="contender names (default: all)")
     ap.add_argument("--out", type=Path, default=Path("docs"), help="where placement.md goes")
     ap.add_argument("--from-results", type=Path, help="render from a results.json, no lab")
+    ap.add_argument(
+        "--append", action="store_true", help="keep earlier results of pairs not run again"
+    )
     ap.add_argument("--note", action="append", default=[], help="a line for the report's notes")
     a = ap.parse_args(argv)
     try:
         if a.from_results:
-            doc = json.loads(a.from_results.read_text())
-            results = [RunResult.from_json(r) for r in doc["results"]]
+            started, notes, results = _load(a.from_results)
             names = list(dict.fromkeys(r.scenario for r in results))
             scenarios = scenario.select(a.scenarios or names)
-            started, notes = doc["started"], list(doc["notes"])
         else:
             scenarios = scenario.select(a.scenarios)
             started, notes, results = measure(
-                scenarios, a.contenders, a.out / "placement" / "results.json"
+                scenarios, a.contenders, a.out / "placement" / "results.json", append=a.append
             )
+            order = [s.name for s in scenarios]
+            scenarios += [
+                s
+                for s in scenario.select(dict.fromkeys(r.scenario for r in results))
+                if s.name not in order
+            ]
         md = report.write(a.out, scenarios, results, started=started, notes=notes + a.note)
     except PlacementError as exc:
         print(f"placement: {exc}", file=sys.stderr)

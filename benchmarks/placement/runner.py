@@ -359,7 +359,11 @@ def _create(
 
     def one(doc: dict[str, Any]) -> None:
         t = time.monotonic()
-        core.create_namespaced_pod(NAMESPACE, doc, _preload_content=False)
+        # Raw response: decoding the created Pod into the client's models costs more CPU
+        # than the request; read it and hand the connection back to the pool.
+        resp = core.create_namespaced_pod(NAMESPACE, doc, _preload_content=False)
+        resp.read()
+        resp.release_conn()
         created[doc["metadata"]["name"]] = t
 
     if rate is None:
