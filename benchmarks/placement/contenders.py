@@ -22,6 +22,7 @@ kube-scheduler runs before starting its own.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import shutil
 import subprocess
@@ -250,17 +251,25 @@ def _start_extender(contender: Contender, lab: Lab, workdir: Path) -> subprocess
 
 
 def _build(name: str) -> str:
-    """lab/build NAME (instant when cached); the binary's path, or ContenderError with the
-    end of the build's output."""
+    """lab/build NAME (instant when cached; its progress lines go to stderr as they come);
+    the binary's path, or ContenderError with the end of the build's output."""
     if shutil.which("go") is None and not Path("/usr/local/go/bin/go").exists():
         raise ContenderError(f"cannot build {name}: Go is not installed (docs/lab.md)")
-    res = subprocess.run([str(BUILD), name], capture_output=True, text=True)
-    for line in res.stdout.splitlines():
+    tail: collections.deque[str] = collections.deque(maxlen=15)
+    with subprocess.Popen(
+        [str(BUILD), name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stderr is not None and proc.stdout is not None  # both are PIPEs
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            tail.append(line.rstrip("\n"))
+        out = proc.stdout.read()
+    for line in out.splitlines():
         key, _, path = line.partition("=")
-        if key == name and path and res.returncode == 0:
+        if key == name and path and proc.returncode == 0:
             return path
-    tail = "\n".join(res.stderr.strip().splitlines()[-15:])
-    raise ContenderError(f"lab/build {name} failed (exit {res.returncode}):\n{tail}")
+    text = "\n".join(tail)
+    raise ContenderError(f"lab/build {name} failed (exit {proc.returncode}):\n{text}")
 
 
 def _binary(lab: Lab, name: str) -> str:

@@ -16,6 +16,7 @@ from benchmarks.placement.contenders import (
     SCHEDULER_QPS,
     Contender,
     ContenderError,
+    _build,
     extender_settings,
     extender_weight,
     scheduler_config,
@@ -110,3 +111,13 @@ def test_no_extender_config_for_a_contender_without_one():
         extender_settings(CONTENDERS["trimaran-tlp"], WATCHER, "")
     with pytest.raises(ContenderError, match="x has no extender"):
         extender_settings(Contender("x", "x", "loadwise"), WATCHER, "")
+
+
+def test_a_binary_that_cannot_be_built_gives_lab_builds_reason():
+    # the real lab/build, which refuses an unknown name before building anything
+    with pytest.raises(ContenderError) as exc:
+        _build("no-such-scheduler")
+    msg = str(exc.value)
+    assert msg.startswith("lab/build no-such-scheduler failed (exit 1):")
+    assert "unknown binary 'no-such-scheduler'" in msg
+    assert "trimaran-scheduler" in msg  # lab/build lists the names it knows, tools included
