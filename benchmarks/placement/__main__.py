@@ -45,7 +45,7 @@ def measure(
     scenario and contender not run again (e.g. a contender whose build came later)."""
     from benchmarks.placement.contenders import CONTENDERS, available
 
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    started = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (commit {report.commit()})"
     names = wanted or list(CONTENDERS)
     unknown = [n for n in names if n not in CONTENDERS]
     if unknown:
