@@ -2,7 +2,7 @@
 #   make demo   the product's main job; on one machine with no cluster, the lab demo
 #               (first run builds the real control plane from Go modules, ~25 min)
 #   make test   set up everything from scratch and run the whole test suite
-.PHONY: demo demo-offline lab-up lab-down test setup unit lint bench soak
+.PHONY: demo demo-offline lab-up lab-down test setup unit lint bench bench-placement soak
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -30,6 +30,18 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/prioritize.py
+
+# Placement quality and scheduling cost against the stock scheduler and Trimaran, on the lab
+# (docs/placement.md). Builds what it needs first (Go builds and the lab each under their
+# machine-wide lock; the Trimaran scheduler only where lab/build knows it); a contender
+# whose build failed is reported as not run. PLACEMENT_ARGS="--scenarios hog burst".
+bench-placement: setup
+	flock /tmp/loadwise-go.lock lab/build >/dev/null
+	if grep -q trimaran-scheduler lab/build; then \
+		flock /tmp/loadwise-go.lock lab/build trimaran-scheduler >/dev/null || \
+		echo "bench-placement: the Trimaran build failed; its contenders will be reported as not run"; \
+	fi
+	flock /tmp/loadwise-lab.lock $(PY) -m benchmarks.placement $(PLACEMENT_ARGS)
 
 # Memory under a steady stream of pods (benchmarks/soak.py; SOAK_ARGS="--seconds 900").
 soak: setup

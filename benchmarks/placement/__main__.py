@@ -1,0 +1,118 @@
+"""python -m benchmarks.placement [--scenarios A B] [--contenders X Y] [--out docs]
+
+Runs every selected scenario against every selected contender on the lab (one at a time,
+from freshly reset node state), then writes <out>/placement.md, <out>/placement/*.png and
+<out>/placement/results.json (the raw timings and bindings; `--from-results` renders the
+report again from such a file without a lab). It is a measurement: the exit status is 0
+when goals are missed (the report says so), non-zero only when something broke.
+
+Use the lab lock: `flock /tmp/loadwise-lab.lock python -m benchmarks.placement`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.placement import report, scenario
+from benchmarks.placement.exceptions import PlacementError
+from benchmarks.placement.runner import RunResult, cleanup, lab_session, run
+
+
+def _save(path: Path, started: str, notes: list[str], results: list[RunResult]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"started": started, "notes": notes, "results": [r.to_json() for r in results]}
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def _load(path: Path) -> tuple[str, list[str], list[RunResult]]:
+    doc = json.loads(path.read_text())
+    return doc["started"], list(doc["notes"]), [RunResult.from_json(r) for r in doc["results"]]
+
+
+def measure(
+    scenarios: list[scenario.Scenario],
+    wanted: list[str] | None,
+    results_file: Path,
+    *,
+    append: bool = False,
+) -> tuple[str, list[str], list[RunResult]]:
+    """Run; with `append`, keep the results already in `results_file` for the pairs of
+    scenario and contender not run again (e.g. a contender whose build came later)."""
+    from benchmarks.placement.contenders import CONTENDERS, available
+
+    started = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (commit {report.commit()})"
+    names = wanted or list(CONTENDERS)
+    unknown = [n for n in names if n not in CONTENDERS]
+    if unknown:
+        raise PlacementError(f"unknown contenders {unknown} (have: {', '.join(CONTENDERS)})")
+    notes: list[str] = []
+    results: list[RunResult] = []
+    if append and results_file.exists():
+        first, notes, old = _load(results_file)
+        started = f"{first}, then {started}"
+        rerun = {(s.name, n) for s in scenarios for n in names}
+        results = [r for r in old if (r.scenario, r.contender) not in rerun]
+        notes = [n for n in notes if not any(n.startswith(f"{c} not run") for c in names)]
+    with lab_session() as lab, tempfile.TemporaryDirectory(prefix="placement-") as tmp:
+        can = available(lab)
+        for name in names:
+            if isinstance(can.get(name), str):
+                notes.append(f"{name} not run: {can[name]}")
+                print(f"placement: {notes[-1]}", flush=True)
+        try:
+            for sc in scenarios:
+                for name in names:
+                    c = can.get(name)
+                    if c is None or isinstance(c, str):
+                        continue
+                    if sc.contenders is not None and name not in sc.contenders:
+                        continue
+                    results.append(run(lab, sc, c, Path(tmp)))
+                    _save(results_file, started, notes, results)
+        finally:
+            cleanup(lab)
+    return started, notes, results
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.placement", description=__doc__)
+    ap.add_argument("--scenarios", nargs="+", help="scenario names (default: all but smoke)")
+    ap.add_argument("--contenders", nargs="+", help="contender names (default: all)")
+    ap.add_argument("--out", type=Path, default=Path("docs"), help="where placement.md goes")
+    ap.add_argument("--from-results", type=Path, help="render from a results.json, no lab")
+    ap.add_argument(
+        "--append", action="store_true", help="keep earlier results of pairs not run again"
+    )
+    ap.add_argument("--note", action="append", default=[], help="a line for the report's notes")
+    a = ap.parse_args(argv)
+    try:
+        if a.from_results:
+            started, notes, results = _load(a.from_results)
+            names = list(dict.fromkeys(r.scenario for r in results))
+            scenarios = scenario.select(a.scenarios or names)
+        else:
+            scenarios = scenario.select(a.scenarios)
+            started, notes, results = measure(
+                scenarios, a.contenders, a.out / "placement" / "results.json", append=a.append
+            )
+            order = [s.name for s in scenarios]
+            scenarios += [
+                s
+                for s in scenario.select(dict.fromkeys(r.scenario for r in results))
+                if s.name not in order
+            ]
+        md = report.write(a.out, scenarios, results, started=started, notes=notes + a.note)
+    except PlacementError as exc:
+        print(f"placement: {exc}", file=sys.stderr)
+        return 2
+    print(f"placement: wrote {md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""What a placement is worth, from the scenario's ground truth: pure functions.
+
+Utilisation is computed from what the scenario *declares* (a node's background usage plus
+the actual usage of the pods bound to it, over its capacity), not read back from
+metrics-server: the lab's metrics are the input the contenders decide on, the ground truth
+is what the decision did. Capacity, not allocatable, as load-watcher reports percentages
+(paypal/load-watcher pkg/watcher/internal/metricsprovider/k8s.go).
+
+The offline lower bound on the maximum utilisation (`lower_bound`), per resource:
+
+* Water-filling. Let node i have capacity C_i > 0 and background B_i, and let the pods'
+  total usage be U. In any assignment node i receives x_i >= 0 with sum x_i = U. If the
+  assignment's maximum utilisation is M, then (B_i + x_i) / C_i <= M for every i, so
+  x_i <= max(0, M C_i - B_i), and U = sum x_i <= f(M) := sum_i max(0, M C_i - B_i).
+  f is continuous and non-decreasing, and strictly increasing wherever f > 0; L is the
+  least level with f(L) = U. If M < L then f(M) < U when U > 0 (and when U = 0 the claim
+  M >= L = min_i B_i/C_i is trivial), a contradiction; so M >= L.
+* Background: every node keeps its background, so M >= max_i B_i / C_i.
+* Indivisible pods: pod p must be on some node, where utilisation is at least
+  (B_i + u_p) / C_i, so M >= max_p min_i (B_i + u_p) / C_i.
+
+Each is a relaxation of the real problem (splittable pods, no request or pod-count limit),
+so their maximum is a lower bound on what any scheduler can reach; over both resources,
+the larger of the two bounds bounds the maximum over both.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from benchmarks.placement.scenario import Node, Resources
+
+HOT_THRESHOLD = 0.80  # "nodes above 80 %" (issue #13)
+
+
+@dataclass(frozen=True)
+class NodeLoad:
+    """One node after placement: its ground-truth usage and the pods it got."""
+
+    name: str
+    capacity: Resources
+    used: Resources
+    pods: int
+    hot: bool
+
+    @property
+    def cpu(self) -> float:
+        """CPU utilisation, a fraction of capacity."""
+        return self.used.cpu / self.capacity.cpu
+
+    @property
+    def memory(self) -> float:
+        return self.used.memory / self.capacity.memory
+
+    @property
+    def peak(self) -> float:
+        return max(self.cpu, self.memory)
+
+
+def node_loads(
+    nodes: Sequence[Node], usage: Mapping[str, Resources], bindings: Mapping[str, str]
+) -> list[NodeLoad]:
+    """Per node: background + the actual usage of the pods bound there (`bindings`: pod ->
+    node). A pod bound to a node the scenario does not name is an error in the run."""
+    by_name = {n.name: n for n in nodes}
+    cpu = {n.name: n.background.cpu for n in nodes}
+    mem = {n.name: n.background.memory for n in nodes}
+    count: Counter[str] = Counter()
+    for pod, node in bindings.items():
+        if node not in by_name:
+            raise ValueError(f"pod {pod} is bound to {node!r}, not a node of the scenario")
+        u = usage[pod]
+        cpu[node] += u.cpu
+        mem[node] += u.memory
+        count[node] += 1
+    return [
+        NodeLoad(n.name, n.capacity, Resources(cpu[n.name], mem[n.name]), count[n.name], n.hot)
+        for n in nodes
+    ]
+
+
+@dataclass(frozen=True)
+class Summary:
+    max_cpu: float
+    max_memory: float
+    std_cpu: float
+    std_memory: float
+    over_80: int
+    pods_on_hot: int
+    hottest: str  # the node with the highest utilisation of either resource
+
+    @property
+    def max_util(self) -> float:
+        return max(self.max_cpu, self.max_memory)
+
+
+def summarise(loads: Sequence[NodeLoad]) -> Summary:
+    """Max and population standard deviation of utilisation per resource over the nodes,
+    the nodes above 80 % in either resource, and the pods on nodes marked hot."""
+    if not loads:
+        raise ValueError("no nodes to summarise")
+    hottest = max(loads, key=lambda n: (n.peak, n.name))
+    return Summary(
+        max_cpu=max(n.cpu for n in loads),
+        max_memory=max(n.memory for n in loads),
+        std_cpu=statistics.pstdev(n.cpu for n in loads),
+        std_memory=statistics.pstdev(n.memory for n in loads),
+        over_80=sum(1 for n in loads if n.peak > HOT_THRESHOLD),
+        pods_on_hot=sum(n.pods for n in loads if n.hot),
+        hottest=hottest.name,
+    )
+
+
+def water_level(capacity: Sequence[float], background: Sequence[float], total: float) -> float:
+    """The least L with sum_i max(0, L*C_i - B_i) = total (all C_i > 0, total >= 0)."""
+    if len(capacity) != len(background) or not capacity:
+        raise ValueError("one capacity and one background per node, at least one node")
+    if any(c <= 0 for c in capacity) or total < 0:
+        raise ValueError("capacities must be > 0 and the total >= 0")
+    # Nodes start filling at their own level B_i/C_i; add them in that order.
+    order = sorted(zip(capacity, background, strict=True), key=lambda cb: cb[1] / cb[0])
+    sum_c = sum_b = 0.0
+    for k, (c, b) in enumerate(order):
+        sum_c += c
+        sum_b += b
+        level = (total + sum_b) / sum_c
+        nxt = order[k + 1][1] / order[k + 1][0] if k + 1 < len(order) else math.inf
+        if level <= nxt:
+            return level
+    raise AssertionError("unreachable: the last node's next level is infinite")
+
+
+@dataclass(frozen=True)
+class Bound:
+    cpu: float
+    memory: float
+
+    @property
+    def overall(self) -> float:
+        return max(self.cpu, self.memory)
+
+
+def _bound(caps: list[float], bgs: list[float], pods: list[float]) -> float:
+    fill = water_level(caps, bgs, sum(pods))
+    background = max(b / c for c, b in zip(caps, bgs, strict=True))
+    single = max(
+        (min((b + u) / c for c, b in zip(caps, bgs, strict=True)) for u in pods), default=0
+    )
+    return max(fill, background, single)
+
+
+def lower_bound(nodes: Sequence[Node], usage: Iterable[Resources]) -> Bound:
+    """A proven lower bound on the maximum utilisation any placement of the pods reaches
+    (the module's docstring has the proof)."""
+    pods = list(usage)
+    return Bound(
+        cpu=_bound(
+            [n.capacity.cpu for n in nodes],
+            [n.background.cpu for n in nodes],
+            [p.cpu for p in pods],
+        ),
+        memory=_bound(
+            [n.capacity.memory for n in nodes],
+            [n.background.memory for n in nodes],
+            [p.memory for p in pods],
+        ),
+    )
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank percentile (q in 0..100]: the smallest value with at least q % of
+    the values at or below it. No interpolation: every figure reported was observed."""
+    if not values:
+        raise ValueError("no values")
+    if not 0 < q <= 100:
+        raise ValueError(f"q must be in (0, 100], got {q}")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+@dataclass(frozen=True)
+class Timing:
+    bound: int
+    throughput: float  # pods bound per second, first creation to last binding
+    create_rate: float  # pods created per second, first to last creation
+    p50: float  # creation -> binding latency, seconds
+    p99: float
+
+
+def timing(created: Mapping[str, float], bound: Mapping[str, float]) -> Timing | None:
+    """Throughput and creation->binding latency from client-side timestamps (seconds on one
+    clock). Pods never bound are left out (the report counts them); None when none bound."""
+    lat = [bound[p] - created[p] for p in bound if p in created]
+    if not lat:
+        return None
+    start = min(created.values())
+    span = max(bound[p] for p in bound if p in created) - start
+    cspan = max(created.values()) - start
+    return Timing(
+        bound=len(lat),
+        throughput=len(lat) / span if span > 0 else math.inf,
+        create_rate=len(created) / cspan if cspan > 0 else math.inf,
+        p50=percentile(lat, 50),
+        p99=percentile(lat, 99),
+    )
