@@ -138,6 +138,11 @@ def kubeadm_config(cp_ip: str, token: str) -> str:
             "clusterName": "loadwise-lab",
             "controlPlaneEndpoint": f"{cp_ip}:6443",
             "networking": {"podSubnet": POD_SUBNET, "serviceSubnet": SERVICE_SUBNET},
+            # no kube-proxy or CoreDNS image can be assembled here yet (docs/lab.md); disabled
+            # addons also leave their images out of kubeadm's preflight image check
+            # (cmd/kubeadm/app/images/images.go, GetControlPlaneImages)
+            "proxy": {"disabled": True},
+            "dns": {"disabled": True},
         },
         {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -187,8 +192,9 @@ def _start_node(name: str, image: str) -> str:
         # other node's
         "--cgroupns=private",
         "--sysctl", "net.ipv4.ip_forward=1",
-        # containerd's overlayfs snapshots cannot live on the container's own overlay root
-        "--volume", "/var/lib/containerd",
+        # containerd's overlayfs snapshots cannot live on the container's own overlay root,
+        # and the kubelet's stats (cadvisor) want a real filesystem under /var/lib/kubelet
+        "--volume", "/var/lib/containerd", "--volume", "/var/lib/kubelet",
         image, "/sbin/init",
     )  # fmt: skip
     info = json.loads(podman("inspect", name))
@@ -224,15 +230,13 @@ def up(*, out: Any = None) -> UpResult:
     token = f"{secrets.token_hex(3)}.{secrets.token_hex(8)}"
     sh(CONTROL_PLANE, "cat > /etc/kubernetes/loadwise-kubeadm.yaml <<'EOF'\n"
        f"{kubeadm_config(ips[CONTROL_PLANE], token)}EOF\n")  # fmt: skip
-    init = sh(
+    sh(
         CONTROL_PLANE,
         "kubeadm init --config /etc/kubernetes/loadwise-kubeadm.yaml "
-        # no kube-proxy and no CoreDNS images can be assembled here yet (docs/lab.md)
-        "--skip-phases=addon/coredns,addon/kube-proxy > /var/log/kubeadm-init.log 2>&1 "
+        "> /var/log/kubeadm-init.log 2>&1 "
         "|| { tail -40 /var/log/kubeadm-init.log; exit 1; }",
         timeout=600,
     )
-    del init
     ca_hash = sh(
         CONTROL_PLANE,
         "openssl x509 -pubkey -noout -in /etc/kubernetes/pki/ca.crt | "

@@ -27,7 +27,11 @@ MANIFEST = "/etc/kubernetes/manifests/kube-scheduler.yaml"
 
 @pytest.fixture(scope="module")
 def cluster():
-    res = realnodes.up()
+    try:
+        res = realnodes.up()
+    except BaseException:
+        realnodes.down()  # the error names the step and carries its log's tail
+        raise
     try:
         yield res
     finally:
