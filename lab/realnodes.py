@@ -92,8 +92,10 @@ def node_subnet(index: int) -> str:
 
 
 def cni_conflist(index: int) -> dict[str, Any]:
-    """bridge + host-local for one node, and loopback for the pod's lo. No masquerading:
-    pods only talk to each other and to the nodes, all inside podman's network."""
+    """bridge + host-local for one node. No masquerading: pods only talk to each other and
+    to the nodes, all inside podman's network. The pod's lo is not in the chain: containerd
+    sets it up itself with the loopback plugin (go-cni's loopback network), and the plugin
+    refuses an interface that has a non-loopback address (plugins/main/loopback)."""
     return {
         "cniVersion": "1.0.0",
         "name": "loadwise-lab",
@@ -109,7 +111,6 @@ def cni_conflist(index: int) -> dict[str, Any]:
                     "routes": [{"dst": "0.0.0.0/0"}],
                 },
             },
-            {"type": "loopback"},
         ],
     }
 
