@@ -39,6 +39,10 @@ POD_SUBNET = "10.244.0.0/16"
 SERVICE_SUBNET = "10.96.0.0/12"
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 IMAGE_ARCHIVE = "/opt/loadwise/images/control-plane.tar"
+# On a failed init/join: the kubelet's and containerd's last errors, where the cause usually is.
+KUBELET_TAIL = (
+    "journalctl -u kubelet -u containerd --no-pager | grep -E ' E[0-9]{4} |level=error' | tail -8"
+)
 # Preflight checks that fail in these containers for reasons that do not apply, each named
 # (kubeadm's check names, cmd/kubeadm/app/preflight/checks.go):
 #  - SystemVerification: this machine has a cgroup v1 hierarchy, which kubeadm 1.36 reports
@@ -73,7 +77,7 @@ def sh(node: str, script: str, *, timeout: float = 120, check: bool = True) -> s
                           capture_output=True, text=True, timeout=timeout)  # fmt: skip
     if check and proc.returncode != 0:
         raise LabError(
-            f"{node}: {script!r} -> {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+            f"{node}: {script!r} -> {proc.returncode}\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
         )
     return proc.stdout
 
@@ -235,7 +239,7 @@ def up(*, out: Any = None) -> UpResult:
         CONTROL_PLANE,
         "kubeadm init --config /etc/kubernetes/loadwise-kubeadm.yaml "
         "> /var/log/kubeadm-init.log 2>&1 "
-        "|| { tail -40 /var/log/kubeadm-init.log; exit 1; }",
+        "|| { tail -15 /var/log/kubeadm-init.log; " + KUBELET_TAIL + "; exit 1; }",
         timeout=600,
     )
     ca_hash = sh(
@@ -250,7 +254,8 @@ def up(*, out: Any = None) -> UpResult:
             f"kubeadm join {ips[CONTROL_PLANE]}:6443 --token {token} "
             f"--discovery-token-ca-cert-hash sha256:{ca_hash} --node-name {name} "
             f"--cri-socket {CRI_SOCKET} --ignore-preflight-errors={ignore} "
-            "> /var/log/kubeadm-join.log 2>&1 || { tail -40 /var/log/kubeadm-join.log; exit 1; }",
+            "> /var/log/kubeadm-join.log 2>&1 "
+            "|| { tail -15 /var/log/kubeadm-join.log; " + KUBELET_TAIL + "; exit 1; }",
             timeout=600,
         )
     kubeconfig = run / "admin.conf"
