@@ -268,32 +268,38 @@ def up(*, out: Any = None) -> UpResult:
     return UpResult(kubeconfig, seconds, image)
 
 
-def _get(kubeconfig: Path, path: str) -> dict[str, Any]:
-    """GET an API path as JSON with the admin kubeconfig (the official client; no kubectl)."""
-    from kubernetes import config
+def _get(kubeconfig: Path, namespace: str | None = None) -> dict[str, Any]:
+    """Nodes (no namespace) or a namespace's pods as JSON, with the admin kubeconfig (the
+    official client; there is no kubectl here)."""
+    from kubernetes import client, config
 
     api = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
     try:
-        resp = api.call_api(path, "GET", auth_settings=["BearerToken"], _preload_content=False,
-                            _request_timeout=10)  # fmt: skip
-        data = json.loads(resp[0].data)
+        core = client.CoreV1Api(api)
+        # _preload_content=False: the raw urllib3 response, read as plain JSON
+        raw: Any = (
+            core.list_node(_preload_content=False, _request_timeout=10)
+            if namespace is None
+            else core.list_namespaced_pod(namespace, _preload_content=False, _request_timeout=10)
+        )
+        data = json.loads(raw.data)
     finally:
         api.close()
     if not isinstance(data, dict):
-        raise LabError(f"GET {path}: not a JSON object")
+        raise LabError("the API answered something other than a JSON object")
     return data
 
 
 def node_ready(kubeconfig: Path) -> dict[str, bool]:
     out: dict[str, bool] = {}
-    for node in _get(kubeconfig, "/api/v1/nodes")["items"]:
+    for node in _get(kubeconfig)["items"]:
         conds = {c["type"]: c["status"] for c in node["status"].get("conditions", [])}
         out[node["metadata"]["name"]] = conds.get("Ready") == "True"
     return out
 
 
 def scheduler_phase(kubeconfig: Path) -> str | None:
-    pods = _get(kubeconfig, "/api/v1/namespaces/kube-system/pods")["items"]
+    pods = _get(kubeconfig, "kube-system")["items"]
     for pod in pods:
         if pod["metadata"]["name"] == f"kube-scheduler-{CONTROL_PLANE}":
             return str(pod["status"].get("phase"))
