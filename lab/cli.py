@@ -95,6 +95,25 @@ def cmd_demo(lab: Lab, args: argparse.Namespace) -> int:
     return run(lab, args.replicas)
 
 
+def cmd_realnodes(lab: Lab, args: argparse.Namespace) -> int:
+    from lab import realnodes
+
+    if args.action == "up":
+        res = realnodes.up()
+        print(f"real-node cluster up in {res.seconds:.0f}s from {res.image}")
+        print(f"export KUBECONFIG={res.kubeconfig}")
+        return 0
+    if args.action == "down":
+        realnodes.down()
+        return 0
+    st = realnodes.status()
+    print(json.dumps(st, indent=2))
+    ok = st.get("kube_scheduler") == "Running" and all(
+        st.get("nodes_ready", {None: False}).values()
+    )
+    return 0 if ok else 3
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="scripts/lab",
@@ -125,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--replicas", type=int, default=24)
     s = sub.add_parser("build", help="build (or find cached) binaries: lab/build")
     s.add_argument("names", nargs="*")
+    s = sub.add_parser(
+        "realnodes", help="a real kubeadm cluster (containerd, kubelet) in podman containers"
+    )
+    s.add_argument("action", choices=["up", "down", "status"])
     args = p.parse_args(argv)
     lab = Lab(args.run_dir)
     handler = {
@@ -135,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         "kubeconfig": cmd_kubeconfig,
         "build": cmd_build,
         "demo": cmd_demo,
+        "realnodes": cmd_realnodes,
     }[args.cmd]
     try:
         return handler(lab, args)
