@@ -7,7 +7,7 @@ Not part of the loadwise wheel: it drives the product (`make demo`) and its end-
 tests (tests/lab/), which import it from here.
 """
 
-from lab.cluster import Lab
+from lab.cluster import Lab, session
 from lab.components import BUILD, COMPONENTS, PORTS, build_binaries
 from lab.fakenodes import DEFAULT_NODES, USAGE_CPU, USAGE_MEMORY, NodeSpec, parse_quantity
 from lab.hosts import EXTENDER_URL, ControlPlaneHost, PlaybookRun, destroy, node_image
@@ -47,5 +47,6 @@ __all__ = [
     "placements",
     "port_open",
     "scored_events",
+    "session",
     "wait_ready",
 ]

@@ -21,7 +21,8 @@ import ssl
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -338,3 +339,30 @@ class Lab:
         with urllib.request.urlopen(self.load_watcher_url + "/watcher", timeout=5) as r:
             doc: dict[str, Any] = json.loads(r.read())
             return doc
+
+
+@contextmanager
+def session(log: Callable[[str], None] | None = None) -> Iterator[Lab]:
+    """A running lab for a test session or a benchmark: the one already up, reused and left
+    running (someone ran `scripts/lab up`), or one brought up here and taken down after.
+    A lab missing a component other than the scheduler and the extender (which tests and
+    benchmarks start themselves) is taken down and brought up again."""
+    lab = Lab()
+    if lab.running():
+        processes = lab.status()["processes"]
+        missing = [
+            n
+            for n, pid in processes.items()
+            if not pid and n not in ("kube-scheduler", "loadwise-extender")
+        ]
+        if not missing:
+            if log is not None:
+                log("reusing the running lab")
+            yield lab
+            return
+        lab.down(quiet=True)
+    lab.up()
+    try:
+        yield lab
+    finally:
+        lab.down()

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from benchmarks.placement import report, scenario
 from benchmarks.placement.exceptions import PlacementError
-from benchmarks.placement.runner import RunResult, cleanup, lab_session, run
+from benchmarks.placement.runner import RunResult, cleanup, log_line, run
+from lab import session
 
 
 def _save(path: Path, started: str, notes: list[str], results: list[RunResult]) -> None:
@@ -58,7 +59,7 @@ def measure(
         rerun = {(s.name, n) for s in scenarios for n in names}
         results = [r for r in old if (r.scenario, r.contender) not in rerun]
         notes = [n for n in notes if not any(n.startswith(f"{c} not run") for c in names)]
-    with lab_session() as lab, tempfile.TemporaryDirectory(prefix="placement-") as tmp:
+    with session(log_line) as lab, tempfile.TemporaryDirectory(prefix="placement-") as tmp:
         can = available(lab)
         for name in names:
             if isinstance(can.get(name), str):

@@ -23,9 +23,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -87,7 +86,8 @@ class RunResult:
         return cls(**d)
 
 
-def _log(msg: str) -> None:
+def log_line(msg: str) -> None:
+    """One progress line of the benchmark on stdout."""
     print(f"placement: {msg}", flush=True)
 
 
@@ -244,7 +244,7 @@ def restart_load_watcher(lab: Lab) -> None:
     start_load_watcher(lab.procs, lab.kubeconfig, binary, lab.watcher)
 
 
-def reset(lab: Lab, scenario: Scenario, log: Callable[[str], None] = _log) -> None:
+def reset(lab: Lab, scenario: Scenario, log: Callable[[str], None] = log_line) -> None:
     """The scenario's initial state, observed as such by metrics-server and load-watcher."""
     t0 = time.monotonic()
     delete_pods(lab)
@@ -379,7 +379,7 @@ def _create(
 
 
 def place(
-    lab: Lab, scenario: Scenario, scheduler_name: str, log: Callable[[str], None] = _log
+    lab: Lab, scenario: Scenario, scheduler_name: str, log: Callable[[str], None] = log_line
 ) -> RunResult:
     """Create the scenario's pods (and join its nodes) with a scheduler already running;
     wait until every pod is bound or the scenario's timeout passes."""
@@ -441,7 +441,7 @@ def run(
     scenario: Scenario,
     contender: Starter,
     workdir: Path,
-    log: Callable[[str], None] = _log,
+    log: Callable[[str], None] = log_line,
 ) -> RunResult:
     """One scenario against one contender, from a freshly reset lab."""
     reset(lab, scenario, log)
@@ -460,22 +460,3 @@ def run(
         f"{result.seconds:.1f}s" + (f"; {result.error}" if result.error else "")
     )
     return result
-
-
-@contextmanager
-def lab_session(log: Callable[[str], None] = _log) -> Iterator[Lab]:
-    """A running lab: the one already up (left running), or one brought up and down here."""
-    lab = Lab()
-    if lab.running():
-        missing = [n for n, pid in lab.status()["processes"].items() if not pid]
-        missing = [n for n in missing if n not in ("kube-scheduler", "loadwise-extender")]
-        if not missing:
-            log("reusing the running lab")
-            yield lab
-            return
-        lab.down(quiet=True)
-    lab.up()
-    try:
-        yield lab
-    finally:
-        lab.down()

@@ -11,30 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from lab import Lab, destroy
+from lab import destroy, session
 from tests.lab.e2e import Extender
 
 
 @pytest.fixture(scope="package")
 def lab():
     destroy()  # a host left by `scripts/lab demo` would hold the scheduler lease
-    lab = Lab()
-    if lab.running():
-        st = lab.status()
-        missing = [
-            n
-            for n, pid in st["processes"].items()
-            if not pid and n not in ("kube-scheduler", "loadwise-extender")
-        ]
-        if not missing:
-            yield lab
-            return
-        lab.down(quiet=True)
-    lab.up()
-    try:
-        yield lab
-    finally:
-        lab.down()
+    with session() as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
