@@ -19,7 +19,7 @@ from typing import Protocol, TypeVar
 
 import msgspec
 
-from .estimate import EstimatorArgs, TLPArgs, estimate_usage, predict_tlp_cpu
+from .estimate import EstimatorArgs, TLPArgs, pod_usages, predict_tlp_cpu
 from .exceptions import QuantityError
 from .model import NodeInfo, Usage, usable_node_info
 from .nodestate import ClusterFacts
@@ -39,7 +39,16 @@ POD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 class PlacementSink(Protocol):
     """Where the watch reports pods bound to nodes and pods gone (``Ledger`` is one)."""
 
-    def bind(self, pod_key: str, node: str, usage: Usage, tlp_cpu: float, at: float) -> None: ...
+    def bind(
+        self,
+        pod_key: str,
+        node: str,
+        usage: Usage,
+        tlp_cpu: float,
+        at: float,
+        *,
+        request: Usage | None = None,
+    ) -> None: ...
 
     def forget(self, pod_key: str) -> None: ...
 
@@ -159,7 +168,7 @@ class ClusterWatch:
         if known is not None and known[0] == pod.spec.nodeName:
             return
         try:
-            usage = estimate_usage(pod, self._estimator)
+            usage, request = pod_usages(pod, self._estimator)
             tlp = float(predict_tlp_cpu(pod, self._tlp))
         except QuantityError as exc:
             # Not on the request path, so no 400 to give: leave this pod out rather
@@ -169,7 +178,7 @@ class ClusterWatch:
         self._pods[key] = (pod.spec.nodeName, usage, tlp)
         self._facts = None
         at = scheduled_at(pod) or time.time()
-        self._placements.bind(key, pod.spec.nodeName, usage, tlp, at)
+        self._placements.bind(key, pod.spec.nodeName, usage, tlp, at, request=request)
 
     def _listed_nodes(self, nodes: list[Node]) -> None:
         self.last_error = None

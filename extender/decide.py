@@ -31,14 +31,16 @@ class FilterOutcome(msgspec.Struct, frozen=True):
 def filter_nodes(
     pod: PodFacts, nodes: Sequence[NodeState], thresholds: Mapping[str, float]
 ) -> FilterOutcome:
-    """Reject a node when its estimated use after placing the pod exceeds a
-    threshold (Koordinator's rule: rounded percent > threshold)."""
+    """Reject a node when its use after placing the pod exceeds a threshold
+    (Koordinator's rule: rounded percent > threshold). The pods the measurement
+    cannot show yet, this one included, count at their requests capped at the
+    estimate (``estimate.filter_usage`` says why), not at the estimate the scores use."""
     passed: list[str] = []
     failed: dict[str, str] = {}
     for node in nodes:
         reasons = []
         for resource, threshold in thresholds.items():
-            demand = demand_after(resource, pod, node)
+            demand = demand_after(resource, pod, node, filtering=True)
             if demand is None or not demand.allocatable:
                 continue
             rounded = go_round(demand.percent)

@@ -54,22 +54,35 @@ MAX_ENTRIES = 50_000
 
 
 class Placement(msgspec.Struct, frozen=True):
+    """One pod on one node. ``usage`` is the estimator's figure (what the scores count);
+    ``request`` the smaller figure the filter counts (see ``estimate.filter_usage``)."""
+
     node: str
     usage: Usage
     tlp_cpu_millis: float
     at: float
     confirmed: bool
     seq: int = 0
+    request: Usage | None = None  # None: the same as ``usage``
 
 
 class Pending:
     """Running totals of placements on one node."""
 
-    __slots__ = ("cpu_millis", "memory_bytes", "pods", "tlp_cpu_millis")
+    __slots__ = (
+        "cpu_millis",
+        "memory_bytes",
+        "pods",
+        "request_cpu_millis",
+        "request_memory_bytes",
+        "tlp_cpu_millis",
+    )
 
     def __init__(self, usage: Usage | None = None, tlp_cpu_millis: float = 0.0, pods: int = 0):
         self.cpu_millis = usage.cpu_millis if usage else 0.0
         self.memory_bytes = usage.memory_bytes if usage else 0.0
+        self.request_cpu_millis = self.cpu_millis
+        self.request_memory_bytes = self.memory_bytes
         self.tlp_cpu_millis = tlp_cpu_millis
         self.pods = pods
 
@@ -77,14 +90,24 @@ class Pending:
     def usage(self) -> Usage:
         return Usage(self.cpu_millis, self.memory_bytes)
 
+    @property
+    def request(self) -> Usage:
+        """The same pods at the filter's figure (``Placement.request``)."""
+        return Usage(self.request_cpu_millis, self.request_memory_bytes)
+
     def add(self, p: Placement, sign: int) -> None:
         self.pods += sign
         if self.pods <= 0:  # exact zero, no float drift left behind
             self.pods = 0
             self.cpu_millis = self.memory_bytes = self.tlp_cpu_millis = 0.0
+            self.request_cpu_millis = self.request_memory_bytes = 0.0
             return
-        self.cpu_millis += sign * p.usage.cpu_millis
-        self.memory_bytes += sign * p.usage.memory_bytes
+        usage = p.usage
+        request = p.request or usage
+        self.cpu_millis += sign * usage.cpu_millis
+        self.memory_bytes += sign * usage.memory_bytes
+        self.request_cpu_millis += sign * request.cpu_millis
+        self.request_memory_bytes += sign * request.memory_bytes
         self.tlp_cpu_millis += sign * p.tlp_cpu_millis
 
     def __repr__(self) -> str:
@@ -136,10 +159,17 @@ class Ledger:
     # -- changes ------------------------------------------------------------------
 
     def _put(
-        self, key: str, node: str, usage: Usage, tlp: float, at: float, confirmed: bool
+        self,
+        key: str,
+        node: str,
+        usage: Usage,
+        tlp: float,
+        at: float,
+        confirmed: bool,
+        request: Usage | None,
     ) -> None:
         self._remove(key)
-        p = Placement(node, usage, tlp, at, confirmed, next(self._seq))
+        p = Placement(node, usage, tlp, at, confirmed, next(self._seq), request)
         self._placements[key] = p
         self._all.add(p, +1)
         if not confirmed:
@@ -160,19 +190,38 @@ class Ledger:
         if p.at > self._cut:
             self._recent.add(p, -1)  # its heap entry is now stale and will be skipped
 
-    def assume(self, pod_key: str, node: str, usage: Usage, tlp_cpu: float, at: float) -> None:
+    def assume(
+        self,
+        pod_key: str,
+        node: str,
+        usage: Usage,
+        tlp_cpu: float,
+        at: float,
+        *,
+        request: Usage | None = None,
+    ) -> None:
+        """``request``: the filter's figure for the pod (None: ``usage``)."""
         current = self._placements.get(pod_key)
         if current is not None and current.confirmed:
             return
-        self._put(pod_key, node, usage, tlp_cpu, at, confirmed=False)
+        self._put(pod_key, node, usage, tlp_cpu, at, False, request)
 
-    def bind(self, pod_key: str, node: str, usage: Usage, tlp_cpu: float, at: float) -> None:
+    def bind(
+        self,
+        pod_key: str,
+        node: str,
+        usage: Usage,
+        tlp_cpu: float,
+        at: float,
+        *,
+        request: Usage | None = None,
+    ) -> None:
         current = self._placements.get(pod_key)
         if current is not None and current.confirmed and current.node == node:
             return
         if current is not None and current.node == node:
             at = min(at, current.at)  # keep the earlier time: the pod was there already
-        self._put(pod_key, node, usage, tlp_cpu, at, confirmed=True)
+        self._put(pod_key, node, usage, tlp_cpu, at, True, request)
 
     def forget(self, pod_key: str) -> None:
         self._remove(pod_key)

@@ -167,3 +167,5 @@ class NodeState(msgspec.Struct, frozen=True):
     pending_tlp_cpu_millis: float = 0.0
     pending_pods: int = 0
     pod_count: int | None = None
+    pending_request: Amount | None = None
+    """The same pods at the filter's figure (``estimate.filter_usage``); None: ``pending``."""

@@ -96,6 +96,7 @@ def build_states(
                     pending_tlp_cpu_millis=pending.tlp_cpu_millis,
                     pending_pods=pending.pods,
                     pod_count=pod_count,
+                    pending_request=pending.request,
                 )
             )
             continue

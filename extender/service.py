@@ -324,7 +324,12 @@ class Extender:
         if len(outcome.passed) == 1:
             # kube-scheduler skips prioritize when one node is left: it goes there.
             self.ledger.assume(
-                pod.key, outcome.passed[0], pod.usage, pod.tlp_cpu_millis, self.clock()
+                pod.key,
+                outcome.passed[0],
+                pod.usage,
+                pod.tlp_cpu_millis,
+                self.clock(),
+                request=pod.request,
             )
         passed = set(outcome.passed)
         if args.nodes is not None and args.nodes.items is not None:
@@ -395,7 +400,9 @@ class Extender:
             # watch (if any) says where it really went, or the metrics show it.
             # The favourite is the only node at the top priority (to_priorities),
             # so with otherwise equal scores the scheduler picks it, not a random one.
-            self.ledger.assume(pod.key, win, pod.usage, pod.tlp_cpu_millis, now)
+            self.ledger.assume(
+                pod.key, win, pod.usage, pod.tlp_cpu_millis, now, request=pod.request
+            )
         if scored is not None:
             self._note_scores(args, pod, scored, win, why, stale)
         return msgspec.Raw(body)

@@ -40,8 +40,17 @@ class _Placements:
         self._ledger = ledger
         self._recorder = recorder
 
-    def bind(self, pod_key: str, node: str, usage: Usage, tlp_cpu: float, at: float) -> None:
-        self._ledger.bind(pod_key, node, usage, tlp_cpu, at)
+    def bind(
+        self,
+        pod_key: str,
+        node: str,
+        usage: Usage,
+        tlp_cpu: float,
+        at: float,
+        *,
+        request: Usage | None = None,
+    ) -> None:
+        self._ledger.bind(pod_key, node, usage, tlp_cpu, at, request=request)
         self._recorder.placed(pod_key, node)
 
     def forget(self, pod_key: str) -> None:

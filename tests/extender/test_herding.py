@@ -11,6 +11,7 @@ from aiohttp.test_utils import TestServer
 
 from extender.cluster import ClusterWatch
 from extender.config import load_settings
+from extender.estimate import demand_after, pod_facts, pod_usages
 from extender.events import Decision
 from extender.exceptions import SourceError
 from extender.ledger import Ledger
@@ -20,7 +21,7 @@ from extender.server import make_app
 from extender.service import NEUTRAL_PRIORITY, Extender
 from extender.wire import Node, Pod, decode_args
 
-from .helpers import StaticSource, container, node_info, node_json, pod_json
+from .helpers import StaticSource, container, node_info, node_json, pod, pod_json
 
 
 def snapshot(loads, age=5.0):
@@ -466,3 +467,103 @@ async def test_burst_over_http_stays_even_under_random_tie_break(cache_capable):
         finally:
             await srv.close()
         assert max(placed.values()) - min(placed.values()) <= 3, (seed, placed)
+
+
+# -- 3. the filter counts pods not yet measured at what they asked for ------------------
+
+# The placement benchmark's strong-weak pods (benchmarks/scenarios/strong-weak.yaml):
+# 100m / 128Mi requested, 500m / 512Mi limit, 200m / 400Mi really used. Koordinator's
+# estimate counts each at 425m / 358Mi.
+STREAM = container({"cpu": "100m", "memory": "128Mi"}, {"cpu": "500m", "memory": "512Mi"})
+
+
+def test_filter_figure_is_the_request_capped_at_the_estimate():
+    usage, request = pod_usages(pod(STREAM))
+    assert usage == Usage(425, 375809638) and request == Usage(100, 128 * 1024**2)
+    # requests = limits = 4 CPU / 8Gi: the estimate (85 % / 70 %) is below the request
+    usage, request = pod_usages(
+        pod(container({"cpu": "4", "memory": "8Gi"}, {"cpu": "4", "memory": "8Gi"}))
+    )
+    assert request == usage == Usage(3400, 6012954214)
+    # nothing requested: the estimator's default, as before
+    usage, request = pod_usages(pod(container()))
+    assert request == usage == Usage(250, 209715200)
+    # a limit only: no request to go by, so the estimate
+    usage, request = pod_usages(pod(container(None, {"cpu": "1"})))
+    assert request.cpu_millis == usage.cpu_millis == 850
+
+
+def _stream(ext, nodes, count, clock):
+    """Pods of STREAM through filter then prioritize, as kube-scheduler sends them (the
+    scheduler's own scores equal, so the extender's top priority wins). Returns where
+    they went, and the pods no node passed (kube-scheduler would leave them Pending)."""
+    placed: dict[str, int] = {}
+    pending = []
+    for i in range(count):
+        p = pod_json(STREAM, name=f"s{i}", uid=f"s{i}")
+        result = ext.filter(_args(p, nodes))
+        passed = [json.loads(bytes(raw))["metadata"]["name"] for raw in result.nodes.items]
+        if not passed:
+            pending.append((f"s{i}", dict(result.failed_and_unresolvable)))
+            continue
+        if len(passed) == 1:
+            chosen = passed[0]
+        else:
+            keep = [n for n in nodes if n["metadata"]["name"] in passed]
+            scores = {h.host: h.score for h in ext.prioritize(_args(p, keep))}
+            chosen = max(scores, key=scores.__getitem__)
+        placed[chosen] = placed.get(chosen, 0) + 1
+        clock.now += 0.5  # 2 pods a second, all before the next measurement
+    return placed, pending
+
+
+def test_a_stream_is_not_left_pending_on_estimates_of_pods_not_yet_measured():
+    # One 8-core node and four 2-core ones at their background (6 % and 15 % CPU), and
+    # 48 pods arriving before the next reading. Counted at 425m each, the filter ran out
+    # of nodes after 27 pods while real use was 45 %; counted at their 100m request,
+    # every pod finds a node, and the scores (still at the estimate) keep the weak nodes
+    # from filling first.
+    clock = FakeClock(4_000_000.0)
+    loads = {"strong": (6.25, 6.25)} | {f"weak-{i}": (15.0, 25.0) for i in range(4)}
+    ext = _extender(loads, clock=clock, age=1.0)
+    nodes = [node_json("strong", cpu="8", memory="16Gi")]
+    nodes += [node_json(f"weak-{i}", cpu="2", memory="4Gi") for i in range(4)]
+    placed, pending = _stream(ext, nodes, 48, clock)
+    assert pending == []
+    assert sum(placed.values()) == 48
+    # By the pods' real use (200m / 400Mi), no weak node above the 90 % threshold.
+    for i in range(4):
+        n = placed.get(f"weak-{i}", 0)
+        assert 300 + 200 * n <= 0.9 * 2000, placed
+        assert 1024 + 400 * n <= 0.9 * 4096, placed
+    assert placed["strong"] > max(placed.get(f"weak-{i}", 0) for i in range(4))
+
+
+def test_the_filter_still_rejects_what_the_requests_alone_would_fill():
+    # 70 % measured on 2 cores, pods requesting 200m (no limit: estimate 170m, so the
+    # filter counts 170m). Two fit (87 %), the third would make 96 %.
+    clock = FakeClock(5_000_000.0)
+    ext = _extender({"busy": (70.0, 10.0), "idle": (5.0, 10.0)}, clock=clock, age=1.0)
+    nodes = [node_json("busy", cpu="2", memory="8Gi"), node_json("idle", cpu="2", memory="8Gi")]
+    for i in range(2):
+        ext.ledger.assume(f"b{i}", "busy", Usage(170, 0), 0, clock.now, request=Usage(170, 0))
+    p = pod_json(container({"cpu": "200m"}), name="third", uid="third")
+    result = ext.filter(_args(p, nodes))
+    assert dict(result.failed_and_unresolvable) == {"busy": "cpu 96% > 90% threshold"}
+
+
+def test_the_scores_still_count_pending_pods_at_the_estimate():
+    snap = snapshot({"a": (20.0, 20.0)})
+    ledger = Ledger()
+    for i in range(3):
+        ledger.assume(f"p{i}", "a", Usage(425, 0), 0, time.time(), request=Usage(100, 0))
+    (state,) = build_states(
+        ["a"], {"a": node_info("a")}, snap, fresh=True, ledger=ledger, cluster=None
+    )
+    p = msgspec.convert(pod_json(STREAM), type=Pod)
+    facts = pod_facts(p)
+    scored = demand_after("cpu", facts, state)
+    filtered = demand_after("cpu", facts, state, filtering=True)
+    assert scored is not None and filtered is not None
+    assert scored.used == 800 + 3 * 425 + 425
+    assert filtered.used == 800 + 3 * 100 + 100
