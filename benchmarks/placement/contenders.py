@@ -115,8 +115,10 @@ class Contender:
         return TRIMARAN_BINARY if self.kind == "trimaran" else "kube-scheduler"
 
     @contextlib.contextmanager
-    def start(self, lab: Lab, workdir: Path, *, verbosity: int = 0) -> Iterator[None]:
+    def start(self, lab: Lab, workdir: Path, *, verbosity: int = 0) -> Iterator[float]:
         """Start this contender's scheduler (and extender) against ``lab``; stop both after.
+        Yields when the scheduler process was launched (``time.monotonic()``, after the
+        extender is ready), the start of a backlog run's drain.
 
         Configs go to ``workdir``, and so do the logs when it stops:
         ``<name>.scheduler.log`` (this run's part of the lab's kube-scheduler log) and
@@ -136,11 +138,12 @@ class Contender:
             cfg = scheduler_config(self, lab.load_watcher_url, lab.scheduler_kubeconfig)
             config.write_text(yaml.safe_dump(cfg, sort_keys=False))
             args = [f"-v={verbosity}"] if verbosity else []
+            launched = time.monotonic()
             try:
                 lab.start_scheduler(config, extra_args=args, binary=binary)
             except LabError as exc:
                 raise ContenderError(f"{self.name}: kube-scheduler did not start: {exc}") from exc
-            yield
+            yield launched
         finally:
             lab.stop("kube-scheduler")
             if extender is not None and extender.poll() is None:

@@ -31,6 +31,7 @@ import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from benchmarks.placement.scenario import Node, Resources
 
@@ -191,19 +192,78 @@ class Timing:
     p99: float
 
 
-def timing(created: Mapping[str, float], bound: Mapping[str, float]) -> Timing | None:
+def timing(
+    created: Mapping[str, float], bound: Mapping[str, float], started: float | None = None
+) -> Timing | None:
     """Throughput and creation->binding latency from client-side timestamps (seconds on one
-    clock). Pods never bound are left out (the report counts them); None when none bound."""
-    lat = [bound[p] - created[p] for p in bound if p in created]
-    if not lat:
+    clock). Pods never bound are left out (the report counts them); None when none bound.
+
+    Backlog mode (`started`: when the scheduler was launched, every pod created before):
+    throughput is the drain rate, the pods bound after the first over the time from the
+    first binding to the last (the scheduler's start-up left out), and the latencies are
+    from `started` to each binding (how long a pod of the backlog waited for the
+    scheduler)."""
+    mine = [p for p in bound if p in created]
+    if not mine:
         return None
     start = min(created.values())
-    span = max(bound[p] for p in bound if p in created) - start
     cspan = max(created.values()) - start
+    create_rate = len(created) / cspan if cspan > 0 else math.inf
+    if started is not None:
+        times = sorted(bound[p] for p in mine)
+        lat = [t - started for t in times]
+        span = times[-1] - times[0]
+        return Timing(
+            bound=len(mine),
+            throughput=(len(mine) - 1) / span if span > 0 else math.inf,
+            create_rate=create_rate,
+            p50=percentile(lat, 50),
+            p99=percentile(lat, 99),
+        )
+    lat = [bound[p] - created[p] for p in mine]
+    span = max(bound[p] for p in mine) - start
     return Timing(
         bound=len(lat),
         throughput=len(lat) / span if span > 0 else math.inf,
-        create_rate=len(created) / cspan if cspan > 0 else math.inf,
+        create_rate=create_rate,
         p50=percentile(lat, 50),
         p99=percentile(lat, 99),
     )
+
+
+def replacements(
+    evictions: Sequence[Mapping[str, Any]],
+    workload: Mapping[str, str],
+    created: Mapping[str, float],
+    replicas: Mapping[str, int],
+) -> dict[str, Mapping[str, Any]]:
+    """Which pod replaced which evicted one: replacement pod -> its eviction ({"pod",
+    "node", "at"}).
+
+    A ReplicaSet of `replicas[w]` pods that lost k pods created k more; those are the k
+    pods of the workload created last. Each eviction, in order, is paired with the first
+    of them created after it (the ReplicaSet creates a replacement once it sees the pod
+    go). An eviction while the workload was still being scaled up can pair with a pod the
+    scale-up created; the count of replacements is exact either way."""
+    by_workload: dict[str, list[str]] = {}
+    for pod, w in workload.items():
+        if pod in created:
+            by_workload.setdefault(w, []).append(pod)
+    spare: dict[str, list[str]] = {}
+    for w, pods in by_workload.items():
+        pods.sort(key=lambda p: created[p])
+        extra = max(0, len(pods) - replicas.get(w, len(pods)))
+        spare[w] = pods[len(pods) - extra :] if extra else []
+    out: dict[str, Mapping[str, Any]] = {}
+    for ev in sorted(evictions, key=lambda e: float(e["at"])):
+        w = workload.get(str(ev["pod"]), "")
+        for pod in spare.get(w, []):
+            if pod not in out and created[pod] >= float(ev["at"]):
+                out[pod] = ev
+                break
+    return out
+
+
+def moved_back(pairs: Mapping[str, Mapping[str, Any]], placed: Mapping[str, str]) -> int:
+    """Replacements first bound to the node their evicted pod was evicted from."""
+    return sum(1 for pod, ev in pairs.items() if placed.get(pod) == ev["node"])

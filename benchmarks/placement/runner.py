@@ -9,6 +9,17 @@ pods with its schedulerName (their actual usage as kwok usage annotations) at th
 scenario's pace, and a watch on the pods records, on this process's clock, when each pod
 is first seen bound. A node that joins does so once the given number of pods are bound.
 
+Two variants, chosen by the scenario:
+
+- ``backlog: true``: every pod is created before the contender's scheduler starts, so
+  pods/s is the scheduler draining its queue (measures.timing with ``started``), not the
+  benchmark's own creation rate.
+- ``descheduler:``: each workload is a ReplicaSet (the descheduler's DefaultEvictor never
+  evicts a bare pod) scaled up at the workload's pace, and the lab's descheduler runs with
+  the Ansible role's policy (descheduler_policy) from the first pod until a while after
+  the last is bound; the watch records every eviction (pod, node, when), and the
+  replacements the ReplicaSets create are waited for and timed like the others.
+
 Pods and nodes carry the label BENCH_LABEL (the scenario's name) and pods select nodes by
 it, so the lab's own nodes (lab/fakenodes.py DEFAULT_NODES) stay as they are and get no
 benchmark pod: the smoke test shares the lab with the other end-to-end tests.
@@ -16,18 +27,22 @@ benchmark pod: the smoke test shares the lab with the other end-to-end tests.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
+import subprocess
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+import yaml
 
 from benchmarks.placement.exceptions import RunError
 from benchmarks.placement.scenario import Node, Scenario, Workload
@@ -44,6 +59,12 @@ CREATORS = 8  # concurrent pod creations for "all at once"
 # exact; CPU is a rate over metrics-server's 15 s window (lab/cluster.py set_background).
 SETTLE_MEMORY = 0.01
 SETTLE_CPU = 0.03
+REPO = Path(__file__).resolve().parents[2]
+# What the Ansible role writes, so that the benchmark runs the descheduler an operator gets.
+_FILTER_DEFAULTS = REPO / "roles/loadwise/defaults/main.yml"
+_DESCHEDULER_DEFAULTS = REPO / "roles/loadwise_descheduler/defaults/main.yml"
+# How long the replacements of evicted pods may take to be bound once the descheduler stops.
+REPLACEMENT_SECONDS = 60.0
 
 
 class Starter(Protocol):
@@ -68,6 +89,13 @@ class RunResult:
     deleted: list[str] = field(default_factory=list)  # pods deleted during the run
     error: str | None = None
     seconds: float = 0.0
+    # pod -> workload, for pods named by a ReplicaSet (bare pods carry it in their name)
+    workloads: dict[str, str] = field(default_factory=dict)
+    placed: dict[str, str] = field(default_factory=dict)  # pod -> node it was first bound to
+    # Evictions in the order seen: {"pod", "node", "at"} (monotonic seconds).
+    evictions: list[dict[str, Any]] = field(default_factory=list)
+    # When the contender's scheduler was launched (monotonic), for backlog runs.
+    scheduler_started: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +107,10 @@ class RunResult:
             "deleted": self.deleted,
             "error": self.error,
             "seconds": self.seconds,
+            "workloads": self.workloads,
+            "placed": self.placed,
+            "evictions": self.evictions,
+            "scheduler_started": self.scheduler_started,
         }
 
     @classmethod
@@ -107,30 +139,86 @@ def node_spec(node: Node, scenario: str) -> dict[str, Any]:
     return node_object(spec)
 
 
-def pod_doc(name: str, w: Workload, scenario: str, scheduler_name: str) -> dict[str, Any]:
+def _pod_parts(w: Workload, scenario: str, scheduler_name: str) -> dict[str, Any]:
+    """What every pod of workload `w` is, bare or in a ReplicaSet's template."""
     res = {"cpu": plain_number(w.requests.cpu), "memory": plain_number(w.requests.memory)}
     lim = (
         {"cpu": plain_number(w.limits.cpu), "memory": plain_number(w.limits.memory)}
         if w.limits
         else None
     )
-    doc = kubeobjects.pod(
-        name,
-        namespace=NAMESPACE,
-        containers=[
+    return {
+        "containers": [
             kubeobjects.container("app", image="registry.invalid/app:1", requests=res, limits=lim)
         ],
-        node_selector={BENCH_LABEL: scenario},
-        labels={BENCH_LABEL: scenario, "app": w.name},
-        annotations={
+        "node_selector": {BENCH_LABEL: scenario},
+        "labels": {BENCH_LABEL: scenario, "app": w.name},
+        "annotations": {
             USAGE_CPU: plain_number(w.usage.cpu),
             USAGE_MEMORY: plain_number(w.usage.memory),
         },
-        extra={"schedulerName": scheduler_name, "terminationGracePeriodSeconds": 0},
-    )
+        "extra": {"schedulerName": scheduler_name, "terminationGracePeriodSeconds": 0},
+    }
+
+
+def pod_doc(name: str, w: Workload, scenario: str, scheduler_name: str) -> dict[str, Any]:
+    doc = kubeobjects.pod(name, namespace=NAMESPACE, **_pod_parts(w, scenario, scheduler_name))
     del doc["metadata"]["uid"]  # the API server assigns it
     doc.pop("status", None)
     return {"apiVersion": "v1", "kind": "Pod", **doc}
+
+
+def replicaset_doc(
+    w: Workload, scenario: str, scheduler_name: str, replicas: int
+) -> dict[str, Any]:
+    """A ReplicaSet named after the workload whose pods are `w`'s (label app=<workload>)."""
+    labels = {BENCH_LABEL: scenario, "app": w.name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": w.name, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": kubeobjects.pod_template(**_pod_parts(w, scenario, scheduler_name)),
+        },
+    }
+
+
+def descheduler_policy(scenario: str) -> dict[str, Any]:
+    """The DeschedulerPolicy roles/loadwise_descheduler/templates/descheduler.yaml.j2 renders
+    for Kubernetes 1.33+ at the roles' defaults (thresholds = the extender's filter
+    thresholds minus the margin, target thresholds = the filter thresholds), restricted by
+    `nodeSelector` to the scenario's nodes so that the lab's own nodes are left alone."""
+    thresholds = yaml.safe_load(_FILTER_DEFAULTS.read_text())["loadwise_filter_thresholds"]
+    d = yaml.safe_load(_DESCHEDULER_DEFAULTS.read_text())
+    margin = int(d["loadwise_descheduler_margin"])
+    return {
+        "apiVersion": "descheduler/v1alpha2",
+        "kind": "DeschedulerPolicy",
+        "nodeSelector": f"{BENCH_LABEL}={scenario}",
+        "maxNoOfPodsToEvictPerNode": int(d["loadwise_descheduler_max_pods_per_node"]),
+        "metricsProviders": [{"source": "KubernetesMetrics"}],
+        "profiles": [
+            {
+                "name": "loadwise",
+                "pluginConfig": [
+                    {"name": "DefaultEvictor", "args": {"nodeFit": True}},
+                    {
+                        "name": "LowNodeUtilization",
+                        "args": {
+                            "thresholds": {
+                                k: max(int(v) - margin, 1) for k, v in thresholds.items()
+                            },
+                            "targetThresholds": {k: int(v) for k, v in thresholds.items()},
+                            "metricsUtilization": {"source": "KubernetesMetrics"},
+                        },
+                    },
+                ],
+                "plugins": {"balance": {"enabled": ["LowNodeUtilization"]}},
+            }
+        ],
+    }
 
 
 # ------------------------------------------------------------------ the lab's state
@@ -140,9 +228,31 @@ def _bench_pods(lab: Lab) -> list[Any]:
     return list(lab.core().list_namespaced_pod(NAMESPACE, label_selector=BENCH_LABEL).items)
 
 
+def _apps(lab: Lab) -> Any:
+    from kubernetes import client
+
+    return client.AppsV1Api(lab.api_client())
+
+
+def delete_replicasets(lab: Lab, timeout: float = 120) -> None:
+    """Delete the benchmark's ReplicaSets (their pods are then deleted like bare ones)."""
+    apps = _apps(lab)
+
+    def left() -> list[Any]:
+        return list(apps.list_namespaced_replica_set(NAMESPACE, label_selector=BENCH_LABEL).items)
+
+    if not left():
+        return
+    apps.delete_collection_namespaced_replica_set(
+        NAMESPACE, label_selector=BENCH_LABEL, propagation_policy="Background"
+    )
+    wait_for("benchmark ReplicaSets deleted", lambda: not left(), timeout, interval=1)
+
+
 def delete_pods(lab: Lab, timeout: float = 300) -> None:
-    """Delete every benchmark pod (grace 0) and wait until they are gone."""
+    """Delete every benchmark ReplicaSet and pod (grace 0) and wait until they are gone."""
     core = lab.core()
+    delete_replicasets(lab)
     if not _bench_pods(lab):
         return
     core.delete_collection_namespaced_pod(
@@ -270,15 +380,21 @@ def reset(lab: Lab, scenario: Scenario, log: Callable[[str], None] = log_line) -
 
 
 class BindingWatch:
-    """Watches the benchmark's pods and records when each is first seen bound (this
-    process's monotonic clock) and which pods get deleted (evicted) meanwhile."""
+    """Watches the benchmark's pods and records when each is first seen (its creation, for
+    pods a ReplicaSet creates) and first seen bound (this process's monotonic clock), the
+    node it was bound to, which pods get deleted (evicted) meanwhile, and where each pod is
+    now (``live``: pod -> node or "", without the pods being deleted)."""
 
     def __init__(self, lab: Lab, scenario: str) -> None:
         self.lab = lab
         self.selector = f"{BENCH_LABEL}={scenario}"
+        self.seen_at: dict[str, float] = {}
         self.bound_at: dict[str, float] = {}
         self.node: dict[str, str] = {}
+        self.workload: dict[str, str] = {}
+        self.live: dict[str, str] = {}
         self.deleted: list[str] = []
+        self.evictions: list[dict[str, Any]] = []
         self.error: str | None = None
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -300,14 +416,31 @@ class BindingWatch:
             self._seen(item, now)
         self._rv = doc["metadata"]["resourceVersion"]
 
-    def _seen(self, pod: dict[str, Any], now: float) -> None:
-        name = pod["metadata"]["name"]
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node and name not in self.bound_at:
-            with self._cond:
+    def _seen(self, pod: dict[str, Any], now: float, *, deleted: bool = False) -> None:
+        meta = pod["metadata"]
+        name = meta["name"]
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        with self._cond:
+            self.seen_at.setdefault(name, now)
+            self.workload.setdefault(name, (meta.get("labels") or {}).get("app", ""))
+            if node and name not in self.bound_at:
                 self.bound_at[name] = now
                 self.node[name] = node
-                self._cond.notify_all()
+            gone = deleted or bool(meta.get("deletionTimestamp"))
+            if gone and name in self.live:
+                # The first sign of its end: a ReplicaSet replaces the pod from here on.
+                del self.live[name]
+                self.deleted.append(name)
+                if node:
+                    self.evictions.append({"pod": name, "node": node, "at": now})
+            elif not gone:
+                self.live[name] = node
+            self._cond.notify_all()
+
+    def bound_now(self) -> int:
+        """Pods bound and not being deleted."""
+        with self._cond:
+            return sum(1 for n in self.live.values() if n)
 
     def start(self) -> None:
         self._list()
@@ -329,19 +462,25 @@ class BindingWatch:
                             self._list()
                             break
                         self._rv = obj.get("metadata", {}).get("resourceVersion", self._rv)
-                        if ev.get("type") == "DELETED":
-                            with self._cond:
-                                self.deleted.append(obj["metadata"]["name"])
-                        elif ev.get("type") in ("ADDED", "MODIFIED"):
-                            self._seen(obj, now)
+                        if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                            self._seen(obj, now, deleted=ev["type"] == "DELETED")
             except (OSError, ValueError, KeyError) as exc:
                 self.error = f"watch: {exc}"
                 time.sleep(0.5)
 
     def wait_bound(self, count: int, deadline: float) -> bool:
+        """Until `count` pods have been bound (each counted once, evicted or not)."""
         with self._cond:
             return self._cond.wait_for(
                 lambda: len(self.bound_at) >= count, max(0.0, deadline - time.monotonic())
+            )
+
+    def wait_bound_now(self, count: int, deadline: float) -> bool:
+        """Until `count` pods are bound at once (the replacements of evicted pods too)."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: sum(1 for n in self.live.values() if n) >= count,
+                max(0.0, deadline - time.monotonic()),
             )
 
     def stop(self) -> None:
@@ -378,49 +517,152 @@ def _create(
         one(doc)
 
 
+def _scale(lab: Lab, w: Workload, scenario: str, scheduler_name: str) -> None:
+    """Workload `w` as a ReplicaSet: all its replicas at once, or one more every 1/rate s."""
+    apps = _apps(lab)
+    if w.rate is None:
+        apps.create_namespaced_replica_set(
+            NAMESPACE, replicaset_doc(w, scenario, scheduler_name, w.replicas)
+        )
+        return
+    apps.create_namespaced_replica_set(NAMESPACE, replicaset_doc(w, scenario, scheduler_name, 0))
+    t0 = time.monotonic()
+    for n in range(1, w.replicas + 1):
+        delay = t0 + (n - 1) / w.rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        apps.patch_namespaced_replica_set_scale(w.name, NAMESPACE, {"spec": {"replicas": n}})
+
+
+@contextlib.contextmanager
+def descheduler(lab: Lab, scenario: Scenario, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The lab's descheduler (lab/build, v0.36.0) with descheduler_policy, logging to
+    workdir/descheduler.log, stopped on exit."""
+    assert scenario.descheduler is not None
+    cfg = workdir / "descheduler-policy.yaml"
+    cfg.write_text(yaml.safe_dump(descheduler_policy(scenario.name), sort_keys=False))
+    binary = lab.binaries(["descheduler"])["descheduler"]
+    with (workdir / "descheduler.log").open("ab") as log:
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--kubeconfig={lab.kubeconfig}",
+                f"--policy-config-file={cfg}",
+                f"--descheduling-interval={scenario.descheduler.interval_seconds:g}s",
+                "--secure-port=0",
+                "--v=3",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def create_all(
+    lab: Lab, scenario: Scenario, scheduler_name: str, created: dict[str, float]
+) -> None:
+    """Every pod of the scenario as a bare pod, as fast as the client can (backlog mode)."""
+    docs = [
+        pod_doc(p, w, scenario.name, scheduler_name)
+        for w in scenario.workloads
+        for p in w.pod_names()
+    ]
+    _create(lab, docs, created, None)
+
+
 def place(
-    lab: Lab, scenario: Scenario, scheduler_name: str, log: Callable[[str], None] = log_line
+    lab: Lab,
+    scenario: Scenario,
+    scheduler_name: str,
+    log: Callable[[str], None] = log_line,
+    *,
+    watch: BindingWatch | None = None,
+    workdir: Path | None = None,
+    created: dict[str, float] | None = None,
 ) -> RunResult:
     """Create the scenario's pods (and join its nodes) with a scheduler already running;
-    wait until every pod is bound or the scenario's timeout passes."""
+    wait until every pod is bound or the scenario's timeout passes. With `created`, the
+    pods exist already (backlog mode: their creation times) and are only waited for. With
+    a descheduler in the scenario, it runs meanwhile (logs in `workdir`) and for its
+    `seconds` after, then the replacements of the pods it evicted are waited for."""
     result = RunResult(scenario.name, scheduler_name)
-    watch = BindingWatch(lab, scenario.name)
-    watch.start()
+    if watch is None:
+        watch = BindingWatch(lab, scenario.name)
+        watch.start()
+    if created is not None:
+        result.created = dict(created)
     t0 = time.monotonic()
     deadline = t0 + scenario.timeout_seconds
-    try:
-        pods = [(w, p) for w in scenario.workloads for p in w.pod_names()]
-        joins = list(scenario.joins)
-        i = 0
-        while i < len(pods):
-            end = joins[0].after_pods if joins else len(pods)
-            while i < end:
-                w = pods[i][0]
-                stop = i
-                while stop < end and pods[stop][0] is w:
-                    stop += 1
-                docs = [pod_doc(p, w, scenario.name, scheduler_name) for _, p in pods[i:stop]]
-                _create(lab, docs, result.created, w.rate)
-                i = stop
-            if joins:
-                j = joins.pop(0)
-                if not watch.wait_bound(j.after_pods, deadline):
-                    raise RunError(
-                        f"only {len(watch.bound_at)}/{j.after_pods} pods bound before "
-                        f"{j.node.name} was to join"
+    total = scenario.pod_count
+    with contextlib.ExitStack() as stack:
+        desched = None
+        if scenario.descheduler is not None:
+            desched = stack.enter_context(descheduler(lab, scenario, workdir or Path(".")))
+        try:
+            pods = [(w, p) for w in scenario.workloads for p in w.pod_names()]
+            joins = list(scenario.joins)
+            i = 0
+            while i < len(pods) and created is None:
+                end = joins[0].after_pods if joins else len(pods)
+                while i < end:
+                    w = pods[i][0]
+                    stop = i
+                    while stop < end and pods[stop][0] is w:
+                        stop += 1
+                    if scenario.owned:
+                        if stop - i != w.replicas:
+                            raise RunError(f"a join splits workload {w.name}: not with ReplicaSets")
+                        _scale(lab, w, scenario.name, scheduler_name)
+                    else:
+                        docs = [
+                            pod_doc(p, w, scenario.name, scheduler_name) for _, p in pods[i:stop]
+                        ]
+                        _create(lab, docs, result.created, w.rate)
+                    i = stop
+                if joins:
+                    j = joins.pop(0)
+                    if not watch.wait_bound(j.after_pods, deadline):
+                        raise RunError(
+                            f"only {len(watch.bound_at)}/{j.after_pods} pods bound before "
+                            f"{j.node.name} was to join"
+                        )
+                    log(f"{scenario.name}: {j.node.name} joins after {j.after_pods} pods")
+                    lab.core().create_node(node_spec(j.node, scenario.name))
+                    lab.wait_nodes_ready([j.node.name])
+            if not watch.wait_bound(total, deadline):
+                result.error = (
+                    f"{total - len(watch.bound_at)} of {total} pods not bound after "
+                    f"{scenario.timeout_seconds:.0f}s"
+                )
+            elif desched is not None and scenario.descheduler is not None:
+                log(
+                    f"{scenario.name}: all bound; the descheduler runs "
+                    f"{scenario.descheduler.seconds:.0f}s more"
+                )
+                time.sleep(scenario.descheduler.seconds)
+                if desched.poll() is not None:
+                    raise RunError(f"the descheduler exited with {desched.returncode}")
+                stack.close()  # stop it, then wait for the replacements
+                if not watch.wait_bound_now(total, time.monotonic() + REPLACEMENT_SECONDS):
+                    result.error = (
+                        f"{total - watch.bound_now()} replacements of {len(watch.evictions)} "
+                        f"evicted pods not bound {REPLACEMENT_SECONDS:.0f}s after the "
+                        "descheduler stopped"
                     )
-                log(f"{scenario.name}: {j.node.name} joins after {j.after_pods} pods")
-                lab.core().create_node(node_spec(j.node, scenario.name))
-                lab.wait_nodes_ready([j.node.name])
-        if not watch.wait_bound(len(pods), deadline):
-            result.error = (
-                f"{len(pods) - len(watch.bound_at)} of {len(pods)} pods not bound after "
-                f"{scenario.timeout_seconds:.0f}s"
-            )
-    except (RunError, LabError) as exc:
-        result.error = str(exc)
-    finally:
-        watch.stop()
+        except (RunError, LabError) as exc:
+            result.error = str(exc)
+        finally:
+            watch.stop()
     result.seconds = time.monotonic() - t0
     # The final truth of where pods are (a pod could in principle be rebound after an
     # eviction; the watch's first binding gives the timing).
@@ -430,8 +672,13 @@ def place(
         if p.spec.node_name and not p.metadata.deletion_timestamp
     }
     result.bound_at = dict(watch.bound_at)
+    result.placed = dict(watch.node)
     result.deleted = list(watch.deleted)
-    if watch.error and result.error is None and len(result.bound_at) < len(pods):
+    result.evictions = list(watch.evictions)
+    if scenario.owned:
+        result.created = dict(watch.seen_at)
+        result.workloads = {p: w for p, w in watch.workload.items() if w}
+    if watch.error and result.error is None and len(result.bound_at) < total:
         result.error = watch.error
     return result
 
@@ -443,20 +690,43 @@ def run(
     workdir: Path,
     log: Callable[[str], None] = log_line,
 ) -> RunResult:
-    """One scenario against one contender, from a freshly reset lab."""
+    """One scenario against one contender, from a freshly reset lab. In backlog mode the
+    pods are created before the contender's scheduler starts."""
     reset(lab, scenario, log)
     wd = workdir / f"{scenario.name}-{contender.name}"
     wd.mkdir(parents=True, exist_ok=True)
-    log(f"{scenario.name}: starting {contender.name}")
+    created: dict[str, float] | None = None
+    started: float | None = None
+    watch = BindingWatch(lab, scenario.name)
+    watch.start()
     try:
-        with contender.start(lab, wd):
-            result = place(lab, scenario, contender.scheduler_name, log)
+        if scenario.backlog:
+            created = {}
+            create_all(lab, scenario, contender.scheduler_name, created)
+            log(f"{scenario.name}: {len(created)} pods created before the scheduler starts")
+        log(f"{scenario.name}: starting {contender.name}")
+        with contender.start(lab, wd) as launched:
+            started = launched if isinstance(launched, float) else None
+            result = place(
+                lab,
+                scenario,
+                contender.scheduler_name,
+                log,
+                watch=watch,
+                workdir=wd,
+                created=created,
+            )
     except Exception as exc:  # a contender that fails is a result, not the end of the run
         result = RunResult(scenario.name, contender.name, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        watch.stop()
     result.contender = contender.name
+    result.scheduler_started = started if scenario.backlog else None
     bound = len(result.bindings)
     log(
         f"{scenario.name} x {contender.name}: {bound}/{scenario.pod_count} bound in "
-        f"{result.seconds:.1f}s" + (f"; {result.error}" if result.error else "")
+        f"{result.seconds:.1f}s"
+        + (f"; {len(result.evictions)} evicted" if scenario.descheduler else "")
+        + (f"; {result.error}" if result.error else "")
     )
     return result

@@ -73,6 +73,14 @@ class _Event(msgspec.Struct, forbid_unknown_fields=True):
     join: _Node
 
 
+class _Descheduler(msgspec.Struct, forbid_unknown_fields=True):
+    # How long the descheduler keeps running once every pod is bound (its replacements
+    # are then waited for until the scenario's timeout).
+    seconds: float = 60
+    # Its --descheduling-interval (the role's default is 5m; a benchmark cannot wait that).
+    interval_seconds: float = 10
+
+
 class _Goals(msgspec.Struct, forbid_unknown_fields=True):
     beat_stock: bool = False
     no_worse_than_trimaran: bool = False
@@ -89,7 +97,12 @@ class _Scenario(msgspec.Struct, forbid_unknown_fields=True):
     workloads: list[_Workload]
     description: str = ""
     events: list[_Event] = []
-    descheduler: bool = False
+    # Run the lab's descheduler (the Ansible role's policy) while the scenario runs; its
+    # pods are then created by one ReplicaSet per workload, so evicted pods are replaced.
+    descheduler: _Descheduler | None = None
+    # Create every pod before the contender's scheduler starts, so that pods/s measures
+    # the scheduler draining a queue rather than the benchmark's pod creation.
+    backlog: bool = False
     contenders: list[str] | None = None
     goals: _Goals = msgspec.field(default_factory=_Goals)
     timeout_seconds: float = 300
@@ -134,6 +147,15 @@ class Join:
 
 
 @dataclass(frozen=True)
+class Descheduler:
+    """The descheduler's part in a scenario: running from the start of placement until
+    `seconds` after every pod is bound, every `interval_seconds`."""
+
+    seconds: float
+    interval_seconds: float
+
+
+@dataclass(frozen=True)
 class Goals:
     """The issue's goals a scenario is judged on (docs/placement.md says which passed)."""
 
@@ -153,10 +175,19 @@ class Scenario:
     nodes: tuple[Node, ...]
     workloads: tuple[Workload, ...]
     joins: tuple[Join, ...]
-    descheduler: bool
+    descheduler: Descheduler | None
     contenders: tuple[str, ...] | None
     goals: Goals
     timeout_seconds: float
+    backlog: bool = False
+
+    @property
+    def owned(self) -> bool:
+        """Pods are created by ReplicaSets (evictable, replaced), not as bare pods."""
+        return self.descheduler is not None
+
+    def workload(self, name: str) -> Workload:
+        return next(w for w in self.workloads if w.name == name)
 
     def all_nodes(self) -> tuple[Node, ...]:
         """Every node the scenario ends with: the initial ones and those that join."""
@@ -247,10 +278,13 @@ def parse(raw: _Scenario, source: str) -> Scenario:
             )
     if raw.timeout_seconds <= 0:
         raise fail("$.timeout_seconds", f"must be > 0, got {raw.timeout_seconds}")
-    if raw.descheduler:
-        # Evictions need pods with an owner (the descheduler's DefaultEvictor skips bare
-        # pods), and this runner creates bare pods to time each one from its creation.
-        raise fail("$.descheduler", "the runner does not run the descheduler yet; set it false")
+    d = raw.descheduler
+    if d is not None:
+        for key, v in (("seconds", d.seconds), ("interval_seconds", d.interval_seconds)):
+            if not (v > 0 and math.isfinite(v)):
+                raise fail(f"$.descheduler.{key}", f"must be > 0 seconds, got {v}")
+        if raw.backlog:
+            raise fail("$.backlog", "a backlog of bare pods and the descheduler exclude each other")
     g = raw.goals
     return Scenario(
         name=raw.name,
@@ -259,7 +293,7 @@ def parse(raw: _Scenario, source: str) -> Scenario:
         nodes=tuple(nodes),
         workloads=tuple(workloads),
         joins=tuple(sorted(joins, key=lambda j: j.after_pods)),
-        descheduler=raw.descheduler,
+        descheduler=Descheduler(d.seconds, d.interval_seconds) if d is not None else None,
         contenders=tuple(raw.contenders) if raw.contenders is not None else None,
         goals=Goals(
             g.beat_stock,
@@ -270,6 +304,7 @@ def parse(raw: _Scenario, source: str) -> Scenario:
             g.p99_vs_stock,
         ),
         timeout_seconds=raw.timeout_seconds,
+        backlog=raw.backlog,
     )
 
 
