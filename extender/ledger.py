@@ -43,7 +43,8 @@ __all__ = [
 ]
 
 # Trimaran's metricsAgentReportingIntervalSeconds: a pod placed less than this
-# before the window end is assumed not to be in the measurement yet.
+# before the window end is assumed not to be in the measurement yet. The longest
+# a source says (LoadSnapshot.settle_seconds), so the ledger's horizon covers it.
 REPORT_INTERVAL_SECONDS = 60.0
 # Trimaran's cacheCleanupIntervalMinutes: the longest staleness a source has.
 HORIZON_SECONDS = 300.0

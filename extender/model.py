@@ -16,6 +16,7 @@ from .throttle import LogThrottle
 from .wire import Node
 
 __all__ = [
+    "DEFAULT_SETTLE_SECONDS",
     "Amount",
     "LoadSnapshot",
     "NodeInfo",
@@ -125,11 +126,17 @@ class NodeLoad(msgspec.Struct, frozen=True):
     memory: ResourceLoad = msgspec.field(default_factory=ResourceLoad)
 
 
+DEFAULT_SETTLE_SECONDS = 60.0
+
+
 class LoadSnapshot(msgspec.Struct, frozen=True):
     """One reading of a load source.
 
     ``window_end`` is the wall-clock time (unix seconds) the measurements cover
-    up to; pods placed after ``window_end - report_interval`` are not in them.
+    up to; a pod placed after ``window_end - settle_seconds`` is not (fully) in
+    them, so the herding ledger still counts it (``nodestate``). The default is
+    Trimaran's metricsAgentReportingIntervalSeconds, 60 s, made for readings
+    averaged over a window; a source of latest values sets less (see its parser).
     ``fetched_at`` is when the extender got the reading (``time.time()``).
     """
 
@@ -137,6 +144,7 @@ class LoadSnapshot(msgspec.Struct, frozen=True):
     window_end: float
     fetched_at: float
     nodes: Mapping[str, NodeLoad]
+    settle_seconds: float = DEFAULT_SETTLE_SECONDS
 
 
 class Amount(Protocol):

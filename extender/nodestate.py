@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from .ledger import REPORT_INTERVAL_SECONDS, Ledger, Pending
+from .ledger import Ledger, Pending
 from .model import LoadSnapshot, NodeInfo, NodeLoad, NodeState, ResourceLoad, Usage
 
 __all__ = ["ClusterFacts", "build_states"]
@@ -71,7 +71,7 @@ def build_states(
     if snapshot is None or not usable:
         return _unknown(names, infos, ledger, cluster)
     measured = snapshot.nodes
-    since = snapshot.window_end - REPORT_INTERVAL_SECONDS
+    since = snapshot.window_end - snapshot.settle_seconds
     recent = ledger.recent(since)
     unconfirmed = ledger.unconfirmed() if cluster is not None else None
     everything = ledger.everything() if cluster is None else None

@@ -358,7 +358,7 @@ class Extender:
         fast = self.fast_path if self.fast_path and self.fast_path.policy is self.policy else None
         if fast is None or snap is None or not self.refresher.fresh(now):
             return None
-        recent = self.ledger.recent(snap.window_end - REPORT_INTERVAL_SECONDS)
+        recent = self.ledger.recent(snap.window_end - snap.settle_seconds)
         figures = self.recorder is not None
         infos: Mapping[str, NodeInfo]
         if args.node_names is not None and args.nodes is None:

@@ -83,7 +83,10 @@ def parse_node_metrics(
         stamp = _parse_time(item.timestamp)
         if stamp is not None:
             newest = max(newest, stamp)
-    return LoadSnapshot("metrics-server", newest or now, now, nodes)
+    # The newest NodeMetrics timestamp is metrics-server's last scrape, and its CPU a rate
+    # over about one --metric-resolution (15 s default) before it: a pod placed within
+    # that and the seconds it needs to start is not in the figure yet.
+    return LoadSnapshot("metrics-server", newest or now, now, nodes, settle_seconds=30.0)
 
 
 class MetricsServerSource:

@@ -14,10 +14,21 @@ import time
 import aiohttp
 import msgspec
 
-from ..model import LoadSnapshot, NodeLoad, ResourceLoad
+from ..model import DEFAULT_SETTLE_SECONDS, LoadSnapshot, NodeLoad, ResourceLoad
 from .base import SourceError
 
-__all__ = ["LoadWatcherSource", "parse_watcher"]
+__all__ = ["LATEST_SETTLE_SECONDS", "LoadWatcherSource", "parse_watcher"]
+
+# How long before window.end a placed pod may still be missing from a document of
+# *latest* values, the only kind load-watcher's metrics-server provider gives (no AVG;
+# pkg/watcher/internal/metricsprovider/k8s.go). load-watcher reads NodeMetrics when it
+# collects (window.end); that figure is up to one metrics-server --metric-resolution
+# old (15 s by default) and its CPU is a rate over about one resolution, and a pod
+# needs some seconds to start: 15 + 15 + 15. Averaged documents (Prometheus, SignalFx)
+# keep Trimaran's 60 s (LoadSnapshot's default). Counting a pod after the reading
+# already holds it counts it twice: the strong-weak placement benchmark's 27 pods were
+# all counted twice for a whole collection period under the 60 s rule.
+LATEST_SETTLE_SECONDS = 45.0
 
 
 class _Metric(msgspec.Struct):
@@ -75,9 +86,11 @@ def parse_watcher(body: bytes, *, fetched_at: float | None = None) -> LoadSnapsh
     if doc.data is None or doc.data.NodeMetricsMap is None:
         raise SourceError("load-watcher document has no data.NodeMetricsMap")
     nodes = {}
+    averaged = False
     for name, node in doc.data.NodeMetricsMap.items():
         metrics = node.metrics or []
         nodes[name] = NodeLoad(_resource(metrics, "CPU"), _resource(metrics, "Memory"))
+        averaged = averaged or any(m.operator == "AVG" for m in metrics)
     end = doc.window.end if doc.window and doc.window.end else doc.timestamp
     source = f"load-watcher/{doc.source}" if doc.source else "load-watcher"
     return LoadSnapshot(
@@ -85,6 +98,7 @@ def parse_watcher(body: bytes, *, fetched_at: float | None = None) -> LoadSnapsh
         window_end=float(end),
         fetched_at=time.time() if fetched_at is None else fetched_at,
         nodes=nodes,
+        settle_seconds=DEFAULT_SETTLE_SECONDS if averaged else LATEST_SETTLE_SECONDS,
     )
 
 

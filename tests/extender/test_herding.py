@@ -567,3 +567,15 @@ def test_the_scores_still_count_pending_pods_at_the_estimate():
     assert scored is not None and filtered is not None
     assert scored.used == 800 + 3 * 425 + 425
     assert filtered.used == 800 + 3 * 100 + 100
+
+
+def test_a_pod_the_reading_already_holds_is_not_counted_again():
+    # Placed 50 s before a reading of latest values (settles in 45 s): in it. Before an
+    # averaged reading (Trimaran's 60 s): still counted.
+    infos = {"a": node_info("a")}
+    for settle, counted in ((45.0, 0), (60.0, 1)):
+        snap = msgspec.structs.replace(snapshot({"a": (20.0, 20.0)}), settle_seconds=settle)
+        ledger = Ledger()
+        ledger.bind("p", "a", Usage(425, 0), 0, snap.window_end - 50)
+        (state,) = build_states(["a"], infos, snap, fresh=True, ledger=ledger, cluster=None)
+        assert state.pending_pods == counted, settle

@@ -133,6 +133,13 @@ def test_watcher_metrics_server_document_latest_operator():
     assert (n1.cpu.avg, n1.cpu.std, n1.memory.avg) == (26.4, None, 70.0)
 
 
+def test_how_long_a_placed_pod_may_be_missing_depends_on_the_document():
+    # Latest values (load-watcher's metrics-server provider) show a pod sooner than a
+    # 15-minute average does; the ledger stops counting a pod on top of them sooner.
+    assert parse_watcher(WATCHER_METRICS_SERVER).settle_seconds == 45.0
+    assert parse_watcher(WATCHER_PROMETHEUS).settle_seconds == 60.0
+
+
 def test_avg_wins_over_latest():
     doc = {
         "timestamp": 5,
