@@ -186,6 +186,7 @@ def test_answer_body_follows_steps_through_ties_and_a_new_top():
         expected, _ = to_priorities(names, scores)
         hosts = [{"Host": n, "Score": p} for n, p in zip(names, expected, strict=True)]
         assert json.loads(got.body) == hosts
+        assert got.priorities == expected and got.win == to_priorities(names, scores)[1]
         return scores, expected
 
     pending = {"k": Pending(Usage(40, 0), 0, 1), "b": Pending(Usage(60, 0), 0, 1)}
@@ -211,6 +212,23 @@ def test_priorities_match_decide_to_priorities():
         assert fast_priorities(names, scores, counts.__getitem__) == to_priorities(
             names, scores, counts.__getitem__
         ), (names, scores, counts)
+
+
+def test_priorities_match_over_many_nodes_and_ties():
+    """The winner among many tied nodes: found by resumed index() scans when ties
+    are at most an eighth of the nodes, by one compress() pass above that."""
+    rng = random.Random(4)
+    for ties in (2, 30, 125, 126, 400, 1000):
+        scores = [rng.randint(0, 89) for _ in range(1000)]
+        for i in rng.sample(range(1000), ties):
+            scores[i] = 90
+        ordered = [f"n{i:04d}" for i in range(1000)]  # the first or the last tied wins
+        for names in (ordered, ordered[::-1], [f"n{rng.randint(0, 400):03d}" for _ in ordered]):
+            counts = {name: rng.randint(0, 3) for name in names}
+            assert fast_priorities(names, scores) == to_priorities(names, scores)
+            assert fast_priorities(names, scores, counts.__getitem__) == to_priorities(
+                names, scores, counts.__getitem__
+            ), ties
 
 
 def test_pod_facts_kept_per_resources_spec_are_each_pods_own():
