@@ -331,6 +331,34 @@ async def _closed_within(reader, seconds):
     return data
 
 
+async def test_a_checked_resources_spec_lets_only_its_equals_skip_the_check(server):
+    """Specs that passed the quantity check are kept (a burst repeats one template);
+    a pod that differs in any amount, or only in its pod-level resources, is checked."""
+    from extender import server as server_module
+
+    good = _pod_with({"cpu": "250m", "memory": "64Mi"})
+    assert (
+        await server.post("/scheduler/prioritize", content=_body(["n1"], the_pod=good))
+    ).status_code == 200
+    bad = [
+        _pod_with({"cpu": "-250m", "memory": "64Mi"}),
+        _pod_with({"cpu": "250m", "memory": "64Mi"}, overhead={"cpu": "-1"}),
+        {**good, "spec": {**good["spec"], "resources": {"limits": {"memory": "x"}}}},
+    ]
+    for the_pod in bad:
+        for verb in ("filter", "prioritize"):
+            r = await server.post(f"/scheduler/{verb}", content=_body(["n1"], the_pod=the_pod))
+            assert r.status_code == 400 and "bad_quantity" not in r.text, r.text
+            assert "is negative" in r.text or "is not a quantity" in r.text
+    # bounded: a client inventing specs cannot grow the set without end
+    for i in range(server_module._CHECKED_MAX + 10):
+        the_pod = _pod_with({"cpu": f"{i + 1}m"})
+        assert (
+            await server.post("/scheduler/filter", content=_body(["n1"], the_pod=the_pod))
+        ).status_code == 200
+    assert 0 < len(server_module._checked_specs) <= server_module._CHECKED_MAX
+
+
 async def test_slow_connections_are_closed_after_the_deadlines(load_file):
     import asyncio
 
