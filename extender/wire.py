@@ -29,6 +29,7 @@ __all__ = [
     "MIN_EXTENDER_PRIORITY",
     "Node",
     "NodeListOut",
+    "NodeMeta",
     "NodeSpec",
     "NodeStatus",
     "ObjectMeta",
@@ -122,8 +123,18 @@ class NodeStatus(Struct, omit_defaults=True):
     allocatable: dict[str, QuantityValue] | None = None
 
 
+class NodeMeta(Struct, omit_defaults=True):
+    """The Node metadata the extender reads. A kubelet's Node carries some 11
+    labels and 13 annotations; decoding them into dicts nobody reads cost ~3.4 us
+    per node (100 realistic Nodes, benchmarks/prioritize.py: 937 us per request
+    decoded with ObjectMeta, 594 us with this), and msgspec skips unknown fields."""
+
+    name: str = ""
+    resourceVersion: str = ""
+
+
 class Node(Struct, omit_defaults=True):
-    metadata: ObjectMeta = field(default_factory=ObjectMeta)
+    metadata: NodeMeta = field(default_factory=NodeMeta)
     spec: NodeSpec = field(default_factory=NodeSpec)
     status: NodeStatus = field(default_factory=NodeStatus)
 

@@ -75,6 +75,22 @@ def test_full_node_items_are_echoed_byte_for_byte():
     assert out["NodeNames"] is None
 
 
+def test_prioritize_decodes_of_a_node_only_what_it_reads():
+    """Name, resourceVersion, size and unschedulable; a kubelet's labels and
+    annotations are skipped, not built (the filter still echoes them, above)."""
+    node = node_json("n1", images=3)
+    node["metadata"]["labels"] = {"kubernetes.io/hostname": "n1"}
+    node["metadata"]["annotations"] = {"k3s.io/internal-ip": "10.0.0.1"}
+    node["metadata"]["resourceVersion"] = "42"
+    node["spec"] = {"unschedulable": True, "podCIDR": "10.42.0.0/24"}
+    raw = json.dumps({"Pod": pod_json(), "Nodes": {"items": [node]}}).encode()
+    (item,) = decode_args(raw, raw_nodes=False).nodes.items
+    assert msgspec.structs.asdict(item.metadata) == {"name": "n1", "resourceVersion": "42"}
+    assert item.spec.unschedulable is True
+    assert item.status.capacity["cpu"] == "4" and item.status.allocatable["memory"] == "8Gi"
+    assert decode_node(json.dumps(node).encode()) == item
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
