@@ -75,6 +75,28 @@ def test_full_node_items_are_echoed_byte_for_byte():
     assert out["NodeNames"] is None
 
 
+@pytest.mark.parametrize("raw_nodes", [True, False])
+def test_a_repeated_node_list_is_the_last_ones_strings_in_a_list_of_its_own(raw_nodes):
+    def names(listed, uid="u"):
+        body = json.dumps({"Pod": pod_json(uid=uid), "NodeNames": listed}).encode()
+        return decode_args(body, raw_nodes=raw_nodes).node_names
+
+    first = names(["a", "bb", "c"])
+    again = names(["a", "bb", "c"], uid="v")
+    assert again == ["a", "bb", "c"] and all(x is y for x, y in zip(first, again, strict=True))
+    again.append("mine")  # a caller's list is its own
+    assert names(["a", "bb", "c"]) == ["a", "bb", "c"]
+    assert names(["a", "c", "bb"]) == ["a", "c", "bb"]  # other bytes: decoded
+    assert names(["a", "bb", "c"]) == ["a", "bb", "c"]
+    assert names([]) == [] and names(None) is None
+    missing = json.dumps({"Pod": pod_json()}).encode()
+    assert decode_args(missing, raw_nodes=raw_nodes).node_names is None
+    with pytest.raises(WireError, match=r"at `\$\.NodeNames\[1\]`") as bad:
+        names(["a", 5])
+    assert bad.value.reason == "invalid"
+    assert names(["a", "bb", "c"]) == ["a", "bb", "c"]
+
+
 def test_prioritize_decodes_of_a_node_only_what_it_reads():
     """Name, resourceVersion, size and unschedulable; a kubelet's labels and
     annotations are skipped, not built (the filter still echoes them, above)."""
