@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import attrgetter, eq, getitem, ne
+from operator import attrgetter, eq, getitem, itemgetter, ne
+from typing import Any
 
 import msgspec
 
@@ -105,7 +106,7 @@ _STEP_TABLES = _step_tables()
 
 def _winner(
     names: Sequence[str],
-    scores: list[int],
+    scores: Sequence[int],
     top: int,
     counts: Callable[[list[str]], list[float]] | None,
 ) -> int:
@@ -375,19 +376,35 @@ class _Table:
         return view
 
 
+def _gather(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """``lambda seq: tuple(seq[k] for k in keys)`` in C: ``operator.itemgetter``,
+    about twice as fast as ``map(seq.__getitem__, keys)`` (1,000 list items: 10 us
+    against 19 us; 1,000 dict keys: 11 us against 20 us). Given one key,
+    itemgetter returns the item itself, hence the other cases."""
+    if len(keys) > 1:
+        return itemgetter(*keys)
+    if keys:
+        key = keys[0]
+        return lambda seq: (seq[key],)
+    return lambda seq: ()
+
+
 class _Positions:
     """A request's node list mapped onto the table (kept for the next request:
     the scheduler often sends the same list again)."""
 
-    __slots__ = ("hashed", "held", "names", "positions", "table", "version")
+    __slots__ = ("get", "get_infos", "held", "names", "positions", "table", "version")
 
     def __init__(self, table: _Table, names: list[str], positions: list[int]) -> None:
         self.table = table
-        self.held: list[NodeInfo] = []
+        self.held: tuple[NodeInfo, ...] = ()
         self.version = -1  # of the table when ``held`` was gathered
         self.names = names
         self.positions = positions
-        self.hashed = list(map(table.names.__getitem__, positions))
+        self.get = _gather(positions)
+        """Table-indexed list -> the request's items, in its order."""
+        # looked up by the table's own name strings: their hashes are cached
+        self.get_infos = _gather(list(map(table.names.__getitem__, positions)))
 
 
 def _percent(used: float, allocatable: int, known: bool) -> int | None:
@@ -421,25 +438,26 @@ class LeastUsedFastPath:
         if last is not None and last.names == names:
             known = last  # the same list as last time (C compare): keep its positions
         else:
-            where = list(map(table.index.get, names))
-            if None in where:
+            try:
+                where = list(_gather(names)(table.index))
+            except KeyError:  # a node the table does not hold yet
                 if not table.add(names, infos):
                     return None
-                where = list(map(table.index.get, names))
-            known = self._last = _Positions(table, list(names), where)  # type: ignore[arg-type]
-        # The sizes the caller knows now against the table's (C loops, identity first;
-        # the table's own name strings have their hashes cached).
-        found = list(map(infos.get, known.hashed))
+                where = list(_gather(names)(table.index))
+            known = self._last = _Positions(table, list(names), where)
+        # The sizes the caller knows now against the table's (C loops, identity first).
+        try:
+            found = known.get_infos(infos)
+        except KeyError:
+            return None  # a node of unknown size: the general path's case
         if known.version != table.version:
-            known.held = list(map(table.infos.__getitem__, known.positions))
+            known.held = known.get(table.infos)
             known.version = table.version
         if found != known.held:
             for info, old, i in zip(found, known.held, known.positions, strict=True):
-                if info is None:
-                    return None
                 if info != old:
                     table.resize(i, info)
-            known.held = list(map(table.infos.__getitem__, known.positions))
+            known.held = known.get(table.infos)
             known.version = table.version
         return known
 
@@ -461,7 +479,7 @@ class LeastUsedFastPath:
         table, positions = known.table, known.positions
         view = table.view(pod.usage.cpu_millis, pod.usage.memory_bytes)
         view.sync(table, recent)
-        scores = list(map(view.scores.__getitem__, positions))
+        scores: tuple[int, ...] = known.get(view.scores)
         if not scores:
             return FastAnswer(scores, None, b"[]", (lambda k: (None, None)) if figures else None)
 
@@ -472,16 +490,16 @@ class LeastUsedFastPath:
         top = max(scores)  # the view keeps scores within 0..100 (_View.rescore)
         win = _winner(known.names, scores, top, counts)
         step = PRIORITY_OF[top]
-        parts = list(map(view.parts_for(table, step).__getitem__, positions))
+        parts = list(known.get(view.parts_for(table, step)))
         parts[win] = table.pieces[positions[win]][_winner_step(step, len(scores))]
         body = b"[" + b",".join(parts) + b"]"
         look: Figures | None = None
         if figures:
             # copies: the view and the table change with later requests
-            cpu = list(map(view.cpu_used.__getitem__, positions))
-            mem = list(map(view.mem_used.__getitem__, positions))
-            cpu_alloc = list(map(table.cpu_alloc.__getitem__, positions))
-            mem_alloc = list(map(table.mem_alloc.__getitem__, positions))
+            cpu = known.get(view.cpu_used)
+            mem = known.get(view.mem_used)
+            cpu_alloc = known.get(table.cpu_alloc)
+            mem_alloc = known.get(table.mem_alloc)
             flags = table.cpu_known, table.mem_known  # fixed per node and snapshot
 
             def look(k: int) -> tuple[int | None, int | None]:

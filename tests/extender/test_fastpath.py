@@ -197,6 +197,27 @@ def test_answer_body_follows_steps_through_ties_and_a_new_top():
     assert answer(dict(pending)) == ([93, 85, 88, 96], [9, 9, 9, 10])
 
 
+def test_lists_of_one_and_none_and_a_node_whose_size_is_gone():
+    policy = LeastUsed(weights={"cpu": 1, "memory": 1})
+    fast = LeastUsedFastPath(policy)
+    infos = {n: NodeInfo(n, 2000, 4 * GI, 2000, 4 * GI) for n in "abc"}
+    loads = {n: NodeLoad(ResourceLoad(10.0 * i), ResourceLoad(20.0)) for i, n in enumerate("abc")}
+    snap = LoadSnapshot("s", 0, 0, loads)
+    pod = PodFacts("p", "p", "ns", Usage(100, MI), 0, 0, 0)
+    for names in (["a", "b", "c"], ["b"], [], ["c", "a"], ["c"]):
+        got = fast.answer(pod, names, infos, snap, {}, figures=True)
+        assert got is not None
+        expected, win = to_priorities(names, list(got.fine))
+        hosts = [{"Host": n, "Score": p} for n, p in zip(names, expected, strict=True)]
+        assert json.loads(got.body) == hosts and got.win == win, names
+        assert [got.figures(k)[0] for k in range(len(names))] == [
+            round(100 * (200 * "abc".index(n) + 100) / 2000) for n in names
+        ]
+    del infos["a"]  # the table knows a, but its size is no longer known: general path
+    assert fast.answer(pod, ["c", "a"], infos, snap, {}) is None
+    assert fast.answer(pod, ["b", "c"], infos, snap, {}) is not None
+
+
 def test_priorities_match_decide_to_priorities():
     """The fast path's C-level mapping against the function the general path calls,
     over ties, rivals in the top step, step 0 and repeated names."""
