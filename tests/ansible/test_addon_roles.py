@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.ansible.playbook import ANSIBLE_PLAYBOOK, ansible_playbook
+
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 
 
 @pytest.fixture(autouse=True)
@@ -32,16 +32,8 @@ def _play(tmp_path: Path, tasks: list[dict[str, Any]]) -> subprocess.CompletedPr
     playbook = tmp_path / "play.yml"
     play = {"name": "Under test", "hosts": "localhost", "gather_facts": False, "tasks": tasks}
     playbook.write_text(yaml.safe_dump([play], sort_keys=False))
-    env = {
-        "PATH": f"{ANSIBLE_PLAYBOOK.parent}:/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    argv = [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", "-c", "local",
-            "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)]  # fmt: skip
-    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    env = {"PATH": f"{ANSIBLE_PLAYBOOK.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    return ansible_playbook(playbook, env=env)
 
 
 def _metrics_server_image(tmp_path: Path, minor: int, **extra: Any) -> tuple[int, str, str]:

@@ -29,6 +29,7 @@ import yaml
 
 from tests.ansible.fake_kubernetes_core import install
 from tests.ansible.fakes import path_with
+from tests.ansible.playbook import ansible_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles/loadwise_extender"
@@ -83,31 +84,11 @@ def _play(
     )
     env = {
         **(base_env or os.environ),
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
         "ANSIBLE_COLLECTIONS_PATH": str(install(tmp_path)),
-        "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
         "LOADWISE_FAKE_API": str(state),
     }
-    return subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-            *extra,
-            str(playbook),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return ansible_playbook(playbook, *extra, env=env, timeout=300)
 
 
 def _token_secret() -> dict[str, Any]:
@@ -424,24 +405,7 @@ def _render(tmp_path: Path, *extra: str) -> Path:
     dest = tmp_path / "extender.yaml"
     playbook = tmp_path / "render.yml"
     playbook.write_text(RENDER_PLAY % {"root": ROOT, "dest": dest})
-    run = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-            *extra,
-            str(playbook),
-        ],
-        cwd=ROOT,
-        env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = ansible_playbook(playbook, *extra)
     assert run.returncode == 0, run.stdout + run.stderr
     return dest
 

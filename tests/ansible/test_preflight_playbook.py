@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.ansible.playbook import ansible_playbook
+
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORIES = Path(__file__).resolve().parent / "data" / "inventories"
 REPORT = "TASK [loadwise_preflight : Preflight | Report what was found]"
@@ -55,31 +57,18 @@ def _node_vars(tmp_path: Path) -> Path:
 def _run(
     tmp_path: Path, inventory: Path, *extra: str, playbook: str = "site.yml"
 ) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
-    }
+    env = {**os.environ, "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp")}
     for name in ("K8S_AUTH_KUBECONFIG", "K8S_AUTH_CONTEXT"):
         env.pop(name, None)
     tags = ["--tags", "loadwise_preflight"] if playbook == "site.yml" else []
-    return subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            str(inventory),
-            *tags,
-            "-e",
-            f"@{_node_vars(tmp_path)}",
-            *extra,
-            str(ROOT / "playbooks" / playbook),
-        ],
-        cwd=ROOT,
+    return ansible_playbook(
+        ROOT / "playbooks" / playbook,
+        *tags,
+        "-e",
+        f"@{_node_vars(tmp_path)}",
+        *extra,
+        inventory=inventory,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
 

@@ -7,11 +7,12 @@ directory computed from that role's defaults) and as loadwise's cleanup includes
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.ansible.playbook import ansible_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,24 +59,10 @@ def test_only_empty_directories_named_loadwise_go(tmp_path: Path) -> None:
         "caller_prefixes:\n" + "".join(f"  - {p}\n" for p in prefixes)
     )
     (tmp_path / "play.yml").write_text(PLAYBOOK)
-    run = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            *("-i", "localhost,", "-c", "local"),
-            *("-e", f"ansible_python_interpreter={sys.executable}"),
-            str(tmp_path / "play.yml"),
-        ],
-        cwd=ROOT,
-        env={
-            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-            "HOME": str(tmp_path),
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "ANSIBLE_ROLES_PATH": f"{ROOT / 'roles'}:{tmp_path / 'roles'}",
-            "ANSIBLE_NOCOLOR": "1",
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
+    run = ansible_playbook(
+        tmp_path / "play.yml",
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        roles_path=f"{ROOT / 'roles'}:{tmp_path / 'roles'}",
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert not empty.exists()

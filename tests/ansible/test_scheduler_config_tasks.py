@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import yaml
 
 from tests.ansible.fake_kubernetes_core import install
 from tests.ansible.fakes import path_with
+from tests.ansible.playbook import ansible_playbook
 from tests.ansible.test_filter_plugin import MANIFEST, SHA, plugin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,28 +62,7 @@ def _play(
             }
         )
     )
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"@{extra}",
-            str(playbook),
-        ],
-        cwd=ROOT,
-        env={
-            **(env or path_with(tmp_path / "bin", {})),
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-            "ANSIBLE_NOCOLOR": "1",
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = ansible_playbook(playbook, "-e", f"@{extra}", env=env or path_with(tmp_path / "bin", {}))
     return f"rc={proc.returncode}\n{proc.stdout}{proc.stderr}"
 
 
@@ -342,28 +321,13 @@ def _two_nodes(tmp_path: Path, cp2_converged: bool, *limit: str) -> tuple[str, s
             }
         )
     )
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            str(inventory),
-            "-e",
-            f"@{extra}",
-            *limit,
-            str(playbook),
-        ],
-        cwd=ROOT,
-        env={
-            **path_with(tmp_path / "bin", {}),
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-            "ANSIBLE_COLLECTIONS_PATH": str(install(tmp_path)),
-            "ANSIBLE_NOCOLOR": "1",
-            "LOADWISE_FAKE_API": str(api),
-        },
-        capture_output=True,
-        text=True,
-        timeout=300,
+    env = {
+        **path_with(tmp_path / "bin", {}),
+        "ANSIBLE_COLLECTIONS_PATH": str(install(tmp_path)),
+        "LOADWISE_FAKE_API": str(api),
+    }
+    proc = ansible_playbook(
+        playbook, "-e", f"@{extra}", *limit, inventory=inventory, env=env, timeout=300
     )
     out = f"rc={proc.returncode}\n{proc.stdout}{proc.stderr}"
     stored = json.loads(api.read_text())["objects"][0]["data"]["ClusterConfiguration"]

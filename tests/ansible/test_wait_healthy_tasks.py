@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.ansible.fakes import HealthServer, NamedProcess, path_with
+from tests.ansible.playbook import ansible_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,32 +67,7 @@ def _play(
             result=result,
         )
     )
-    env = {
-        **env,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    proc = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-            "--tags",
-            "loadwise_scheduler_config",
-            *extra,
-            str(playbook),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = ansible_playbook(playbook, "--tags", "loadwise_scheduler_config", *extra, env=env)
     registered = json.loads(result.read_text()) if result.exists() else None
     return proc, registered
 
