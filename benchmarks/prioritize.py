@@ -678,6 +678,35 @@ def verdicts(cells: list[Cell]) -> tuple[list[str], bool]:
 # --------------------------------------------------------------------------- main
 
 
+def load_average() -> str:
+    """The 1/5/15-minute load averages (as uptime prints them): on a shared machine
+    the floor slows more than the extender under load, which compresses the ratios,
+    so every figure is reported with the load it was taken at."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
+def extender_commit() -> str:
+    """The commit the measured extender is at, and whether extender/ differs from it."""
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--", "extender"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "extender commit unknown (no git)"
+    return f"extender at commit {head}" + (" with uncommitted changes" if dirty else "")
+
+
 async def bench(args: argparse.Namespace) -> int:
     import aiohttp
 
@@ -689,7 +718,8 @@ async def bench(args: argparse.Namespace) -> int:
         f"loadwise prioritize benchmark  {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  "
         f"{'quick' if args.quick else 'full'} run\n"
         f"machine: {os.cpu_count()} cores, {platform.machine()}, {platform.platform(terse=True)}, "
-        f"Python {platform.python_version()}\n"
+        f"Python {platform.python_version()}; {load_average()}\n"
+        f"{extender_commit()}\n"
         f"client: aiohttp {aiohttp.__version__} ClientSession, keep-alive, one connection for "
         f"sequential latency, {CONCURRENCY} concurrent clients for req/s; servers are "
         f"subprocesses on loopback\n"
@@ -743,7 +773,8 @@ async def bench(args: argparse.Namespace) -> int:
                         f"  {MODE_LABEL[mode]}, {n} nodes, {len(e)} sequential requests: "
                         f"floor p50 {pct(cell.lat['floor'], 50) * 1000:.2f} ms, extender p50 "
                         f"{pct(e, 50) * 1000:.2f} ms (first round {first_p50:.2f} ms, last "
-                        f"{last_p50:.2f} ms); ledger at the end: {cell.pods} pods",
+                        f"{last_p50:.2f} ms); ledger at the end: {cell.pods} pods; "
+                        f"{load_average()}",
                         flush=True,
                     )
     except BadAnswer as exc:
@@ -764,7 +795,7 @@ async def bench(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     print(
         f"\nall answers checked: HTTP 200, one integer score 0..10 per node asked; "
-        f"run took {time.time() - started:.0f} s"
+        f"run took {time.time() - started:.0f} s; {load_average()} at the end"
     )
     if not ok:
         print("GOAL MISSED (see above); this is a measurement, so the exit code stays 0")
