@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import attrgetter, eq, getitem, itemgetter, ne
+from operator import attrgetter, eq, getitem, itemgetter, ne, or_
 from typing import Any
 
 import msgspec
@@ -44,7 +44,8 @@ from .policies.least_used import least_used
 __all__ = ["FastAnswer", "LeastUsedFastPath"]
 
 _VIEWS = 8  # pod shapes kept per snapshot
-_AMOUNTS = attrgetter("cpu_millis", "memory_bytes")
+_CPU = attrgetter("cpu_millis")
+_MEMORY = attrgetter("memory_bytes")
 _PODS = attrgetter("pods")
 _NOTHING = Pending()  # no pods pending on a node the ledger does not name
 _SCORE_BYTES = [str(p).encode() + b"}" for p in range(11)]
@@ -166,14 +167,15 @@ class _View:
 
     __slots__ = (
         "applied",
+        "cpu",
         "cpu_used",
         "keys",
+        "mem",
         "mem_used",
         "parts",
         "pc",
         "pm",
         "scores",
-        "values",
     )
 
     def __init__(self, table: _Table, pc: float, pm: float) -> None:
@@ -183,7 +185,8 @@ class _View:
         self.scores: list[int] = []
         self.applied: dict[str, tuple[float, float]] = {}
         self.keys: list[str] = []
-        self.values: list[tuple[float, float]] = []
+        self.cpu: list[float] = []  # the pending totals sync saw last, by key
+        self.mem: list[float] = []
         self.parts: dict[int, list[bytes]] = {}
         """Per top step: every node's answer piece for its score (``parts_for``)."""
         self.grow(table)
@@ -215,15 +218,23 @@ class _View:
         request's as lists (C loops, no per-node Python) finds them. Anything
         else (a node left the window) is found by a full comparison."""
         keys = list(recent)
-        values = list(map(_AMOUNTS, recent.values()))
+        pendings = list(recent.values())
+        # two plain lists, not one of (cpu, memory) tuples: no tuple per node, and
+        # equal lists compare item by item by identity first (1,000 nodes: 57 us
+        # against 87 us)
+        cpu, mem = list(map(_CPU, pendings)), list(map(_MEMORY, pendings))
         known = len(self.keys)
         if known and keys[:known] == self.keys:
-            names = list(compress(keys, map(ne, values, self.values)))
-            names.extend(keys[known:])
+            if cpu[:known] == self.cpu and mem[:known] == self.mem:
+                names = keys[known:]
+            else:
+                moved = map(or_, map(ne, cpu, self.cpu), map(ne, mem, self.mem))
+                names = list(compress(keys, moved))
+                names.extend(keys[known:])
             self._apply(table, names, recent)
         else:
             self._compare(table, recent)
-        self.keys, self.values = keys, values
+        self.keys, self.cpu, self.mem = keys, cpu, mem
 
     def _apply(self, table: _Table, names: list[str], recent: Mapping[str, Pending]) -> None:
         index, applied = table.index, self.applied

@@ -107,6 +107,37 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
     assert sum(taken) >= 250 and not all(taken)  # both paths were exercised
 
 
+def test_a_pending_total_that_moves_in_one_resource_only_is_rescored():
+    """The ledger replaces a node's pending totals in place; a change of memory alone
+    (or cpu alone) must reach the fast path's scores as it reaches the general path's."""
+    now = time.time()
+    names = ["n1", "n2", "n3"]
+    loads = {n: NodeLoad(ResourceLoad(20.0), ResourceLoad(20.0)) for n in names}
+    snap = LoadSnapshot("s", now - 5, now, loads)
+    nodes = [node_json(n, cpu="4", memory="8Gi") for n in names]
+    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    fast = Extender(settings, StaticSource(snap))
+    general = Extender(settings, StaticSource(snap), use_fast_path=False)
+    warm = json.dumps({"Pod": pod_json(uid="w"), "Nodes": {"items": nodes}}).encode()
+    for ext in (fast, general):
+        ext.refresher.snapshot = snap
+        ext.prioritize(decode_args(warm, raw_nodes=False))
+        ext.ledger.forget("w")
+    bodies = []
+    for i, (cpu, memory) in enumerate([(100, GI), (100, 6 * GI), (3000, 6 * GI), (3000, GI)]):
+        for ext in (fast, general):  # the same placement, its figures replaced
+            ext.ledger.assume("placed", "n1", Usage(cpu, memory), 0, now)
+        pod = pod_json(container({"cpu": "10m", "memory": "1Mi"}), uid=f"u{i}")
+        body = json.dumps({"Pod": pod, "NodeNames": names}).encode()
+        a = fast.prioritize_json(decode_args(body, raw_nodes=False))
+        b = general.prioritize_json(decode_args(body, raw_nodes=False))
+        assert bytes(a) == bytes(b), (i, bytes(a), bytes(b))
+        bodies.append(json.loads(bytes(a))[0]["Score"])
+        for ext in (fast, general):
+            ext.ledger.forget(f"u{i}")
+    assert len(set(bodies)) > 2, bodies  # n1's answer moved with each change
+
+
 async def test_event_figures_are_the_general_paths():
     """With a recorder the fast path also returns each node's use after placement;
     the Events it leads to are the general path's, to the byte."""
