@@ -6,6 +6,13 @@ skip is turned into a failure so that a suite that did not run cannot pass.
 `make test` runs two pytest-xdist workers with --dist loadgroup: every lab test goes to one
 worker (one lab per machine: fixed ports, one package-scoped lab), the molecule scenarios to
 one worker (one at a time keeps their timing honest), everything else wherever there is room.
+A test that names its own group keeps it: the real-node cluster's tests live under tests/lab
+but use neither the lab's ports nor its processes (their nodes are podman containers with
+networks of their own), so they join the podman nodes of the molecule scenarios, on the
+other worker, instead of lengthening the lab's, the suite's long pole.
+
+xdist hands each worker one group, then the next largest that is left, so the podman group
+must stay far smaller than the lab's, or the lab's worker would get it second.
 """
 
 from __future__ import annotations
@@ -16,16 +23,19 @@ from pathlib import Path
 import pytest
 
 _LAB = Path(__file__).resolve().parent / "lab"
+PODMAN_GROUP = "podman"  # the molecule scenarios and the real-node cluster
 
 
 # tryfirst: xdist's own hook reads xdist_group marks to assign the groups; mark before it.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
         if _LAB in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.xdist_group("lab"))
         elif item.get_closest_marker("molecule"):
-            item.add_marker(pytest.mark.xdist_group("molecule"))
+            item.add_marker(pytest.mark.xdist_group(PODMAN_GROUP))
 
 
 @pytest.hookimpl(hookwrapper=True)
