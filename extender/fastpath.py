@@ -442,9 +442,15 @@ class LeastUsedFastPath:
         self, names: Sequence[str], infos: Mapping[str, NodeInfo], snapshot: LoadSnapshot
     ) -> _Positions | None:
         table = self._table
-        if table is None or table.snapshot is not snapshot:
+        if table is None or table.snapshot.nodes is not snapshot.nodes:
             table = self._table = _Table(snapshot, self.policy)
             self._last = None
+        elif table.snapshot is not snapshot:
+            # A new snapshot of the same readings (the load file source stamps its
+            # one parsed reading with the file's mtime on every refresh, once a
+            # second): the table holds only what ``nodes`` says, so it stands.
+            # Rebuilding it costs ~3.4 ms at 1,000 nodes.
+            table.snapshot = snapshot
         last = self._last
         if last is not None and last.names == names:
             known = last  # the same list as last time (C compare): keep its positions

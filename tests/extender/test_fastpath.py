@@ -4,6 +4,7 @@ import json
 import random
 import time
 
+import msgspec
 import pytest
 
 from extender.config import load_settings
@@ -247,6 +248,25 @@ def test_lists_of_one_and_none_and_a_node_whose_size_is_gone():
     del infos["a"]  # the table knows a, but its size is no longer known: general path
     assert fast.answer(pod, ["c", "a"], infos, snap, {}) is None
     assert fast.answer(pod, ["b", "c"], infos, snap, {}) is not None
+
+
+def test_the_table_stands_while_the_readings_do():
+    """The file source stamps its one reading anew every second: same ``nodes``, new
+    snapshot. The table is kept then, and rebuilt for new readings."""
+    policy = LeastUsed(weights={"cpu": 1, "memory": 1})
+    fast = LeastUsedFastPath(policy)
+    infos = {n: NodeInfo(n, 2000, 4 * GI, 2000, 4 * GI) for n in "abc"}
+    loads = {n: NodeLoad(ResourceLoad(10.0 * i), ResourceLoad(20.0)) for i, n in enumerate("abc")}
+    pod = PodFacts("p", "p", "ns", Usage(100, MI), 0, 0, 0)
+    first = LoadSnapshot("s", 0, 0, loads)
+    before = fast.answer(pod, list("abc"), infos, first, {})
+    table = fast._table
+    stamped = msgspec.structs.replace(first, window_end=5.0, fetched_at=5.0)
+    assert fast.answer(pod, list("abc"), infos, stamped, {}) == before
+    assert fast._table is table and table.snapshot is stamped
+    busier = {**loads, "c": NodeLoad(ResourceLoad(90.0), ResourceLoad(90.0))}
+    after = fast.answer(pod, list("abc"), infos, LoadSnapshot("s", 0, 6.0, busier), {})
+    assert fast._table is not table and after.fine[2] < before.fine[2]
 
 
 def test_priorities_match_decide_to_priorities():
