@@ -41,6 +41,7 @@ def measure(
     results_file: Path,
     *,
     append: bool = False,
+    workdir: Path | None = None,
 ) -> tuple[str, list[str], list[RunResult]]:
     """Run; with `append`, keep the results already in `results_file` for the pairs of
     scenario and contender not run again (e.g. a contender whose build came later)."""
@@ -59,7 +60,11 @@ def measure(
         rerun = {(s.name, n) for s in scenarios for n in names}
         results = [r for r in old if (r.scenario, r.contender) not in rerun]
         notes = [n for n in notes if not any(n.startswith(f"{c} not run") for c in names)]
-    with session(log_line) as lab, tempfile.TemporaryDirectory(prefix="placement-") as tmp:
+    with (
+        session(log_line) as lab,
+        tempfile.TemporaryDirectory(prefix="placement-") as tmp,
+    ):
+        work = workdir or Path(tmp)
         can = available(lab)
         for name in names:
             if isinstance(can.get(name), str):
@@ -73,7 +78,7 @@ def measure(
                         continue
                     if sc.contenders is not None and name not in sc.contenders:
                         continue
-                    results.append(run(lab, sc, c, Path(tmp)))
+                    results.append(run(lab, sc, c, work))
                     _save(results_file, started, notes, results)
         finally:
             cleanup(lab)
@@ -89,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--append", action="store_true", help="keep earlier results of pairs not run again"
     )
+    ap.add_argument(
+        "--workdir",
+        type=Path,
+        help="keep each run's configs and logs (scheduler, extender, descheduler) here",
+    )
     ap.add_argument("--note", action="append", default=[], help="a line for the report's notes")
     a = ap.parse_args(argv)
     try:
@@ -99,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             scenarios = scenario.select(a.scenarios)
             started, notes, results = measure(
-                scenarios, a.contenders, a.out / "placement" / "results.json", append=a.append
+                scenarios,
+                a.contenders,
+                a.out / "placement" / "results.json",
+                append=a.append,
+                workdir=a.workdir,
             )
             order = [s.name for s in scenarios]
             scenarios += [

@@ -8,7 +8,7 @@ import platform
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.placement.measures import (
@@ -41,6 +41,7 @@ class Row:
     deleted: int
     error: str | None
     moved_back: int = 0  # replacements of evicted pods bound where the pod was evicted from
+    pending: dict[str, int] = field(default_factory=dict)  # PodScheduled message -> pods
 
 
 def row(scenario: Scenario, result: RunResult) -> Row:
@@ -74,6 +75,7 @@ def row(scenario: Scenario, result: RunResult) -> Row:
         len(result.deleted),
         result.error,
         moved_back(pairs, result.placed),
+        dict(result.pending),
     )
 
 
@@ -287,7 +289,12 @@ def scenario_section(scenario: Scenario, rows: Sequence[Row], plots: dict[str, s
         *table(scenario, rows, b),
         "",
     ]
-    errs = [f"- {r.contender}: {r.error}" for r in rows if r.error]
+    errs = []
+    for r in rows:
+        if r.error:
+            errs.append(f"- {r.contender}: {r.error}")
+        for why, n in sorted(r.pending.items(), key=lambda x: -x[1])[:3]:
+            errs.append(f"  - {n} left pending with PodScheduled {' '.join(why.split())}")
     if errs:
         out += ["Runs that did not complete:", "", *errs, ""]
     verdicts = goals(scenario, rows, b)

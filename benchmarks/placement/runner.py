@@ -96,6 +96,8 @@ class RunResult:
     evictions: list[dict[str, Any]] = field(default_factory=list)
     # When the contender's scheduler was launched (monotonic), for backlog runs.
     scheduler_started: float | None = None
+    # Pods left unbound at the end: their PodScheduled condition's message -> how many.
+    pending: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,6 +113,7 @@ class RunResult:
             "placed": self.placed,
             "evictions": self.evictions,
             "scheduler_started": self.scheduler_started,
+            "pending": self.pending,
         }
 
     @classmethod
@@ -666,11 +669,23 @@ def place(
     result.seconds = time.monotonic() - t0
     # The final truth of where pods are (a pod could in principle be rebound after an
     # eviction; the watch's first binding gives the timing).
+    final = _bench_pods(lab)
     result.bindings = {
         p.metadata.name: p.spec.node_name
-        for p in _bench_pods(lab)
+        for p in final
         if p.spec.node_name and not p.metadata.deletion_timestamp
     }
+    for p in final:
+        if not p.spec.node_name and not p.metadata.deletion_timestamp:
+            why = next(
+                (
+                    f"{c.reason}: {c.message}"
+                    for c in p.status.conditions or []
+                    if c.type == "PodScheduled" and c.status == "False"
+                ),
+                "no PodScheduled condition",
+            )
+            result.pending[why] = result.pending.get(why, 0) + 1
     result.bound_at = dict(watch.bound_at)
     result.placed = dict(watch.node)
     result.deleted = list(watch.deleted)
