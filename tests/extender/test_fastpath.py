@@ -12,6 +12,7 @@ from extender.decide import to_priorities
 from extender.estimate import PodFacts, pod_facts
 from extender.events import ANNOTATION, EventRecorder
 from extender.fastpath import LeastUsedFastPath
+from extender.fastpath import _changed as fast_changed
 from extender.fastpath import _priorities as fast_priorities
 from extender.ledger import Pending
 from extender.model import LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad, Usage
@@ -267,6 +268,22 @@ def test_the_table_stands_while_the_readings_do():
     busier = {**loads, "c": NodeLoad(ResourceLoad(90.0), ResourceLoad(90.0))}
     after = fast.answer(pod, list("abc"), infos, LoadSnapshot("s", 0, 6.0, busier), {})
     assert fast._table is not table and after.fine[2] < before.fine[2]
+
+
+def test_changed_totals_are_found_wherever_they_are():
+    rng = random.Random(6)
+    for _ in range(300):
+        n = rng.choice([0, 1, 5, 32, 33, 100, 1000])
+        cpu0 = [float(rng.randint(0, 9)) for _ in range(n)]
+        mem0 = [float(rng.randint(0, 9)) for _ in range(n)]
+        cpu, mem = cpu0.copy(), mem0.copy()
+        for i in rng.sample(range(n), min(n, rng.choice([0, 1, 2, 40]))):
+            (cpu if rng.random() < 0.5 else mem)[i] += 1.0
+        extra = rng.randint(0, 3)  # keys the ledger gained: not compared
+        cpu += [1.0] * extra
+        mem += [1.0] * extra
+        expected = [i for i in range(n) if cpu[i] != cpu0[i] or mem[i] != mem0[i]]
+        assert fast_changed(cpu, cpu0, mem, mem0) == expected
 
 
 def test_priorities_match_decide_to_priorities():
