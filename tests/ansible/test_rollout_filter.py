@@ -279,3 +279,70 @@ def test_the_inputs_are_not_changed() -> None:
     before = copy.deepcopy(docs)
     plugin.verdict(*docs)
     assert docs == before
+
+
+# What the real kubelet 1.36 (containerd 2.3, runc 1.1) reported for an arm64 binary on an amd64
+# node (tests/lab/test_real_nodes.py): Started, Running and Ready for about a second, then
+# `terminated` (Error, exit code 1) in a pod still Running, and it stays `terminated` through
+# each back-off; never `waiting: CrashLoopBackOff`.
+def crashed_pod(restarts: int = 0, phase: str = "Running") -> dict[str, Any]:
+    doc = pod(restarts=restarts)
+    doc["status"]["phase"] = phase
+    cs = doc["status"]["containerStatuses"][0]
+    cs["containerID"] = "containerd://0700ca902d6e"
+    cs["state"] = {
+        "terminated": {
+            "exitCode": 1,
+            "reason": "Error",
+            "startedAt": "2026-11-25T09:00:17Z",
+            "finishedAt": "2026-11-25T09:00:17Z",
+            "containerID": "containerd://0700ca902d6e",
+        }
+    }
+    return doc
+
+
+def test_a_terminated_container_of_a_running_pod_is_a_crash_whose_own_log_is_read() -> None:
+    # the Deployment still counts the replica available: its status lags the pod's
+    result = plugin.verdict(deployment(), [crashed_pod()], NODES, {})
+    assert result["state"] == "failed" and result["logs"] is True, result
+    assert "crashed (exit code 1, Error)" in result["reason"] and "0 restarts" in result["reason"]
+    # the crashed instance is the current one; the kubelet has removed the one before it
+    assert result["previous_log"] is False
+    message = plugin.explain(result, ["exec /pause: exec format error"], 60)
+    assert "wrong architecture" in message and "exec format error" in message
+
+
+def test_a_crash_loop_waiting_state_reads_the_previous_instances_log() -> None:
+    waiting = {"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed container"}
+    last = {"exitCode": 1, "reason": "Error"}
+    result = plugin.verdict(deployment(available=0), [pod(waiting=waiting, last=last)], NODES)
+    assert result["state"] == "failed" and result["previous_log"] is True
+
+
+def test_a_finished_pod_or_a_completed_init_container_is_not_a_crash() -> None:
+    evicted = crashed_pod(phase="Failed")
+    assert plugin.verdict(deployment(), [evicted, pod(ready=True)], NODES)["state"] == "ready"
+    with_init = pod(ready=True)
+    with_init["status"]["initContainerStatuses"] = [
+        {"name": "init", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+    ]
+    assert plugin.verdict(deployment(), [with_init], NODES)["state"] == "ready"
+    with_init["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] = 2
+    assert plugin.verdict(deployment(), [with_init], NODES)["state"] == "failed"
+
+
+def test_ready_takes_two_looks_finding_the_same_containers_up() -> None:
+    up = pod(ready=True)
+    up["status"]["containerStatuses"][0]["containerID"] = "containerd://a796bbc6199a"
+    first = plugin.verdict(deployment(), [up], NODES, {})
+    assert first["state"] == "waiting" and "looking once more" in first["reason"], first
+    second = plugin.verdict(deployment(), [copy.deepcopy(up)], NODES, first)
+    assert second["state"] == "ready", second
+    # it crashed and was restarted between the two looks: Ready again, but not the same
+    restarted = copy.deepcopy(up)
+    restarted["status"]["containerStatuses"][0].update(
+        containerID="containerd://b7e9ff380f7b", restartCount=1
+    )
+    again = plugin.verdict(deployment(), [restarted], NODES, first)
+    assert again["state"] == "waiting", again

@@ -1,7 +1,7 @@
 """Jinja filters: has a Deployment rolled out, and if not, why (read from its pods).
 
-loadwise_rollout_verdict(deployment, pods) -> {"state": "ready" | "waiting" | "failed",
-"reason": str, "pod": str, "container": str, "logs": bool}
+loadwise_rollout_verdict(deployment, pods, nodes, previous) -> {"state": "ready" | "waiting" |
+"failed", "reason": str, "pod": str, "container": str, "logs": bool, "previous_log": bool}
 
 The rollout test is the one `kubectl rollout status` applies to a Deployment
 (kubectl's polymorphichelpers/rollout_status.go): the controller has observed the current
@@ -13,6 +13,20 @@ pods' container statuses, using the waiting/terminated reasons the kubelet sets
 be pulled, a container that cannot be created, one that keeps crashing. A binary built for
 another architecture shows as "exec format error" (the kernel's ENOEXEC, as runc reports it),
 an image without this node's platform as containerd's "no match for platform in manifest".
+
+Two things only a real kubelet showed (tests/lab/test_real_nodes.py, kubelet 1.36 with
+containerd 2.3 and runc 1.1): a container that dies right after it starts (a binary of another
+architecture: runc's exec fails after the container has been reported started) is Running and
+Ready for about a second, long enough for the Deployment to count it available; and while the
+kubelet backs off, its status stays `terminated` (reason Error, exit code 1), not `waiting:
+CrashLoopBackOff`. So a terminated container of a Deployment's running pod is a crash, and a
+rollout is only called ready when a second look (`previous`, the verdict of the look before)
+finds the same containers still up, with no restart in between.
+
+The crashed container's log (`previous_log`, for k8s_log's `previous`): with a `terminated`
+state the crashed instance is the current one (False); the kubelet keeps one dead instance per
+container, so the one before it is already gone. With `waiting: CrashLoopBackOff` it is the
+last one (True).
 """
 
 from __future__ import annotations
@@ -44,17 +58,19 @@ def _container_failure(pod: dict[str, Any], arches: dict[str, str]) -> dict[str,
     node = (pod.get("spec") or {}).get("nodeName") or ""
     arch = arches.get(node, "")
     name = meta.get("name", "?")
-    statuses = list(status.get("initContainerStatuses") or []) + list(
-        status.get("containerStatuses") or []
-    )
-    for cs in statuses:
+    statuses = [(cs, True) for cs in status.get("initContainerStatuses") or []] + [
+        (cs, False) for cs in status.get("containerStatuses") or []
+    ]
+    # a pod that has finished (evicted, say) is replaced by the ReplicaSet, not restarted
+    finished = status.get("phase") in ("Failed", "Succeeded")
+    for cs, init in statuses:
         state = cs.get("state") or {}
         waiting = state.get("waiting") or {}
         reason = waiting.get("reason") or ""
         message = waiting.get("message") or ""
         last = (cs.get("lastState") or {}).get("terminated") or {}
         image = cs.get("image") or ""
-        found = {"pod": name, "container": cs.get("name", "?"), "logs": False}
+        found = {"pod": name, "container": cs.get("name", "?"), "logs": False, "previous_log": True}
         if any(m in message for m in _WRONG_ARCH) or any(
             m in (last.get("message") or "") for m in _WRONG_ARCH
         ):
@@ -93,7 +109,39 @@ def _container_failure(pod: dict[str, Any], arches: dict[str, str]) -> dict[str,
                 + (f", {detail}" if detail else "")
                 + f", {cs.get('restartCount', 0)} restarts)",
             }
+        ended = state.get("terminated") or {}
+        # an init container that exited 0 is done; any other exit of a Deployment's container
+        # is a crash the kubelet answers with a restart after a back-off
+        if ended and not finished and (ended.get("exitCode") != 0 or not init):
+            detail = ", ".join(
+                part
+                for part in (
+                    f"exit code {ended.get('exitCode')}",
+                    ended.get("reason") or "",
+                    (ended.get("message") or "").strip(),
+                )
+                if part
+            )
+            return {
+                **found,
+                "logs": True,
+                "previous_log": False,
+                "reason": f"pod {name}: container {found['container']} crashed ({detail});"
+                f" the kubelet restarts it with back-off ({cs.get('restartCount', 0)} restarts"
+                " so far)",
+            }
     return None
+
+
+def _seen(pods: list[dict[str, Any]]) -> list[str]:
+    """Which container instances run, and how often each restarted: two equal looks in a row
+    mean nothing crashed in between."""
+    return sorted(
+        f"{(pod.get('metadata') or {}).get('name', '?')}/{cs.get('name', '?')}"
+        f"@{cs.get('containerID', '')}#{cs.get('restartCount', 0)}"
+        for pod in pods
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []
+    )
 
 
 def _pending_reason(pods: list[dict[str, Any]]) -> str:
@@ -111,9 +159,14 @@ def verdict(
     deployment: dict[str, Any] | None,
     pods: list[dict[str, Any]] | None = None,
     nodes: list[dict[str, Any]] | None = None,
+    previous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Where the Deployment's rollout stands, with the reason an operator can act on."""
-    none = {"pod": "", "container": "", "logs": False}
+    """Where the Deployment's rollout stands, with the reason an operator can act on.
+
+    previous: the verdict of the look before ({} before the first look); a rollout is then
+    ready only when this look and the one before both found it ready with the same container
+    instances. None judges this one look alone."""
+    none = {"pod": "", "container": "", "logs": False, "previous_log": True}
     if not deployment:
         return {**none, "state": "waiting", "reason": "the Deployment does not exist (yet)"}
     meta = deployment.get("metadata") or {}
@@ -156,11 +209,17 @@ def verdict(
     elif available < updated:
         waiting = f"{available} of {updated} updated replicas available"
     else:
-        return {
-            **none,
-            "state": "ready",
-            "reason": f"Deployment {name}: {available} of {wanted} replicas available",
-        }
+        reason = f"Deployment {name}: {available} of {wanted} replicas available"
+        seen = _seen(live)
+        if previous is not None and previous.get("seen") != seen:
+            # the first look that finds it ready, or a container restarted since the last one
+            return {
+                **none,
+                "state": "waiting",
+                "reason": f"{reason}; looking once more to see that they stay up",
+                "seen": seen,
+            }
+        return {**none, "state": "ready", "reason": reason, "seen": seen}
     pending = _pending_reason(live)
     return {
         **none,
