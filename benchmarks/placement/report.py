@@ -44,6 +44,27 @@ class Row:
     pending: dict[str, int] = field(default_factory=dict)  # PodScheduled message -> pods
 
 
+# The tables' order: the baseline, loadwise's policies, then Trimaran's plugins.
+ORDER = (
+    "stock",
+    "loadwise-least-used",
+    "loadwise-tlp",
+    "loadwise-lvrb",
+    "trimaran-tlp",
+    "trimaran-lvrb",
+)
+
+
+def ordered(results: Sequence[RunResult], scenario: str) -> list[RunResult]:
+    """The results of one scenario in ORDER (contenders not in it last, by name)."""
+    mine = [r for r in results if r.scenario == scenario]
+
+    def key(r: RunResult) -> tuple[int, str]:
+        return (ORDER.index(r.contender) if r.contender in ORDER else len(ORDER), r.contender)
+
+    return sorted(mine, key=key)
+
+
 def row(scenario: Scenario, result: RunResult) -> Row:
     """The figures of one run. Pods a ReplicaSet named are matched to their workload by
     `result.workloads`; the replacements of evicted pods count in the final placement but
@@ -359,7 +380,7 @@ def render(
     if notes:
         out += [*("- " + " ".join(n.split()) for n in notes), ""]
     for sc in scenarios:
-        rows = [row(sc, r) for r in results if r.scenario == sc.name]
+        rows = [row(sc, r) for r in ordered(results, sc.name)]
         if rows:
             out += scenario_section(sc, rows, plots)
     cost = cost_table(scenarios, results)
@@ -499,7 +520,7 @@ def write(
     plots: dict[str, str] = {}
     cost: dict[str, list[tuple[int, Timing]]] = {}
     for sc in scenarios:
-        rows = [row(sc, r) for r in results if r.scenario == sc.name]
+        rows = [row(sc, r) for r in ordered(results, sc.name)]
         if any(r.loads for r in rows):
             plot_utilisation(sc, rows, pdir / f"{sc.name}.png")
             plots[sc.name] = f"placement/{sc.name}.png"

@@ -698,6 +698,23 @@ def place(
     return result
 
 
+def save_events(lab: Lab, scenario: Scenario, path: Path) -> None:
+    """The Events about the scenario's pods (the scheduler's FailedScheduling, the
+    extender's scores), one line each: time, pod, reason, reporter, message."""
+    pods = {p.metadata.name for p in _bench_pods(lab)}
+    prefixes = tuple(f"{w.name}-" for w in scenario.workloads)
+    lines = []
+    for ev in lab.core().list_namespaced_event(NAMESPACE).items:
+        name = ev.involved_object.name or ""
+        if ev.involved_object.kind != "Pod" or (name not in pods and not name.startswith(prefixes)):
+            continue
+        when = ev.last_timestamp or ev.event_time or ev.metadata.creation_timestamp
+        who = ev.reporting_component or (ev.source.component if ev.source else "") or ""
+        msg = " ".join((ev.message or "").split())
+        lines.append(f"{when} {name} {ev.reason} x{ev.count or 1} {who}: {msg}")
+    path.write_text("\n".join(sorted(lines)) + "\n")
+
+
 def run(
     lab: Lab,
     scenario: Scenario,
@@ -737,6 +754,8 @@ def run(
         watch.stop()
     result.contender = contender.name
     result.scheduler_started = started if scenario.backlog else None
+    with contextlib.suppress(Exception):  # evidence for the analysis, not a measure
+        save_events(lab, scenario, wd / "events.txt")
     bound = len(result.bindings)
     log(
         f"{scenario.name} x {contender.name}: {bound}/{scenario.pod_count} bound in "
