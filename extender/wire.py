@@ -265,9 +265,9 @@ def decode_args(body: bytes, *, raw_nodes: bool = True) -> ExtenderArgs | Priori
         head = _decode(_args_in, body, "ExtenderArgs")
     else:
         head = _decode(_prioritize_in, body, "ExtenderArgs")
+    names = _node_names(head.node_names, body, raw_nodes)  # a bad list first, as before
     if head.pod is None:
         raise WireError("invalid ExtenderArgs: no Pod in the request", reason="no_pod")
-    names = _node_names(head.node_names, body, raw_nodes)
     if isinstance(head, _ArgsIn):
         return ExtenderArgs(head.pod, head.nodes, names)
     return PrioritizeArgs(head.pod, head.nodes, names)

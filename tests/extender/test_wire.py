@@ -120,6 +120,7 @@ def test_prioritize_decodes_of_a_node_only_what_it_reads():
         (b"[]", "Expected `object`, got `array`"),
         (b'{"NodeNames":["a"]}', "no Pod in the request"),
         (b'{"Pod":{},"NodeNames":"a"}', "at `$.NodeNames`"),
+        (b'{"NodeNames":[7]}', "at `$.NodeNames[0]`"),  # a bad list before a missing Pod
         (
             b'{"Pod":{"spec":{"containers":[{"resources":{"requests":{"cpu":[1]}}}]}}}',
             "at `$.Pod.spec.containers[0].resources.requests",
