@@ -97,6 +97,20 @@ def test_a_repeated_node_list_is_the_last_ones_strings_in_a_list_of_its_own(raw_
     assert names(["a", "bb", "c"]) == ["a", "bb", "c"]
 
 
+def test_the_raw_names_structs_mirror_the_args_they_build():
+    """decode_args decodes into _ArgsIn/_PrioritizeIn (NodeNames kept raw) and builds
+    ExtenderArgs/PrioritizeArgs from them field by field: a field added to one side only
+    would be dropped silently."""
+    from extender import wire
+
+    for received, built in (
+        (wire._ArgsIn, ExtenderArgs),
+        (wire._PrioritizeIn, wire.PrioritizeArgs),
+    ):
+        assert received.__struct_fields__ == built.__struct_fields__
+        assert received.__struct_encode_fields__ == built.__struct_encode_fields__
+
+
 def test_prioritize_decodes_of_a_node_only_what_it_reads():
     """Name, resourceVersion, size and unschedulable; a kubelet's labels and
     annotations are skipped, not built (the filter still echoes them, above)."""
