@@ -294,7 +294,9 @@ class Extender:
         pod = args.pod
         assert pod is not None
         spec = pod.spec
-        shape = _shape_encoder.encode((spec.containers, spec.initContainers, spec.overhead))
+        shape = _shape_encoder.encode(
+            (spec.containers, spec.initContainers, spec.overhead, spec.resources)
+        )
         known = self._shapes.get(shape)
         if known is None:
             known = pod_facts(pod, self.estimator, self.tlp)

@@ -579,3 +579,14 @@ def test_a_pod_the_reading_already_holds_is_not_counted_again():
         ledger.bind("p", "a", Usage(425, 0), 0, snap.window_end - 50)
         (state,) = build_states(["a"], infos, snap, fresh=True, ledger=ledger, cluster=None)
         assert state.pending_pods == counted, settle
+
+
+def test_a_pod_that_differs_only_in_its_pod_level_resources_is_estimated_anew():
+    # The per-shape cache of pod estimates must key on spec.resources too: the second pod's
+    # pod-level cpu: 2 replaces its containers' 100m (PodLevelResources, Kubernetes 1.32+).
+    ext = _extender({"a": (10.0, 10.0)})
+    first = pod_json(container({"cpu": "100m"}), name="one", uid="one")
+    second = pod_json(container({"cpu": "100m"}), name="two", uid="two")
+    second["spec"]["resources"] = {"requests": {"cpu": "2"}}
+    assert ext._facts(_args(first, [node_json("a")])).usage.cpu_millis == 85
+    assert ext._facts(_args(second, [node_json("a")])).usage.cpu_millis == 1700
