@@ -42,8 +42,11 @@ EXTENDER_URL = (
     "http://"
     + yaml.safe_load((REPO / "roles/loadwise/defaults/main.yml").read_text())["loadwise_listen"]
 )
-# Inventory group per flavour: k3s-ansible's own name for k3s, the kubeadm-style one else.
-GROUPS = {"k3s": "server", "kubeadm": "control_plane"}
+# Inventory groups per flavour, as operators' own inventories have them (issue #11 point 4):
+# k3s-ansible's server group under k3s_cluster, kubespray's kube_control_plane under
+# k8s_cluster. The playbooks find both with no loadwise variable; loadwise's own default
+# name, control_plane, is what molecule and the tests/ansible inventories use.
+GROUPS = {"k3s": ("k3s_cluster", "server"), "kubeadm": ("k8s_cluster", "kube_control_plane")}
 # Each host's sshd, on loopback only (the host shares the machine's network).
 SSH_PORTS = {"kubeadm": 22601, "k3s": 22602}
 SSH_OPTIONS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes"
@@ -186,6 +189,7 @@ class ControlPlaneHost:
     # -- ansible --------------------------------------------------------------------------
 
     def _write_inventory(self) -> None:
+        parent, group = GROUPS[self.flavour]
         inv = {
             "all": {
                 "vars": {
@@ -200,7 +204,7 @@ class ControlPlaneHost:
                     **SITE_VARS,
                     "loadwise_extender_source_url": self.lab.load_watcher_url,
                 },
-                "children": {GROUPS[self.flavour]: {"hosts": {self.name: {}}}},
+                "children": {parent: {"children": {group: {"hosts": {self.name: {}}}}}},
             }
         }
         self.inventory.write_text(yaml.safe_dump(inv, sort_keys=False))

@@ -6,7 +6,8 @@ stand-in or the k3s stand-in, the lab's API server (cluster objects through
 kubernetes.core: load-watcher, the extender's ServiceAccount/RBAC/token, the descheduler,
 kubeadm-config), the lab's load-watcher feeding the extender the role installs as a
 systemd service. The tests of one flavour run in order against one host:
-check mode -> rollback.yml before any site.yml -> site.yml -> placement through the
+check mode -> a controller kubeconfig of another cluster refused -> rollback.yml before any
+site.yml -> site.yml -> placement through the
 scheduler -> second run -> rollback.yml -> second-scheduler mode ->
 a cluster without a metrics API (metrics-server installed on kubeadm, refused on k3s) ->
 what changed after site.yml survives rollback (kubeadm: an upgrade rendered by the real
@@ -27,6 +28,7 @@ import re
 import ssl
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
@@ -169,6 +171,42 @@ def test_check_mode_shows_the_edit_and_changes_nothing(host, lab):
     assert all(CONFIG_FLAG[host.flavour] not in c for c in host.scheduler_cmdlines())
 
 
+def _another_clusters_kubeconfig(lab, workdir) -> str:
+    """The lab's admin kubeconfig with its CA swapped for a fresh one: what an operator's
+    controller holds for a cluster rebuilt at the same address, or a stale context."""
+    import base64
+    import subprocess
+
+    key, cert = workdir / "other-ca.key", workdir / "other-ca.crt"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
+         "-subj", "/CN=another-cluster-ca"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    doc = yaml.safe_load(Path(lab.kubeconfig).read_text())
+    for entry in doc["clusters"]:
+        entry["cluster"]["certificate-authority-data"] = base64.b64encode(
+            cert.read_bytes()
+        ).decode()
+    path = workdir / f"another-cluster-{time.monotonic_ns()}.kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_a_controller_pointed_at_another_cluster_is_refused_before_any_change(host, lab, workdir):
+    """Issue #11 point 3 on a real host: the node's scheduler kubeconfig trusts the lab's
+    CA, the controller's kubeconfig another one; site.yml stops in preflight, naming both."""
+    other = _another_clusters_kubeconfig(lab, workdir)
+    run = host.playbook("playbooks/site.yml", extra={"loadwise_kubeconfig": other})
+    assert run.rc != 0, run.tail()
+    assert f"{host.name} is not in the cluster the controller would change" in run.said, run.tail()
+    assert other in run.said
+    assert "PLAY [Cluster add-ons" not in run.stdout, run.tail()
+    host.sh("sha256sum -c /root/loadwise-test-pristine.sha256")
+    assert _cluster_objects(lab) == []
+
+
 def test_rollback_where_site_never_ran_changes_nothing(host, lab):
     """An operator may run rollback.yml first (or twice): it must succeed and touch nothing."""
     run = host.playbook("playbooks/rollback.yml")
@@ -235,7 +273,17 @@ def test_a_second_site_run_changes_nothing(host):
     assert run.changed == {host.name: 0}, run.tail(120)
 
 
-def test_rollback_restores_every_file_and_the_stock_scheduler(host, lab):
+def test_rollback_restores_every_file_and_the_stock_scheduler(host, lab, workdir):
+    # First pointed at another cluster: rollback deletes objects and patches kubeadm-config,
+    # so it refuses as site.yml does, and leaves everything here in place.
+    objects = _cluster_objects(lab)
+    other = _another_clusters_kubeconfig(lab, workdir)
+    run = host.playbook("playbooks/rollback.yml", extra={"loadwise_kubeconfig": other})
+    assert run.rc != 0, run.tail()
+    assert f"{host.name} is not in the cluster the controller would change" in run.said, run.tail()
+    assert _cluster_objects(lab) == objects
+    assert all(CONFIG_FLAG[host.flavour] in c for c in host.scheduler_cmdlines())
+
     run = host.playbook("playbooks/rollback.yml")
     assert run.rc == 0, run.tail()
     host.sh("sha256sum -c /root/loadwise-test-pristine.sha256")
