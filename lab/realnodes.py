@@ -219,6 +219,17 @@ def _prepare_node(name: str, index: int, routes: dict[str, str]) -> None:
     sh(name, script)
 
 
+def import_image(node: str, archive: Path, *, platform: str | None = None) -> str:
+    """Import a docker or OCI image archive from this machine into a node's containerd (the
+    k8s.io namespace the kubelet uses), as the control-plane images are; what `ctr` printed.
+    platform: import (and unpack) that platform's content instead of the node's own."""
+    target = f"/tmp/{archive.name}"
+    podman("cp", str(archive), f"{node}:{target}")
+    flag = f" --platform {platform}" if platform else ""
+    return sh(node, f"ctr -n k8s.io images import{flag} {target} 2>&1; rc=$?; rm -f {target}; "
+              "exit $rc", timeout=300)  # fmt: skip
+
+
 def up(*, out: Any = None) -> UpResult:
     """Bring the cluster up from scratch; raises LabError naming the step that failed."""
     if shutil.which("podman") is None:
