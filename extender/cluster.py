@@ -19,9 +19,9 @@ from typing import Protocol, TypeVar
 
 import msgspec
 
-from .estimate import EstimatorArgs, TLPArgs, pod_usages, predict_tlp_cpu
+from .estimate import EstimatorArgs, TLPArgs, pod_load
 from .exceptions import QuantityError
-from .model import NodeInfo, Usage, usable_node_info
+from .model import NodeInfo, PodLoad, Usage, usable_node_info
 from .nodestate import ClusterFacts
 from .reflector import ListWatchClient, Reflector
 from .wire import Node, Pod
@@ -39,16 +39,7 @@ POD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 class PlacementSink(Protocol):
     """Where the watch reports pods bound to nodes and pods gone (``Ledger`` is one)."""
 
-    def bind(
-        self,
-        pod_key: str,
-        node: str,
-        usage: Usage,
-        tlp_cpu: float,
-        at: float,
-        *,
-        request: Usage | None = None,
-    ) -> None: ...
+    def bind(self, pod_key: str, node: str, load: PodLoad, at: float) -> None: ...
 
     def forget(self, pod_key: str) -> None: ...
 
@@ -105,7 +96,7 @@ class ClusterWatch:
         self._placements = placements
         self._watch_timeout = watch_timeout
         self.nodes: dict[str, NodeInfo] = {}
-        self._pods: dict[str, tuple[str, Usage, float]] = {}
+        self._pods: dict[str, tuple[str, PodLoad]] = {}
         self._facts: ClusterFacts | None = None
         self.nodes_synced = False
         self.pods_synced = False
@@ -124,10 +115,10 @@ class ClusterWatch:
             counts: dict[str, int] = {}
             usage: dict[str, Usage] = {}
             tlp: dict[str, float] = {}
-            for node, pod_usage, pod_tlp in self._pods.values():
+            for node, load in self._pods.values():
                 counts[node] = counts.get(node, 0) + 1
-                usage[node] = usage.get(node, Usage()) + pod_usage
-                tlp[node] = tlp.get(node, 0.0) + pod_tlp
+                usage[node] = usage.get(node, Usage()) + load.usage
+                tlp[node] = tlp.get(node, 0.0) + load.tlp_cpu_millis
             self._facts = ClusterFacts(counts, usage, tlp)
         return self._facts
 
@@ -168,17 +159,16 @@ class ClusterWatch:
         if known is not None and known[0] == pod.spec.nodeName:
             return
         try:
-            usage, request = pod_usages(pod, self._estimator)
-            tlp = float(predict_tlp_cpu(pod, self._tlp))
+            load = pod_load(pod, self._estimator, self._tlp)
         except QuantityError as exc:
             # Not on the request path, so no 400 to give: leave this pod out rather
             # than abort the whole list (the watch would then never report synced).
             log.warning("pod %s left out of the node totals: %s", key, exc)
             return
-        self._pods[key] = (pod.spec.nodeName, usage, tlp)
+        self._pods[key] = (pod.spec.nodeName, load)
         self._facts = None
         at = scheduled_at(pod) or time.time()
-        self._placements.bind(key, pod.spec.nodeName, usage, tlp, at, request=request)
+        self._placements.bind(key, pod.spec.nodeName, load, at)
 
     def _listed_nodes(self, nodes: list[Node]) -> None:
         self.last_error = None

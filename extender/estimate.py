@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import msgspec
 
 from .exceptions import QuantityError
-from .model import NodeState, Usage
+from .model import NodeState, PodLoad, Usage
 from .quantity import cpu_millis, memory_bytes
 from .wire import Container, Pod, QuantityValue
 
@@ -51,7 +51,7 @@ __all__ = [
     "pod_facts",
     "pod_limits",
     "pod_requests",
-    "pod_usages",
+    "pod_load",
     "predict_tlp_cpu",
 ]
 
@@ -228,11 +228,12 @@ def filter_usage(requests: Amounts, estimate: Usage) -> Usage:
     )
 
 
-def pod_usages(pod: Pod, args: EstimatorArgs | None = None) -> tuple[Usage, Usage]:
-    """(estimate, filter figure) of a pod: :func:`estimate_usage`, :func:`filter_usage`."""
+def pod_load(pod: Pod, args: EstimatorArgs | None = None, tlp: TLPArgs | None = None) -> PodLoad:
+    """What a bound pod counts on its node until a reading holds it: :func:`estimate_usage`,
+    :func:`filter_usage` and :func:`predict_tlp_cpu`."""
     requests = pod_amounts(pod, "requests")
     usage = _estimate(requests, pod_amounts(pod, "limits"), args or EstimatorArgs())
-    return usage, filter_usage(requests, usage)
+    return PodLoad(usage, filter_usage(requests, usage), float(predict_tlp_cpu(pod, tlp)))
 
 
 def _estimate(requests: Amounts, limits: Amounts, args: EstimatorArgs) -> Usage:
@@ -283,6 +284,10 @@ class PodFacts(msgspec.Struct, frozen=True):
     memory_request_bytes: int
     request: Usage | None = None
     """What the filter counts (:func:`filter_usage`); None: ``usage``."""
+
+    def placed(self) -> PodLoad:
+        """What the pod counts on a node once placed there (the herding ledger)."""
+        return PodLoad(self.usage, self.request or self.usage, self.tlp_cpu_millis)
 
 
 def pod_facts(

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from .model import Usage
+from .model import PodLoad, Usage
 
 __all__ = [
     "HORIZON_SECONDS",
@@ -55,16 +55,13 @@ MAX_ENTRIES = 50_000
 
 
 class Placement(msgspec.Struct, frozen=True):
-    """One pod on one node. ``usage`` is the estimator's figure (what the scores count);
-    ``request`` the smaller figure the filter counts (see ``estimate.filter_usage``)."""
+    """One pod on one node, counted as ``load`` from ``at``."""
 
     node: str
-    usage: Usage
-    tlp_cpu_millis: float
+    load: PodLoad
     at: float
     confirmed: bool
     seq: int = 0
-    request: Usage | None = None  # None: the same as ``usage``
 
 
 class Pending:
@@ -93,7 +90,7 @@ class Pending:
 
     @property
     def request(self) -> Usage:
-        """The same pods at the filter's figure (``Placement.request``)."""
+        """The same pods at the filter's figure (``PodLoad.request``)."""
         return Usage(self.request_cpu_millis, self.request_memory_bytes)
 
     def add(self, p: Placement, sign: int) -> None:
@@ -103,13 +100,13 @@ class Pending:
             self.cpu_millis = self.memory_bytes = self.tlp_cpu_millis = 0.0
             self.request_cpu_millis = self.request_memory_bytes = 0.0
             return
-        usage = p.usage
-        request = p.request or usage
+        load = p.load
+        usage, request = load.usage, load.request
         self.cpu_millis += sign * usage.cpu_millis
         self.memory_bytes += sign * usage.memory_bytes
         self.request_cpu_millis += sign * request.cpu_millis
         self.request_memory_bytes += sign * request.memory_bytes
-        self.tlp_cpu_millis += sign * p.tlp_cpu_millis
+        self.tlp_cpu_millis += sign * load.tlp_cpu_millis
 
     def __repr__(self) -> str:
         return f"Pending(pods={self.pods}, {self.usage}, tlp={self.tlp_cpu_millis})"
@@ -159,18 +156,9 @@ class Ledger:
 
     # -- changes ------------------------------------------------------------------
 
-    def _put(
-        self,
-        key: str,
-        node: str,
-        usage: Usage,
-        tlp: float,
-        at: float,
-        confirmed: bool,
-        request: Usage | None,
-    ) -> None:
+    def _put(self, key: str, node: str, load: PodLoad, at: float, confirmed: bool) -> None:
         self._remove(key)
-        p = Placement(node, usage, tlp, at, confirmed, next(self._seq), request)
+        p = Placement(node, load, at, confirmed, next(self._seq))
         self._placements[key] = p
         self._all.add(p, +1)
         if not confirmed:
@@ -191,38 +179,19 @@ class Ledger:
         if p.at > self._cut:
             self._recent.add(p, -1)  # its heap entry is now stale and will be skipped
 
-    def assume(
-        self,
-        pod_key: str,
-        node: str,
-        usage: Usage,
-        tlp_cpu: float,
-        at: float,
-        *,
-        request: Usage | None = None,
-    ) -> None:
-        """``request``: the filter's figure for the pod (None: ``usage``)."""
+    def assume(self, pod_key: str, node: str, load: PodLoad, at: float) -> None:
         current = self._placements.get(pod_key)
         if current is not None and current.confirmed:
             return
-        self._put(pod_key, node, usage, tlp_cpu, at, False, request)
+        self._put(pod_key, node, load, at, False)
 
-    def bind(
-        self,
-        pod_key: str,
-        node: str,
-        usage: Usage,
-        tlp_cpu: float,
-        at: float,
-        *,
-        request: Usage | None = None,
-    ) -> None:
+    def bind(self, pod_key: str, node: str, load: PodLoad, at: float) -> None:
         current = self._placements.get(pod_key)
         if current is not None and current.confirmed and current.node == node:
             return
         if current is not None and current.node == node:
             at = min(at, current.at)  # keep the earlier time: the pod was there already
-        self._put(pod_key, node, usage, tlp_cpu, at, True, request)
+        self._put(pod_key, node, load, at, True)
 
     def forget(self, pod_key: str) -> None:
         self._remove(pod_key)

@@ -22,6 +22,7 @@ __all__ = [
     "NodeInfo",
     "NodeLoad",
     "NodeState",
+    "PodLoad",
     "ResourceLoad",
     "Usage",
     "usable_node_info",
@@ -38,6 +39,16 @@ class Usage(msgspec.Struct, frozen=True):
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(self.cpu_millis + other.cpu_millis, self.memory_bytes + other.memory_bytes)
+
+
+class PodLoad(msgspec.Struct, frozen=True):
+    """What one placed pod counts on its node until a reading holds it (the herding
+    ledger): ``usage`` the estimate the scores count, ``request`` the figure the filter
+    counts (``estimate.filter_usage``), ``tlp_cpu_millis`` TargetLoadPacking's prediction."""
+
+    usage: Usage
+    request: Usage
+    tlp_cpu_millis: float
 
 
 class NodeInfo(msgspec.Struct, frozen=True):

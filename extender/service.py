@@ -325,14 +325,7 @@ class Extender:
             )
         if len(outcome.passed) == 1:
             # kube-scheduler skips prioritize when one node is left: it goes there.
-            self.ledger.assume(
-                pod.key,
-                outcome.passed[0],
-                pod.usage,
-                pod.tlp_cpu_millis,
-                self.clock(),
-                request=pod.request,
-            )
+            self.ledger.assume(pod.key, outcome.passed[0], pod.placed(), self.clock())
         passed = set(outcome.passed)
         if args.nodes is not None and args.nodes.items is not None:
             # Answer with the very Node objects we were given (names are in item order).
@@ -402,9 +395,7 @@ class Extender:
             # watch (if any) says where it really went, or the metrics show it.
             # The favourite is the only node at the top priority (to_priorities),
             # so with otherwise equal scores the scheduler picks it, not a random one.
-            self.ledger.assume(
-                pod.key, win, pod.usage, pod.tlp_cpu_millis, now, request=pod.request
-            )
+            self.ledger.assume(pod.key, win, pod.placed(), now)
         if scored is not None:
             self._note_scores(args, pod, scored, win, why, stale)
         return msgspec.Raw(body)

@@ -14,7 +14,7 @@ from .events import EventRecorder
 from .kubeapi import KubeAPI
 from .ledger import Ledger
 from .metrics import Metrics
-from .model import Usage
+from .model import PodLoad
 from .service import Extender, ledger_horizon
 from .sources import (
     LoadFileSource,
@@ -40,17 +40,8 @@ class _Placements:
         self._ledger = ledger
         self._recorder = recorder
 
-    def bind(
-        self,
-        pod_key: str,
-        node: str,
-        usage: Usage,
-        tlp_cpu: float,
-        at: float,
-        *,
-        request: Usage | None = None,
-    ) -> None:
-        self._ledger.bind(pod_key, node, usage, tlp_cpu, at, request=request)
+    def bind(self, pod_key: str, node: str, load: PodLoad, at: float) -> None:
+        self._ledger.bind(pod_key, node, load, at)
         self._recorder.placed(pod_key, node)
 
     def forget(self, pod_key: str) -> None:

@@ -6,7 +6,7 @@ import time
 from extender import service
 from extender.config import load_settings
 from extender.ledger import Ledger
-from extender.model import LoadSnapshot, NodeLoad, ResourceLoad, Usage
+from extender.model import LoadSnapshot, NodeLoad, PodLoad, ResourceLoad, Usage
 from extender.service import Extender, ledger_horizon
 from extender.wire import decode_args
 
@@ -73,7 +73,7 @@ def test_ledger_stays_bounded_when_the_window_never_moves():
 def test_ledger_hard_cap_evicts_the_oldest_first():
     ledger = Ledger(horizon=1e9, max_entries=100)
     for i in range(1000):
-        ledger.assume(f"p{i}", f"n{i % 3}", Usage(10, 10), 10, at=float(i))
+        ledger.assume(f"p{i}", f"n{i % 3}", PodLoad(Usage(10, 10), Usage(10, 10), 10), at=float(i))
         ledger.recent(-1.0)
     assert len(ledger) == 100
     assert sum(p.pods for p in ledger.everything().values()) == 100

@@ -15,7 +15,7 @@ from extender.fastpath import LeastUsedFastPath
 from extender.fastpath import _changed as fast_changed
 from extender.fastpath import _priorities as fast_priorities
 from extender.ledger import Pending
-from extender.model import LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad, Usage
+from extender.model import LoadSnapshot, NodeInfo, NodeLoad, PodLoad, ResourceLoad, Usage
 from extender.policies import LeastUsed
 from extender.service import Extender
 from extender.wire import decode_args
@@ -103,7 +103,9 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
             # the watch says where an earlier pod really went, or that it is gone:
             # pending totals move between nodes and leave the ledger
             for ext in (fast, general):
-                ext.ledger.bind(f"u{i - 1}", names[i % 37], Usage(500, MI), 0, now)
+                ext.ledger.bind(
+                    f"u{i - 1}", names[i % 37], PodLoad(Usage(500, MI), Usage(500, MI), 0), now
+                )
                 ext.ledger.forget(f"u{i - 2}")
     assert len(fast.ledger) == len(general.ledger)
     assert sum(taken) >= 250 and not all(taken)  # both paths were exercised
@@ -128,7 +130,9 @@ def test_a_pending_total_that_moves_in_one_resource_only_is_rescored():
     bodies = []
     for i, (cpu, memory) in enumerate([(100, GI), (100, 6 * GI), (3000, 6 * GI), (3000, GI)]):
         for ext in (fast, general):  # the same placement, its figures replaced
-            ext.ledger.assume("placed", "n1", Usage(cpu, memory), 0, now)
+            ext.ledger.assume(
+                "placed", "n1", PodLoad(Usage(cpu, memory), Usage(cpu, memory), 0), now
+            )
         pod = pod_json(container({"cpu": "10m", "memory": "1Mi"}), uid=f"u{i}")
         body = json.dumps({"Pod": pod, "NodeNames": names}).encode()
         a = fast.prioritize_json(decode_args(body, raw_nodes=False))

@@ -11,17 +11,22 @@ from aiohttp.test_utils import TestServer
 
 from extender.cluster import ClusterWatch
 from extender.config import load_settings
-from extender.estimate import demand_after, pod_facts, pod_usages
+from extender.estimate import demand_after, pod_facts, pod_load
 from extender.events import Decision
 from extender.exceptions import SourceError
 from extender.ledger import Ledger
-from extender.model import LoadSnapshot, NodeLoad, ResourceLoad, Usage
+from extender.model import LoadSnapshot, NodeLoad, PodLoad, ResourceLoad, Usage
 from extender.nodestate import ClusterFacts, build_states
 from extender.server import make_app
 from extender.service import NEUTRAL_PRIORITY, Extender
 from extender.wire import Node, Pod, decode_args
 
 from .helpers import StaticSource, container, node_info, node_json, pod, pod_json
+
+
+def placed(usage, tlp=0.0, request=None):
+    """A pod's PodLoad for the ledger: the filter's figure the estimate unless given."""
+    return PodLoad(usage, request or usage, tlp)
 
 
 def snapshot(loads, age=5.0):
@@ -36,15 +41,15 @@ def snapshot(loads, age=5.0):
 
 def test_ledger_counts_only_placements_after_the_window():
     ledger = Ledger()
-    ledger.assume("a", "n1", Usage(100, 10), 150, at=1000)
-    ledger.assume("b", "n1", Usage(200, 20), 300, at=2000)
-    ledger.bind("c", "n2", Usage(50, 5), 75, at=2000)
+    ledger.assume("a", "n1", placed(Usage(100, 10), 150), at=1000)
+    ledger.assume("b", "n1", placed(Usage(200, 20), 300), at=2000)
+    ledger.bind("c", "n2", placed(Usage(50, 5), 75), at=2000)
     pending = ledger.pending(since=1500)
     assert pending["n1"].usage == Usage(200, 20) and pending["n1"].pods == 1
     assert pending["n2"].tlp_cpu_millis == 75
     # a bind moves an assumption; an assumption never overrides a bind
-    ledger.bind("b", "n2", Usage(200, 20), 300, at=2001)
-    ledger.assume("b", "n1", Usage(200, 20), 300, at=2002)
+    ledger.bind("b", "n2", placed(Usage(200, 20), 300), at=2001)
+    ledger.assume("b", "n1", placed(Usage(200, 20), 300), at=2002)
     assert ledger.pending(since=1500)["n2"].pods == 2 and "n1" not in ledger.pending(since=1500)
     assert ledger.pending(unconfirmed_only=True)["n1"].pods == 1
     ledger.prune(now=1000 + 301)
@@ -288,12 +293,12 @@ def test_ledger_running_totals_match_a_full_recount():
         at = step + rng.uniform(-50, 0)
         op = rng.random()
         if op < 0.45:
-            ledger.assume(key, node, Usage(100, 10), 150, at)
+            ledger.assume(key, node, placed(Usage(100, 10), 150), at)
             if key not in truth or not truth[key][2]:
                 truth[key] = (node, at, False)
         elif op < 0.8:
             prev = truth.get(key)
-            ledger.bind(key, node, Usage(100, 10), 150, at)
+            ledger.bind(key, node, placed(Usage(100, 10), 150), at)
             if not (prev and prev[2] and prev[0] == node):
                 at2 = min(at, prev[1]) if prev and prev[0] == node else at
                 truth[key] = (node, at2, True)
@@ -478,19 +483,17 @@ STREAM = container({"cpu": "100m", "memory": "128Mi"}, {"cpu": "500m", "memory":
 
 
 def test_filter_figure_is_the_request_capped_at_the_estimate():
-    usage, request = pod_usages(pod(STREAM))
-    assert usage == Usage(425, 375809638) and request == Usage(100, 128 * 1024**2)
+    load = pod_load(pod(STREAM))
+    assert load.usage == Usage(425, 375809638) and load.request == Usage(100, 128 * 1024**2)
     # requests = limits = 4 CPU / 8Gi: the estimate (85 % / 70 %) is below the request
-    usage, request = pod_usages(
-        pod(container({"cpu": "4", "memory": "8Gi"}, {"cpu": "4", "memory": "8Gi"}))
-    )
-    assert request == usage == Usage(3400, 6012954214)
+    load = pod_load(pod(container({"cpu": "4", "memory": "8Gi"}, {"cpu": "4", "memory": "8Gi"})))
+    assert load.request == load.usage == Usage(3400, 6012954214)
     # nothing requested: the estimator's default, as before
-    usage, request = pod_usages(pod(container()))
-    assert request == usage == Usage(250, 209715200)
+    load = pod_load(pod(container()))
+    assert load.request == load.usage == Usage(250, 209715200)
     # a limit only: no request to go by, so the estimate
-    usage, request = pod_usages(pod(container(None, {"cpu": "1"})))
-    assert request.cpu_millis == usage.cpu_millis == 850
+    load = pod_load(pod(container(None, {"cpu": "1"})))
+    assert load.request.cpu_millis == load.usage.cpu_millis == 850
 
 
 def _stream(ext, nodes, count, clock):
@@ -546,7 +549,7 @@ def test_the_filter_still_rejects_what_the_requests_alone_would_fill():
     ext = _extender({"busy": (70.0, 10.0), "idle": (5.0, 10.0)}, clock=clock, age=1.0)
     nodes = [node_json("busy", cpu="2", memory="8Gi"), node_json("idle", cpu="2", memory="8Gi")]
     for i in range(2):
-        ext.ledger.assume(f"b{i}", "busy", Usage(170, 0), 0, clock.now, request=Usage(170, 0))
+        ext.ledger.assume(f"b{i}", "busy", placed(Usage(170, 0)), clock.now)
     p = pod_json(container({"cpu": "200m"}), name="third", uid="third")
     result = ext.filter(_args(p, nodes))
     assert dict(result.failed_and_unresolvable) == {"busy": "cpu 96% > 90% threshold"}
@@ -556,7 +559,7 @@ def test_the_scores_still_count_pending_pods_at_the_estimate():
     snap = snapshot({"a": (20.0, 20.0)})
     ledger = Ledger()
     for i in range(3):
-        ledger.assume(f"p{i}", "a", Usage(425, 0), 0, time.time(), request=Usage(100, 0))
+        ledger.assume(f"p{i}", "a", placed(Usage(425, 0), request=Usage(100, 0)), time.time())
     (state,) = build_states(
         ["a"], {"a": node_info("a")}, snap, fresh=True, ledger=ledger, cluster=None
     )
@@ -576,7 +579,7 @@ def test_a_pod_the_reading_already_holds_is_not_counted_again():
     for settle, counted in ((45.0, 0), (60.0, 1)):
         snap = msgspec.structs.replace(snapshot({"a": (20.0, 20.0)}), settle_seconds=settle)
         ledger = Ledger()
-        ledger.bind("p", "a", Usage(425, 0), 0, snap.window_end - 50)
+        ledger.bind("p", "a", placed(Usage(425, 0)), snap.window_end - 50)
         (state,) = build_states(["a"], infos, snap, fresh=True, ledger=ledger, cluster=None)
         assert state.pending_pods == counted, settle
 
