@@ -28,6 +28,7 @@ benchmark pod: the smoke test shares the lab with the other end-to-end tests.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import ssl
 import subprocess
@@ -698,17 +699,20 @@ def place(
     return result
 
 
-def save_events(lab: Lab, scenario: Scenario, path: Path) -> None:
-    """The Events about the scenario's pods (the scheduler's FailedScheduling, the
-    extender's scores), one line each: time, pod, reason, reporter, message."""
-    pods = {p.metadata.name for p in _bench_pods(lab)}
+def save_events(lab: Lab, scenario: Scenario, path: Path, since: datetime.datetime) -> None:
+    """The Events about the scenario's pods since `since` (the scheduler's
+    FailedScheduling, the extender's scores), one line each: time, pod, reason, reporter,
+    message. Earlier runs' pods had the same names (or the same ReplicaSets): the time
+    tells them apart."""
     prefixes = tuple(f"{w.name}-" for w in scenario.workloads)
     lines = []
     for ev in lab.core().list_namespaced_event(NAMESPACE).items:
         name = ev.involved_object.name or ""
-        if ev.involved_object.kind != "Pod" or (name not in pods and not name.startswith(prefixes)):
-            continue
         when = ev.last_timestamp or ev.event_time or ev.metadata.creation_timestamp
+        if ev.involved_object.kind != "Pod" or not name.startswith(prefixes):
+            continue
+        if when is None or when < since:
+            continue
         who = ev.reporting_component or (ev.source.component if ev.source else "") or ""
         msg = " ".join((ev.message or "").split())
         lines.append(f"{when} {name} {ev.reason} x{ev.count or 1} {who}: {msg}")
@@ -725,6 +729,8 @@ def run(
     """One scenario against one contender, from a freshly reset lab. In backlog mode the
     pods are created before the contender's scheduler starts."""
     reset(lab, scenario, log)
+    # Event times have whole seconds: truncated, so that events of this run's first second count.
+    since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
     wd = workdir / f"{scenario.name}-{contender.name}"
     wd.mkdir(parents=True, exist_ok=True)
     created: dict[str, float] | None = None
@@ -755,7 +761,7 @@ def run(
     result.contender = contender.name
     result.scheduler_started = started if scenario.backlog else None
     with contextlib.suppress(Exception):  # evidence for the analysis, not a measure
-        save_events(lab, scenario, wd / "events.txt")
+        save_events(lab, scenario, wd / "events.txt", since)
     bound = len(result.bindings)
     log(
         f"{scenario.name} x {contender.name}: {bound}/{scenario.pod_count} bound in "
