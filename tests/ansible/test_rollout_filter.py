@@ -311,6 +311,8 @@ def test_a_terminated_container_of_a_running_pod_is_a_crash_whose_own_log_is_rea
     assert result["previous_log"] is False
     message = plugin.explain(result, ["exec /pause: exec format error"], 60)
     assert "wrong architecture" in message and "exec format error" in message
+    assert "node pi-1 (arm64)" in message, message
+    assert message.endswith("architecture; last log lines: exec /pause: exec format error")
 
 
 def test_a_crash_loop_waiting_state_reads_the_previous_instances_log() -> None:

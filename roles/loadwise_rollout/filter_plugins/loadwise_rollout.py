@@ -70,7 +70,15 @@ def _container_failure(pod: dict[str, Any], arches: dict[str, str]) -> dict[str,
         message = waiting.get("message") or ""
         last = (cs.get("lastState") or {}).get("terminated") or {}
         image = cs.get("image") or ""
-        found = {"pod": name, "container": cs.get("name", "?"), "logs": False, "previous_log": True}
+        found = {
+            "pod": name,
+            "container": cs.get("name", "?"),
+            "logs": False,
+            "previous_log": True,
+            # for explain(): a log saying "exec format error" then names the node's CPU
+            "node": node,
+            "arch": arch,
+        }
         if any(m in message for m in _WRONG_ARCH) or any(
             m in (last.get("message") or "") for m in _WRONG_ARCH
         ):
@@ -232,15 +240,15 @@ def explain(result: dict[str, Any], log_lines: list[str] | None = None, timeout:
     """The message the run fails with: the verdict's reason, what the log says, what to do."""
     lines = [line for line in log_lines or [] if line.strip()]
     reason = str(result.get("reason", ""))
-    if any(m in line for line in lines for m in _WRONG_ARCH) and "wrong architecture" not in reason:
-        reason += (
-            ": wrong architecture - the container's binary is not for the node's CPU"
-            " (exec format error). Use a multi-arch image or one built for the nodes."
-        )
+    said = [line for line in lines if any(m in line for m in _WRONG_ARCH)]
+    if said and "wrong architecture" not in reason:
+        node, arch = str(result.get("node") or ""), str(result.get("arch") or "")
+        reason += ": " + _wrong_arch(said[-1], node, arch)
     if result.get("state") == "waiting":
         reason += f" (still not rolled out after {timeout} s)"
     if lines:
-        reason += "; last log lines: " + " | ".join(line.strip() for line in lines[-5:])
+        reason = reason.rstrip(".") + "; last log lines: "
+        reason += " | ".join(line.strip() for line in lines[-5:])
     return reason
 
 
