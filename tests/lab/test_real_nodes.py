@@ -346,6 +346,8 @@ def test_rollout_fails_naming_the_wrong_architecture(cluster, core, rollout, tmp
     # runc's "exec /pause: exec format error" is the container's log.
     assert "crashed (exit code 1, Error)" in message
     assert "wrong architecture" in message and "exec format error" in message
+    arch = core.read_node(WORKER).status.node_info.architecture
+    assert arch != "arm64" and f"no binary for node {WORKER} ({arch})" in message
     assert "still not rolled out" not in message and seconds < 120 + 60
 
 
