@@ -6,8 +6,8 @@ stand-in or the k3s stand-in, the lab's API server (cluster objects through
 kubernetes.core: load-watcher, the extender's ServiceAccount/RBAC/token, the descheduler,
 kubeadm-config), the lab's load-watcher feeding the extender the role installs as a
 systemd service. The tests of one flavour run in order against one host:
-check mode -> a controller kubeconfig of another cluster refused -> rollback.yml before any
-site.yml -> site.yml -> placement through the
+check mode -> a controller kubeconfig of another cluster refused -> bad variables refused ->
+rollback.yml before any site.yml -> site.yml -> placement through the
 scheduler -> second run -> rollback.yml -> second-scheduler mode ->
 a cluster without a metrics API (metrics-server installed on kubeadm, refused on k3s) ->
 what changed after site.yml survives rollback (kubeadm: an upgrade rendered by the real
@@ -204,6 +204,26 @@ def test_a_controller_pointed_at_another_cluster_is_refused_before_any_change(ho
     assert other in run.said
     assert "PLAY [Cluster add-ons" not in run.stdout, run.tail()
     host.sh("sha256sum -c /root/loadwise-test-pristine.sha256")
+    assert _cluster_objects(lab) == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        ({"loadwise_scheduler_config_weight": -5}, "loadwise_scheduler_config_weight"),
+        ({"loadwise_extender_polcy": "least-used"}, "did you mean loadwise_extender_policy?"),
+    ],
+    ids=["negative-weight", "misspelled"],
+)
+def test_a_bad_variable_is_refused_before_any_change(host, lab, bad, named):
+    """Issue #11 point 7 on a real host: preflight, the first play, refuses; no file, unit or
+    object has changed (the same checks as check mode's)."""
+    run = host.playbook("playbooks/site.yml", extra=bad)
+    assert run.rc != 0, run.tail()
+    assert named in run.said, run.tail()
+    assert "PLAY [Cluster add-ons" not in run.stdout, run.tail()
+    host.sh("sha256sum -c /root/loadwise-test-pristine.sha256")
+    assert host.sh("ls /etc/loadwise /opt/loadwise 2>&1 || true").count("No such file") == 2
     assert _cluster_objects(lab) == []
 
 
