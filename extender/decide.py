@@ -33,8 +33,8 @@ def filter_nodes(
 ) -> FilterOutcome:
     """Reject a node when its use after placing the pod exceeds a threshold
     (Koordinator's rule: rounded percent > threshold). The pods the measurement
-    cannot show yet, this one included, count at their requests capped at the
-    estimate (``estimate.filter_usage`` says why), not at the estimate the scores use."""
+    cannot show yet, this one included, count at ``estimate.filter_usage``: CPU at the
+    request, memory at the estimate the scores use (its docstring says why)."""
     passed: list[str] = []
     failed: dict[str, str] = {}
     for node in nodes:

@@ -10,7 +10,8 @@ apply:
   request and limit are the pod's as Kubernetes computes them (:func:`pod_amounts`:
   sidecars, init containers, pod-level resources, overhead).
 - :func:`filter_usage` is what the *filter* counts for a pod the measurement cannot
-  show yet: its request, never more than the estimate (see its docstring for why).
+  show yet: CPU at its request (never more than the estimate), memory at the estimate
+  (see its docstring for why).
 - :func:`predict_tlp_cpu` is Trimaran TargetLoadPacking's PredictUtilisation:
   the CPU limit, else the request times a multiplier (1.5), else 1000m, per
   container of ``spec.containers`` (Trimaran reads no init container), plus the
@@ -205,26 +206,29 @@ def estimate_usage(pod: Pod, args: EstimatorArgs | None = None) -> Usage:
 
 def filter_usage(requests: Amounts, estimate: Usage) -> Usage:
     """What the filter counts for a pod that is placed but not yet in a measurement
-    (and for the pod being filtered): per resource its request, capped at the
-    estimate; a resource it requests nothing of at the estimate (for a pod that
-    declares nothing, the estimator's 250m / 200Mi).
+    (and for the pod being filtered): CPU at its request, capped at the estimate (at
+    the estimate when it requests none: 250m for a pod that declares nothing);
+    memory at the estimate.
 
-    The estimate, max(request, limit) x 85 % cpu / 70 % memory, is built to steer:
-    a pod asking 100m with a 500m limit counts 425m. Summed over the pods of a
-    stream it can exceed a node that is really half idle, and a filter rejection
-    is hard: kube-scheduler parks the pod as unschedulable until a cluster event or
-    its periodic flush retries it, minutes later. Measured in the placement
-    benchmark (docs/placement.md, strong-weak: 48 pods of 100m requested, 200m
-    used, 500m limit, at 2 a second): counted at the estimate, the filter rejected
-    every node ("cpu 100% > 90%") at 45 % real CPU use and left 21 pods Pending.
-    So the filter counts what the pods asked for, which the scheduler's own
-    resource fit also counts; the scores keep the estimate and still steer the
-    stream away from the nodes it would fill."""
+    The estimate, max(request, limit) x 85 % cpu / 70 % memory, is built to steer,
+    and for CPU it is far off: a pod asking 100m with a 500m limit counts 425m.
+    Summed over a stream it can exceed a node that is really half idle, and a
+    filter rejection is hard: kube-scheduler parks the pod as unschedulable until a
+    cluster event or its periodic flush retries it, minutes later. Measured in the
+    placement benchmark (docs/placement.md, strong-weak: 48 pods of 100m requested,
+    200m used, 500m limit, at 2 a second): counted at the estimate, the filter
+    rejected every node ("cpu 100% > 90%") at 45 % real CPU use and left 21 pods
+    Pending. CPU is compressible: a node past the threshold throttles, and the next
+    reading shows it. Memory is not: past the node's memory the kernel kills. And
+    memory limits sit close to real use, so the estimate is the better figure there
+    (hog: 128Mi requested, 256Mi limit, 179Mi estimated, 200Mi used; counted at the
+    request, TargetLoadPacking, which scores CPU only, put 9 pods on a node at 75 %
+    memory, 97 % after, where the estimate stops it at 7). The scores keep the
+    estimate for both and still steer the stream away from the nodes it would fill."""
     cpu = requests.get("cpu", 0)
-    memory = requests.get("memory", 0)
     return Usage(
         min(cpu, estimate.cpu_millis) if cpu > 0 else estimate.cpu_millis,
-        min(memory, estimate.memory_bytes) if memory > 0 else estimate.memory_bytes,
+        estimate.memory_bytes,
     )
 
 

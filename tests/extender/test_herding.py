@@ -482,9 +482,10 @@ async def test_burst_over_http_stays_even_under_random_tie_break(cache_capable):
 STREAM = container({"cpu": "100m", "memory": "128Mi"}, {"cpu": "500m", "memory": "512Mi"})
 
 
-def test_filter_figure_is_the_request_capped_at_the_estimate():
+def test_filter_figure_is_the_cpu_request_and_the_memory_estimate():
     load = pod_load(pod(STREAM))
-    assert load.usage == Usage(425, 375809638) and load.request == Usage(100, 128 * 1024**2)
+    # CPU (compressible) at the request, memory (not) at the estimate
+    assert load.usage == Usage(425, 375809638) and load.request == Usage(100, 375809638)
     # requests = limits = 4 CPU / 8Gi: the estimate (85 % / 70 %) is below the request
     load = pod_load(pod(container({"cpu": "4", "memory": "8Gi"}, {"cpu": "4", "memory": "8Gi"})))
     assert load.request == load.usage == Usage(3400, 6012954214)
@@ -553,6 +554,26 @@ def test_the_filter_still_rejects_what_the_requests_alone_would_fill():
     p = pod_json(container({"cpu": "200m"}), name="third", uid="third")
     result = ext.filter(_args(p, nodes))
     assert dict(result.failed_and_unresolvable) == {"busy": "cpu 96% > 90% threshold"}
+
+
+def test_memory_past_its_request_still_stops_at_the_threshold():
+    # The hog scenario's pods: 128Mi requested, 256Mi limit (179Mi estimated), 200Mi used, on
+    # an 8Gi node a hog keeps at 75 %. Only the filter stands between a CPU-only policy and
+    # the hog: counted at the estimate it lets 7 through (90.3 % -> 90), counted at the
+    # request it let 9 (97 % real). Memory is not compressible.
+    clock = FakeClock(6_000_000.0)
+    ext = _extender({"hog": (10.0, 75.0)}, clock=clock, age=1.0)
+    nodes = [node_json("hog", cpu="4", memory="8Gi")]
+    shape = container({"cpu": "100m", "memory": "128Mi"}, {"cpu": "200m", "memory": "256Mi"})
+    passed = 0
+    for i in range(10):
+        result = ext.filter(_args(pod_json(shape, name=f"h{i}", uid=f"h{i}"), nodes))
+        if not result.nodes.items:
+            assert dict(result.failed_and_unresolvable) == {"hog": "memory 92% > 90% threshold"}
+            break
+        passed += 1  # the one node left: the extender counts the pod there (filter_nodes)
+        clock.now += 0.1
+    assert passed == 7
 
 
 def test_the_scores_still_count_pending_pods_at_the_estimate():
