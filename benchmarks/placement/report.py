@@ -414,7 +414,11 @@ def cost_table(scenarios: Sequence[Scenario], results: Sequence[RunResult]) -> l
         "| nodes | contender | mode | pods/s | x stock | p50 ms | p99 ms | x stock | created/s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for n, name, mode, t, base in sorted(lines, key=lambda x: (x[0], x[1])):
+
+    def key(x: tuple[int, str, str, Timing, Timing | None]) -> tuple[int, int, str]:
+        return (x[0], ORDER.index(x[1]) if x[1] in ORDER else len(ORDER), x[1])
+
+    for n, name, mode, t, base in sorted(lines, key=key):
         tx = f"{t.throughput / base.throughput:.2f}" if base else "-"
         px = f"{t.p99 / base.p99:.2f}" if base else "-"
         out.append(
@@ -496,7 +500,11 @@ def plot_cost(points: dict[str, list[tuple[int, Timing]]], path: Path) -> None:
             color=line.get_color(),
         )
     a.set(xlabel="nodes", ylabel="pods bound per second", title="throughput")
-    b.set(xlabel="nodes", ylabel="ms", title="creation to binding: p99 (o, solid), p50 (x, dotted)")
+    b.set(
+        xlabel="nodes",
+        ylabel="ms",
+        title="creation (backlog: scheduler launch) to binding\np99 (o, solid), p50 (x, dotted)",
+    )
     a.set_ylim(bottom=0)
     b.set_ylim(bottom=0)
     a.legend(fontsize="small")
