@@ -48,7 +48,14 @@ def test_a_scenario_is_read_with_its_quantities_in_base_units():
         (("count: 3", "count: 0"), ["$.nodes[1].count"]),
         (('cpu: "1"', 'cpu: "0"'), ["$.nodes[1]", "capacity"]),
         (("name: new", "name: a"), ["'a'", "twice"]),
+        # descheduler is {seconds, interval_seconds} (a bare boolean is a type error)
         (("title: t", "title: t\ndescheduler: true"), ["$.descheduler"]),
+        (
+            ("title: t", "title: t\ndescheduler: {interval_seconds: 0}"),
+            ["$.descheduler.interval_seconds"],
+        ),
+        (("title: t", "title: t\ndescheduler: {seconds: .nan}"), ["$.descheduler.seconds"]),
+        (("title: t", "title: t\ndescheduler: {}\nbacklog: true"), ["$.backlog", "descheduler"]),
     ],
 )
 def test_a_bad_key_is_refused_naming_the_file_and_the_key(edit, names):
@@ -58,6 +65,14 @@ def test_a_bad_key_is_refused_naming_the_file_and_the_key(edit, names):
     assert msg.startswith("bad.yaml: "), msg
     for n in names:
         assert n in msg, msg
+
+
+def test_the_descheduler_and_the_backlog_are_read_with_their_defaults():
+    sc = loads(GOOD.replace("title: t", "title: t\ndescheduler: {seconds: 30}"), "d.yaml")
+    assert sc.descheduler is not None
+    assert (sc.descheduler.seconds, sc.descheduler.interval_seconds) == (30, 10)
+    assert loads(GOOD.replace("title: t", "title: t\nbacklog: true"), "b.yaml").backlog
+    assert loads(GOOD, "g.yaml").descheduler is None
 
 
 def test_every_shipped_scenario_loads_and_is_named_after_its_file():
