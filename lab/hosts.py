@@ -70,9 +70,6 @@ SITE_VARS = {
     "loadwise_extender_source": "load-watcher",
     "loadwise_load_watcher_image": "registry.invalid/loadwise/load-watcher:v0.2.4",
     "loadwise_scheduler_config_health_stable_seconds": 10,
-    # kwok reports a pod running at once; a rollout is judged ready on two looks in a row
-    # (roles/loadwise_rollout), so the lab looks every 2 s instead of 5 (three add-ons per run).
-    "loadwise_rollout_delay": 2,
 }
 _RECAP = re.compile(
     r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M
