@@ -235,7 +235,10 @@ def filter_usage(requests: Amounts, estimate: Usage) -> Usage:
 def pod_load(pod: Pod, args: EstimatorArgs | None = None, tlp: TLPArgs | None = None) -> PodLoad:
     """What a bound pod counts on its node until a reading holds it: :func:`estimate_usage`,
     :func:`filter_usage` and :func:`predict_tlp_cpu`."""
-    requests = pod_amounts(pod, "requests")
+    return _load(pod, pod_amounts(pod, "requests"), args, tlp)
+
+
+def _load(pod: Pod, requests: Amounts, args: EstimatorArgs | None, tlp: TLPArgs | None) -> PodLoad:
     usage = _estimate(requests, pod_amounts(pod, "limits"), args or EstimatorArgs())
     return PodLoad(usage, filter_usage(requests, usage), float(predict_tlp_cpu(pod, tlp)))
 
@@ -286,28 +289,32 @@ class PodFacts(msgspec.Struct, frozen=True):
     tlp_cpu_millis: int
     cpu_request_millis: int
     memory_request_bytes: int
-    request: Usage | None = None
-    """What the filter counts (:func:`filter_usage`); None: ``usage``."""
+    load: PodLoad | None = None
+    """What the pod counts on a node once placed there (:func:`pod_load`: the herding
+    ledger's figures, the filter's among them); None (a hand-built PodFacts): ``usage``
+    for both the scores and the filter."""
 
     def placed(self) -> PodLoad:
-        """What the pod counts on a node once placed there (the herding ledger)."""
-        return PodLoad(self.usage, self.request or self.usage, self.tlp_cpu_millis)
+        """``load``, built once per pod shape by :func:`pod_facts`."""
+        if self.load is not None:
+            return self.load
+        return PodLoad(self.usage, self.usage, self.tlp_cpu_millis)
 
 
 def pod_facts(
     pod: Pod, estimator: EstimatorArgs | None = None, tlp: TLPArgs | None = None
 ) -> PodFacts:
     requests = pod_amounts(pod, "requests")
-    usage = _estimate(requests, pod_amounts(pod, "limits"), estimator or EstimatorArgs())
+    load = _load(pod, requests, estimator, tlp)
     return PodFacts(
         key=pod.key,
         name=pod.metadata.name,
         namespace=pod.metadata.namespace,
-        usage=usage,
-        tlp_cpu_millis=predict_tlp_cpu(pod, tlp),
+        usage=load.usage,
+        tlp_cpu_millis=int(load.tlp_cpu_millis),
         cpu_request_millis=requests.get("cpu", 0),
         memory_request_bytes=requests.get("memory", 0),
-        request=filter_usage(requests, usage),
+        load=load,
     )
 
 
@@ -342,7 +349,7 @@ def demand_after(
     pending, own = node.pending, pod.usage
     if filtering:
         pending = node.pending_request or pending
-        own = pod.request or own
+        own = pod.load.request if pod.load is not None else own
     if resource == "cpu":
         capacity, allocatable = info.cpu_capacity_millis, info.cpu_allocatable_millis
         extra = pending.cpu_millis + own.cpu_millis
