@@ -35,6 +35,7 @@ from lab.fakenodes import (
     node_object,
     parse_quantity,
 )
+from lab.kubeclient import AdminClient
 from lab.pki import write_pki
 from lab.processes import HOST, LabError, Processes, port_open, wait_for
 
@@ -43,7 +44,7 @@ def _stderr(msg: str) -> None:
     print(f"lab: {msg}", file=sys.stderr, flush=True)
 
 
-class Lab:
+class Lab(AdminClient):
     """One lab on this machine. `Lab().up()` starts it; `down()` stops every process."""
 
     def __init__(
@@ -87,23 +88,6 @@ class Lab:
         if not names or want:
             self._bins.update(build_binaries(want))
         return self._bins
-
-    def api_client(self) -> Any:
-        """A kubernetes.client.ApiClient for the admin kubeconfig."""
-        if self._api is None:
-            from kubernetes import config
-
-            # kubernetes.config's functions carry no annotations
-            self._api = config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=self.kubeconfig
-            )
-        return self._api
-
-    def core(self) -> Any:
-        """A kubernetes.client.CoreV1Api with the admin identity."""
-        from kubernetes import client
-
-        return client.CoreV1Api(self.api_client())
 
     def _ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))

@@ -123,51 +123,54 @@ def node_image(env: dict[str, str] | None = None) -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-class ControlPlaneHost:
-    """One podman container playing a control-plane node of the given flavour."""
+class AnsibleHost:
+    """A podman container that Ansible reaches over SSH as an operator's control-plane node
+    (sshd on `address`:`ssh_port`, key login as root), with a controller whose kubernetes.core
+    tasks use `kubeconfig` and an inventory in the flavour's operator layout (GROUPS)."""
 
-    def __init__(self, flavour: str, image: str, lab: Lab, workdir: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        flavour: str,
+        workdir: Path,
+        *,
+        address: str,
+        ssh_port: int,
+        kubeconfig: str,
+        site_vars: dict[str, object],
+    ) -> None:
+        self.name = name
         self.flavour = flavour
-        self.image = image
-        self.lab = lab
-        self.name = f"loadwise-lab-{flavour}"
         self.workdir = workdir
-        self.inventory = workdir / f"inventory-{flavour}.yml"
+        self.address = address
+        self.ssh_port = ssh_port
+        self.kubeconfig = kubeconfig
+        self.site_vars = site_vars
+        self.inventory = workdir / f"inventory-{name}.yml"
         self.ssh_key = workdir / "ssh" / "id_ed25519"
-        self.ssh_port = SSH_PORTS[flavour]
         self.runs = 0
 
-    # -- container ----------------------------------------------------------------------
-
-    def create(self) -> None:
-        self.destroy()
-        subprocess.run(
-            ["podman", "run", "-d", "--name", self.name, "--hostname", self.name,
-             "--network", "host", "--systemd=always", "--privileged", self.image, "/sbin/init"],
-            check=True, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        self._start_sshd()
-        self._write_inventory()
-
-    def _start_sshd(self) -> None:
-        """Host keys of its own, the lab's key for root, sshd on its loopback port only."""
+    def start_sshd(self) -> None:
+        """Host keys of its own, the lab's key for root, sshd on its address only; then the
+        inventory that reaches it."""
         if not self.ssh_key.exists():
             self.ssh_key.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "loadwise-lab",
                             "-f", str(self.ssh_key)], check=True, timeout=30)  # fmt: skip
+        listen = f"{self.address}:{self.ssh_port}"
         proc = subprocess.run(
-            ["podman", "exec", "-i", self.name, "loadwise-test-sshd", f"127.0.0.1:{self.ssh_port}"],
+            ["podman", "exec", "-i", self.name, "loadwise-test-sshd", listen],
             input=self.ssh_key.with_suffix(".pub").read_text(), text=True, capture_output=True,
             timeout=180,
         )  # fmt: skip
-        assert proc.returncode == 0, f"{self.name}: starting sshd failed:\n{proc.stderr}"
+        if proc.returncode != 0:
+            raise LabError(f"{self.name}: starting sshd failed:\n{proc.stderr}")
         deadline = time.monotonic() + 30
-        while not port_open(self.ssh_port):
-            assert time.monotonic() < deadline, f"{self.name}: no sshd on port {self.ssh_port}"
+        while not port_open(self.ssh_port, self.address):
+            if time.monotonic() > deadline:
+                raise LabError(f"{self.name}: no sshd on {listen}")
             time.sleep(0.2)
-
-    def destroy(self) -> None:
-        destroy(self.name)
+        self._write_inventory()
 
     def sh(self, script: str, *, check: bool = True, timeout: float = 120) -> str:
         proc = subprocess.run(["podman", "exec", self.name, "bash", "-c", script],
@@ -179,10 +182,11 @@ class ControlPlaneHost:
         return proc.stdout
 
     def scheduler_cmdlines(self) -> list[str]:
-        """Command lines of kube-scheduler processes inside this host."""
+        """Command lines of kube-scheduler processes inside this host: started by path (the
+        stand-ins) or by name on PATH (the kubelet, from kubeadm's manifest)."""
         out = self.sh(
             "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null) || continue;"
-            ' case "$c" in */kube-scheduler\\ *) echo "$c";; esac; done'
+            ' case "$c" in kube-scheduler\\ *|*/kube-scheduler\\ *) echo "$c";; esac; done'
         )
         return out.splitlines()
 
@@ -193,7 +197,7 @@ class ControlPlaneHost:
         inv = {
             "all": {
                 "vars": {
-                    "ansible_host": "127.0.0.1",
+                    "ansible_host": self.address,
                     "ansible_port": self.ssh_port,
                     "ansible_user": "root",
                     "ansible_ssh_private_key_file": str(self.ssh_key),
@@ -201,8 +205,7 @@ class ControlPlaneHost:
                     "ansible_python_interpreter": "/usr/bin/python3",
                     # root inside the container; the image has no sudo
                     "ansible_become_method": "ansible.builtin.su",
-                    **SITE_VARS,
-                    "loadwise_extender_source_url": self.lab.load_watcher_url,
+                    **self.site_vars,
                 },
                 "children": {parent: {"children": {group: {"hosts": {self.name: {}}}}}},
             }
@@ -215,7 +218,7 @@ class ControlPlaneHost:
         env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
         env["ANSIBLE_FORCE_COLOR"] = "0"
         # kubernetes.core's modules run on the controller (delegate_to: localhost)
-        env["K8S_AUTH_KUBECONFIG"] = self.lab.kubeconfig
+        env["K8S_AUTH_KUBECONFIG"] = self.kubeconfig
         return env
 
     def playbook(self, playbook: str, *args: str, extra: dict[str, object] | None = None,
@@ -228,9 +231,40 @@ class ControlPlaneHost:
                               timeout=timeout)  # fmt: skip
         self.runs += 1
         run = PlaybookRun(argv, proc.returncode, proc.stdout, proc.stderr)
-        log = self.workdir / f"{self.flavour}-{self.runs:02d}-{Path(playbook).stem}.log"
+        log = self.workdir / f"{self.name}-{self.runs:02d}-{Path(playbook).stem}.log"
         log.write_text(" ".join(argv) + "\n\n" + proc.stdout + "\n--- stderr ---\n" + proc.stderr)
         return run
+
+
+class ControlPlaneHost(AnsibleHost):
+    """One podman container playing a control-plane node of the given flavour: the node
+    image made kubeadm- or k3s-flavoured by the stand-ins (prepare), sharing the machine's
+    network, its scheduler the lab's scheduler."""
+
+    def __init__(self, flavour: str, image: str, lab: Lab, workdir: Path) -> None:
+        super().__init__(
+            f"loadwise-lab-{flavour}",
+            flavour,
+            workdir,
+            address="127.0.0.1",
+            ssh_port=SSH_PORTS[flavour],
+            kubeconfig=lab.kubeconfig,
+            site_vars={**SITE_VARS, "loadwise_extender_source_url": lab.load_watcher_url},
+        )
+        self.image = image
+        self.lab = lab
+
+    def create(self) -> None:
+        self.destroy()
+        subprocess.run(
+            ["podman", "run", "-d", "--name", self.name, "--hostname", self.name,
+             "--network", "host", "--systemd=always", "--privileged", self.image, "/sbin/init"],
+            check=True, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        self.start_sshd()
+
+    def destroy(self) -> None:
+        destroy(self.name)
 
     def prepare(self, kube_scheduler: str) -> PlaybookRun:
         return self.playbook(

@@ -10,35 +10,54 @@ from a bridge + host-local CNI conflist written here, one /24 per node, with rou
 the nodes. No registry: the control-plane images are imported into containerd from the
 archive the image build saved.
 
-Stand-ins that remain: no kube-proxy (Services' cluster IPs are not routed) and no CoreDNS;
-both addons are skipped. See docs/lab.md.
+kube-proxy is kubeadm's own addon (a DaemonSet of the lab's kube-proxy, iptables mode), so
+pods reach Services, the API server's `kubernetes` Service first of all, by cluster IP. The
+add-ons site.yml installs find their images already in containerd (ADDON_IMAGES). What is
+left out: CoreDNS (nothing here resolves cluster names; its addon is skipped). See
+docs/lab.md.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from extender.kubeobjects import container, pod_template
+from lab.fakenodes import parse_quantity
+from lab.hosts import AnsibleHost
+from lab.kubeclient import AdminClient
 from lab.processes import LabError
 
 HERE = Path(__file__).resolve().parent
 BUILD_IMAGE = HERE / "nodes" / "kubeadm" / "build-image"
 K8S_VERSION = "v1.36.4"
 CONTROL_PLANE = "loadwise-real-cp"
-WORKERS = ("loadwise-real-w1",)
+# Two workers: the real-load test needs a hot node and a cool one the scheduler may choose
+# between (the control plane keeps kubeadm's NoSchedule taint, as on an operator's cluster).
+WORKERS = ("loadwise-real-w1", "loadwise-real-w2")
 POD_SUBNET = "10.244.0.0/16"
 SERVICE_SUBNET = "10.96.0.0/12"
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
-IMAGE_ARCHIVE = "/opt/loadwise/images/control-plane.tar"
+# not under /opt/loadwise, which is the product's own directory (rollback.yml removes it)
+IMAGE_ARCHIVE = "/opt/loadwise-lab/images/cluster-images.tar"
+# The build script's plain settings (NAME=value lines without expansions): image names, tags.
+_BUILD_VARS = dict(re.findall(r"^([A-Z_]+)=([^\s$]+)$", BUILD_IMAGE.read_text(), re.M))
+# The add-ons' images in that archive (METRICS_SERVER_IMAGE, DESCHEDULER_IMAGE,
+# LOAD_WATCHER_IMAGE, BURNER_IMAGE).
+ADDON_IMAGES = {k: v for k, v in _BUILD_VARS.items() if k.endswith("_IMAGE")}
+# The sandbox image, the lab's pause program: also the workloads' do-nothing container.
+PAUSE_IMAGE = f"registry.k8s.io/pause:{_BUILD_VARS['PAUSE_TAG']}"
 # On a failed init/join: the kubelet's and containerd's last errors, where the cause usually is.
 KUBELET_TAIL = (
     "journalctl -u kubelet -u containerd --no-pager | grep -E ' E[0-9]{4} |level=error' | tail -8"
@@ -48,12 +67,7 @@ KUBELET_TAIL = (
 #  - SystemVerification: this machine has a cgroup v1 hierarchy, which kubeadm 1.36 reports
 #    as an error; the kubelet is told to accept it (failCgroupV1: false below). The same
 #    check also wants the kernel config (/proc/config.gz or /boot), which a container lacks.
-#  - FileContent--proc-sys-net-bridge-bridge-nf-call-iptables: br_netfilter only matters to
-#    kube-proxy's iptables rules for Services on a bridge, and kube-proxy is not installed.
-IGNORED_PREFLIGHT = (
-    "SystemVerification",
-    "FileContent--proc-sys-net-bridge-bridge-nf-call-iptables",
-)
+IGNORED_PREFLIGHT = ("SystemVerification",)
 
 
 def _run_dir() -> Path:
@@ -143,11 +157,23 @@ def kubeadm_config(cp_ip: str, token: str) -> str:
             "clusterName": "loadwise-lab",
             "controlPlaneEndpoint": f"{cp_ip}:6443",
             "networking": {"podSubnet": POD_SUBNET, "serviceSubnet": SERVICE_SUBNET},
-            # no kube-proxy or CoreDNS image can be assembled here yet (docs/lab.md); disabled
-            # addons also leave their images out of kubeadm's preflight image check
+            # nothing in the lab resolves cluster names, so no CoreDNS (docs/lab.md); a
+            # disabled addon also leaves its image out of kubeadm's preflight image check
             # (cmd/kubeadm/app/images/images.go, GetControlPlaneImages)
-            "proxy": {"disabled": True},
             "dns": {"disabled": True},
+        },
+        {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "mode": "iptables",
+            # nf_conntrack_max and the conntrack timeouts are machine-wide sysctls that a
+            # node container may not set (kube-proxy then exits); 0 leaves them as they are
+            # (pkg/proxy/apis/config/types.go: "0 to leave as-is"), as kind's nodes do
+            "conntrack": {
+                "maxPerCore": 0,
+                "tcpEstablishedTimeout": "0s",
+                "tcpCloseWaitTimeout": "0s",
+            },
         },
         {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -159,9 +185,28 @@ def kubeadm_config(cp_ip: str, token: str) -> str:
             "failCgroupV1": False,
             # the nodes share one small disk with the machine: evict only when it is nearly full
             "evictionHard": {"nodefs.available": "2%", "imagefs.available": "2%"},
+            # Every node reports the machine's 2 cores; reserving 800m leaves each 1.2 cores
+            # allocatable, a small homelab node, so a real burner of 800m makes it hot (67%)
+            # without taking the whole machine from the tests running beside it.
+            "systemReserved": {"cpu": "800m"},
         },
     ]
     return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+# The operator's inventory variables for this cluster: kubeadm's defaults leave it without a
+# metrics API (site.yml installs metrics-server) and with kubelets serving self-signed
+# certificates (no serverTLSBootstrap), which metrics-server must then not verify; load-watcher
+# runs as a Deployment of the operator's own image (it publishes none), and the extender
+# reads it through its Service, so the whole chain kubelet -> metrics-server -> load-watcher
+# -> extender is the real one.
+SITE_VARS: dict[str, object] = {
+    "loadwise_metrics_server_kubelet_insecure_tls": True,
+    "loadwise_load_watcher_enabled": True,
+    "loadwise_load_watcher_mode": "deployment",
+    "loadwise_load_watcher_image": ADDON_IMAGES["LOAD_WATCHER_IMAGE"],
+    "loadwise_extender_source": "load-watcher",
+}
 
 
 @dataclass
@@ -197,13 +242,15 @@ def _start_node(name: str, image: str) -> str:
         # other node's
         "--cgroupns=private",
         "--sysctl", "net.ipv4.ip_forward=1",
+        # bridged pod traffic through iptables, so kube-proxy's Service rules also apply
+        # between pods on one node's bridge (kubeadm's preflight checks it is 1)
+        "--sysctl", "net.bridge.bridge-nf-call-iptables=1",
         # containerd's overlayfs snapshots cannot live on the container's own overlay root,
         # and the kubelet's stats (cadvisor) want a real filesystem under /var/lib/kubelet
         "--volume", "/var/lib/containerd", "--volume", "/var/lib/kubelet",
         image, "/sbin/init",
     )  # fmt: skip
-    info = json.loads(podman("inspect", name))
-    return str(info[0]["NetworkSettings"]["Networks"]["podman"]["IPAddress"])
+    return address(name)
 
 
 def _prepare_node(name: str, index: int, routes: dict[str, str]) -> None:
@@ -239,10 +286,15 @@ def up(*, out: Any = None) -> UpResult:
     run.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     down()
-    ips = {name: _start_node(name, image) for name in nodes()}
-    for index, name in enumerate(nodes()):
-        routes = {node_subnet(i): ips[other] for i, other in enumerate(nodes()) if other != name}
-        _prepare_node(name, index, routes)
+    with ThreadPoolExecutor(len(nodes())) as pool:
+        ips = dict(zip(nodes(), pool.map(lambda n: _start_node(n, image), nodes()), strict=True))
+
+        def prepare(index: int, name: str) -> None:
+            routes = {node_subnet(i): ips[o] for i, o in enumerate(nodes()) if o != name}
+            _prepare_node(name, index, routes)
+
+        # list(): map is lazy, and a node's error must surface here
+        list(pool.map(prepare, range(len(nodes())), nodes()))
     token = f"{secrets.token_hex(3)}.{secrets.token_hex(8)}"
     sh(CONTROL_PLANE, "cat > /etc/kubernetes/loadwise-kubeadm.yaml <<'EOF'\n"
        f"{kubeadm_config(ips[CONTROL_PLANE], token)}EOF\n")  # fmt: skip
@@ -259,7 +311,8 @@ def up(*, out: Any = None) -> UpResult:
         "openssl pkey -pubin -outform der | sha256sum | cut -d' ' -f1",
     ).strip()
     ignore = ",".join(IGNORED_PREFLIGHT)
-    for name in WORKERS:
+
+    def join(name: str) -> None:
         sh(
             name,
             f"kubeadm join {ips[CONTROL_PLANE]}:6443 --token {token} "
@@ -269,10 +322,13 @@ def up(*, out: Any = None) -> UpResult:
             "|| { tail -15 /var/log/kubeadm-join.log; " + KUBELET_TAIL + "; exit 1; }",
             timeout=600,
         )
+
+    with ThreadPoolExecutor(len(WORKERS)) as pool:
+        list(pool.map(join, WORKERS))
     kubeconfig = run / "admin.conf"
     kubeconfig.write_text(sh(CONTROL_PLANE, "cat /etc/kubernetes/admin.conf"))
     kubeconfig.chmod(0o600)
-    _wait("every node Ready and the kube-scheduler static pod Running",
+    _wait("every node Ready, kube-scheduler's static pod Running, kube-proxy on every node",
           lambda: ready(kubeconfig), 240, 2)  # fmt: skip
     seconds = time.monotonic() - t0
     (run / "up.json").write_text(json.dumps({"image": image, "seconds": round(seconds, 1)}))
@@ -317,13 +373,31 @@ def scheduler_phase(kubeconfig: Path) -> str | None:
     return None
 
 
+def kube_proxy_nodes(kubeconfig: Path) -> set[str]:
+    """Nodes whose kube-proxy pod runs with every container ready."""
+    out: set[str] = set()
+    for pod in _get(kubeconfig, "kube-system")["items"]:
+        if pod["metadata"].get("labels", {}).get("k8s-app") != "kube-proxy":
+            continue
+        statuses = pod["status"].get("containerStatuses", [])
+        if statuses and all(c.get("ready") for c in statuses):
+            out.add(str(pod["spec"].get("nodeName")))
+    return out
+
+
 def ready(kubeconfig: Path) -> bool:
     try:
         nodes_ready = node_ready(kubeconfig)
         phase = scheduler_phase(kubeconfig)
+        proxies = kube_proxy_nodes(kubeconfig)
     except Exception:  # the API server is still coming up: connection refused, 5xx
         return False
-    return set(nodes_ready) == set(nodes()) and all(nodes_ready.values()) and phase == "Running"
+    return (
+        set(nodes_ready) == set(nodes())
+        and all(nodes_ready.values())
+        and phase == "Running"
+        and proxies == set(nodes())
+    )
 
 
 def down() -> None:
@@ -350,3 +424,139 @@ def status() -> dict[str, Any]:
         except Exception as e:  # reported, not raised: status must work on a broken cluster
             st["api_error"] = str(e)[:300]
     return st
+
+
+def address(node: str) -> str:
+    """A node container's address on podman's network."""
+    info = json.loads(podman("inspect", node))
+    return str(info[0]["NetworkSettings"]["Networks"]["podman"]["IPAddress"])
+
+
+def control_plane_host(workdir: Path, kubeconfig: Path) -> AnsibleHost:
+    """The control-plane node as Ansible reaches an operator's: sshd on its own address,
+    port 22, and a controller holding the cluster's admin kubeconfig."""
+    host = AnsibleHost(
+        CONTROL_PLANE,
+        "kubeadm",
+        workdir,
+        address=address(CONTROL_PLANE),
+        ssh_port=22,
+        kubeconfig=str(kubeconfig),
+        site_vars=SITE_VARS,
+    )
+    host.start_sshd()
+    return host
+
+
+class Cluster(AdminClient):
+    """The real-node cluster through its admin kubeconfig, for lab.workloads' helpers."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self._kubeconfig = str(kubeconfig)
+
+    @property
+    def kubeconfig(self) -> str:
+        return self._kubeconfig
+
+
+def workload(
+    *,
+    cpu: str = "10m",
+    memory: str = "16Mi",
+    burn_cpu: int = 0,
+    hold_memory: int = 0,
+    node: str | None = None,
+) -> dict[str, Any]:
+    """A pod template for the workers: the pause container requesting cpu/memory, or, when
+    asked to burn CPU (millicores) or hold memory (MiB), the lab's burner doing it for real
+    while requesting the same small amounts (load nobody requested, as on the issue's hog
+    node). node: pin it there (kubernetes.io/hostname), as an operator's nodeSelector would."""
+    if burn_cpu or hold_memory:
+        image, extra = (
+            ADDON_IMAGES["BURNER_IMAGE"],
+            {"args": ["-cpu", str(burn_cpu), "-memory", str(hold_memory)]},
+        )
+    else:
+        image, extra = PAUSE_IMAGE, {}
+    return pod_template(
+        containers=[
+            container(
+                "app",
+                image=image,
+                requests={"cpu": cpu, "memory": memory},
+                extra={"imagePullPolicy": "Never", **extra},  # imported; no registry here
+            )
+        ],
+        node_selector={"kubernetes.io/hostname": node} if node else None,
+        # the kubelet's default 30 s would slow every delete; neither program needs it
+        extra={"terminationGracePeriodSeconds": 1},
+    )
+
+
+def node_get(node: str, url: str) -> tuple[int, str]:
+    """GET `url` from inside a node (the extender and kube-scheduler listen on the node's
+    loopback only), with the node's python3; TLS is not verified (the serving certificates
+    there are self-signed). (0, the error) when nothing answered."""
+    script = f"""
+import ssl, urllib.error, urllib.request
+ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+try:
+    r = urllib.request.urlopen({url!r}, context=ctx, timeout=5)
+    print(r.status); print(r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code); print(e.read().decode())
+except OSError as e:
+    print(0); print(e)
+"""
+    out = sh(node, f"python3 - <<'LOADWISE_EOF'\n{script}\nLOADWISE_EOF")
+    status, _, body = out.partition("\n")
+    return int(status), body
+
+
+def extender_metric(node: str, url: str, name: str) -> float | None:
+    """One sample of the extender's /metrics (summed over its labels), read inside the node;
+    None when the extender does not export it (yet)."""
+    _, text = node_get(node, f"{url}/metrics")
+    values = [
+        float(ln.rsplit(None, 1)[-1])
+        for ln in text.splitlines()
+        if ln.startswith(name) and ln[len(name) : len(name) + 1] in (" ", "{")
+    ]
+    return sum(values) if values else None
+
+
+def node_cpu_millicores(cluster: Cluster, node: str) -> float:
+    """The node's CPU use as metrics-server measures it (metrics.k8s.io NodeMetrics)."""
+    from kubernetes import client
+
+    doc: Any = client.CustomObjectsApi(cluster.api_client()).get_cluster_custom_object(
+        "metrics.k8s.io", "v1beta1", "nodes", node
+    )
+    return 1000 * parse_quantity(doc["usage"]["cpu"])
+
+
+def make_hot(cluster: Cluster, node: str, millicores: int, extender_url: str) -> float:
+    """Run the burner on `node` (Deployment `burner`), burning `millicores` while requesting
+    10m, and wait until the extender on the control plane holds a load measured after
+    metrics-server first saw it: metrics-server scrapes every 15 s, load-watcher collects once
+    a minute, the extender reads it every 30 s (site.yml's defaults). The node's measured
+    CPU then (millicores); `delete(cluster, "burner")` ends it."""
+    from lab.workloads import create_deployment
+
+    create_deployment(cluster, "burner", 1, workload(burn_cpu=millicores, node=node))
+
+    def measured() -> bool:
+        try:
+            return node_cpu_millicores(cluster, node) >= 0.75 * millicores
+        except Exception:  # the metrics API has no sample for the node yet: ask again
+            return False
+
+    _wait(f"metrics-server to measure the burner on {node}", measured, 180, 3)
+    seen = time.time()
+
+    def extender_caught_up() -> bool:
+        age = extender_metric(CONTROL_PLANE, extender_url, "loadwise_extender_load_age_seconds")
+        return age is not None and age >= 0 and time.time() - age > seen
+
+    _wait("the extender to hold a load measured after that", extender_caught_up, 180, 3)
+    return node_cpu_millicores(cluster, node)

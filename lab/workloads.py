@@ -12,10 +12,9 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from extender.kubeobjects import container, pod_template
-from lab.cluster import Lab
 from lab.fakenodes import USAGE_CPU, USAGE_MEMORY
 
 
@@ -48,15 +47,46 @@ def wait_ready(
     raise TimeoutError(f"extender at {extender_url} not ready after {timeout:.0f} s: {body}")
 
 
-def apps(lab: Lab) -> Any:
-    """A kubernetes.client.AppsV1Api with the lab's admin identity."""
+class Cluster(Protocol):
+    """What the helpers here need of a cluster: the lab's (lab.cluster.Lab) or the real-node
+    cluster's (lab.realnodes.Cluster), each with its admin identity."""
+
+    def api_client(self) -> Any: ...
+
+    def core(self) -> Any: ...
+
+
+def apps(lab: Cluster) -> Any:
+    """A kubernetes.client.AppsV1Api with the cluster's admin identity."""
     from kubernetes import client
 
     return client.AppsV1Api(lab.api_client())
 
 
+def create_deployment(
+    lab: Cluster, name: str, replicas: int, template: dict[str, Any], namespace: str = "default"
+) -> None:
+    """A Deployment `name` of `replicas` pods from `template`, selected by the label app=name
+    (added to the template's labels)."""
+    labels = {"app": name}
+    template = {
+        **template,
+        "metadata": {
+            **template.get("metadata", {}),
+            "labels": {**template.get("metadata", {}).get("labels", {}), **labels},
+        },
+    }
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": template},
+    }
+    apps(lab).create_namespaced_deployment(namespace, body)
+
+
 def deploy(
-    lab: Lab,
+    lab: Cluster,
     name: str,
     replicas: int,
     *,
@@ -68,34 +98,21 @@ def deploy(
 ) -> None:
     """A Deployment `name` of `replicas` pods requesting cpu/memory, each using (as kwok
     reports it) usage_cpu/usage_memory, kept on the lab's kwok nodes."""
-    labels = {"app": name}
-    body = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": pod_template(
-                containers=[
-                    container(
-                        "app",
-                        image="registry.invalid/app:1",
-                        requests={"cpu": cpu, "memory": memory},
-                    )
-                ],
-                labels=labels,
-                annotations={USAGE_CPU: usage_cpu, USAGE_MEMORY: usage_memory},
-                # kwok nodes carry no taints; keep pods off anything that is not a lab node
-                node_selector={"type": "kwok"},
-            ),
-        },
-    }
-    apps(lab).create_namespaced_deployment(namespace, body)
+    template = pod_template(
+        containers=[
+            container(
+                "app", image="registry.invalid/app:1", requests={"cpu": cpu, "memory": memory}
+            )
+        ],
+        annotations={USAGE_CPU: usage_cpu, USAGE_MEMORY: usage_memory},
+        # kwok nodes carry no taints; keep pods off anything that is not a lab node
+        node_selector={"type": "kwok"},
+    )
+    create_deployment(lab, name, replicas, template, namespace)
 
 
 def placements(
-    lab: Lab, name: str, replicas: int, timeout: float = 180, namespace: str = "default"
+    lab: Cluster, name: str, replicas: int, timeout: float = 180, namespace: str = "default"
 ) -> Counter[str]:
     """Pods of deployment `name` per node, once `replicas` of them are bound."""
     deadline = time.monotonic() + timeout
@@ -111,7 +128,7 @@ def placements(
         time.sleep(1)
 
 
-def delete(lab: Lab, name: str, namespace: str = "default") -> None:
+def delete(lab: Cluster, name: str, namespace: str = "default") -> None:
     """Delete deployment `name` and wait until its pods are gone."""
     from kubernetes.client.exceptions import ApiException
 
@@ -133,7 +150,7 @@ def delete(lab: Lab, name: str, namespace: str = "default") -> None:
         time.sleep(1)
 
 
-def place(lab: Lab, name: str, replicas: int, **kw: Any) -> Counter[str]:
+def place(lab: Cluster, name: str, replicas: int, **kw: Any) -> Counter[str]:
     """Deploy `replicas` pods, wait until all are bound, delete them; where they went."""
     deploy(lab, name, replicas, **kw)
     try:
@@ -143,7 +160,7 @@ def place(lab: Lab, name: str, replicas: int, **kw: Any) -> Counter[str]:
 
 
 def scored_events(
-    lab: Lab,
+    lab: Cluster,
     prefix: str,
     *,
     since: float = 0.0,
