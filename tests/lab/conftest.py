@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab import destroy, session
+from lab import destroy, realnodes, session
 from tests.lab.e2e import Extender
 
 
@@ -35,3 +35,18 @@ def extender(lab, workdir):
     yield ext
     ext.stop()
     lab.stop("kube-scheduler")
+
+
+@pytest.fixture(scope="module")
+def real_cluster():
+    """A fresh real-node kubeadm cluster (lab/realnodes.py) for one test module, removed after
+    it; a failed start is removed too, its error naming the step and its log's tail."""
+    try:
+        res = realnodes.up()
+    except BaseException:
+        realnodes.down()
+        raise
+    try:
+        yield res
+    finally:
+        realnodes.down()

@@ -4,14 +4,16 @@ uses it too)."""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
 
 from lab import Lab
-from lab.workloads import http_get, scored_events, wait_ready
+from lab.workloads import Cluster, http_get, scored_events, wait_ready
 
 REPO = Path(__file__).resolve().parents[2]
 EXTENDER = Path(sys.executable).parent / "loadwise-extender"
@@ -21,6 +23,56 @@ _ROLE_DEFAULTS = REPO / "roles/loadwise_scheduler_config/defaults/main.yml"
 WEIGHT = int(yaml.safe_load(_ROLE_DEFAULTS.read_text())["loadwise_scheduler_config_weight"])
 COOL = {"lab-small", "lab-medium", "lab-large"}
 HOT = "lab-hog"
+# What every object site.yml creates carries (roles/loadwise/defaults/main.yml loadwise_labels).
+LOADWISE_OBJECTS = "app.kubernetes.io/part-of=loadwise"
+
+
+def cluster_objects(cluster: Cluster) -> list[str]:
+    """Every object carrying loadwise's part-of label, as kind/name."""
+    from kubernetes import client
+
+    api = cluster.api_client()
+    core, apps, rbac = (
+        client.CoreV1Api(api),
+        client.AppsV1Api(api),
+        client.RbacAuthorizationV1Api(api),
+    )
+    listings = {
+        "ServiceAccount": core.list_service_account_for_all_namespaces,
+        "Secret": core.list_secret_for_all_namespaces,
+        "ConfigMap": core.list_config_map_for_all_namespaces,
+        "Service": core.list_service_for_all_namespaces,
+        "Deployment": apps.list_deployment_for_all_namespaces,
+        "Role": rbac.list_role_for_all_namespaces,
+        "RoleBinding": rbac.list_role_binding_for_all_namespaces,
+        "ClusterRole": rbac.list_cluster_role,
+        "ClusterRoleBinding": rbac.list_cluster_role_binding,
+    }
+    return sorted(
+        f"{kind}/{item.metadata.name}"
+        for kind, listing in listings.items()
+        for item in listing(label_selector=LOADWISE_OBJECTS).items
+    )
+
+
+def another_clusters_kubeconfig(kubeconfig: str | Path, workdir: Path) -> str:
+    """A cluster's admin kubeconfig with its CA swapped for a fresh one: what an operator's
+    controller holds for a cluster rebuilt at the same address, or a stale context."""
+    key, cert = workdir / "other-ca.key", workdir / "other-ca.crt"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
+         "-subj", "/CN=another-cluster-ca"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    doc = yaml.safe_load(Path(kubeconfig).read_text())
+    for entry in doc["clusters"]:
+        entry["cluster"]["certificate-authority-data"] = base64.b64encode(
+            cert.read_bytes()
+        ).decode()
+    path = workdir / f"another-cluster-{time.monotonic_ns()}.kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
 
 
 class Extender:

@@ -37,21 +37,8 @@ MANIFEST = "/etc/kubernetes/manifests/kube-scheduler.yaml"
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    try:
-        res = realnodes.up()
-    except BaseException:
-        realnodes.down()  # the error names the step and carries its log's tail
-        raise
-    try:
-        yield res
-    finally:
-        realnodes.down()
-
-
-@pytest.fixture(scope="module")
-def core(cluster):
-    api = config.new_client_from_config(str(cluster.kubeconfig))
+def core(real_cluster):
+    api = config.new_client_from_config(str(real_cluster.kubeconfig))
     yield client.CoreV1Api(api)
     api.close()
 
@@ -77,19 +64,19 @@ def scheduler_cmdlines() -> list[str]:
     return out.splitlines()
 
 
-def test_both_nodes_registered_and_ready(cluster, core):
+def test_both_nodes_registered_and_ready(real_cluster, core):
     nodes = {n.metadata.name: n for n in core.list_node().items}
-    assert set(nodes) == {realnodes.CONTROL_PLANE, WORKER}
+    assert set(nodes) == set(realnodes.nodes())
     for name, node in nodes.items():
         ready = {c.type: c.status for c in node.status.conditions}["Ready"]
         assert ready == "True", f"{name} not Ready"
         # a real kubelet and a real runtime report themselves, unlike kwok's stand-in
         assert node.status.node_info.kubelet_version == realnodes.K8S_VERSION
         assert node.status.node_info.container_runtime_version.startswith("containerd://2.3.")
-    print(f"real-node cluster up in {cluster.seconds:.0f}s (budget 180s)")
+    print(f"real-node cluster up in {real_cluster.seconds:.0f}s (budget 180s)")
 
 
-def test_scheduler_is_the_kubelets_static_pod_and_follows_its_manifest(cluster, core):
+def test_scheduler_is_the_kubelets_static_pod_and_follows_its_manifest(real_cluster, core):
     pod = core.read_namespaced_pod(SCHEDULER_POD, "kube-system")
     assert pod.status.phase == "Running"
     assert pod.spec.node_name == realnodes.CONTROL_PLANE
@@ -124,7 +111,7 @@ def test_scheduler_is_the_kubelets_static_pod_and_follows_its_manifest(cluster, 
     )
 
 
-def test_pod_with_a_local_image_runs_on_the_worker(cluster, core):
+def test_pod_with_a_local_image_runs_on_the_worker(real_cluster, core):
     pod = client.V1Pod(
         metadata=client.V1ObjectMeta(name="real-pod"),
         spec=client.V1PodSpec(
@@ -158,12 +145,13 @@ def test_pod_with_a_local_image_runs_on_the_worker(cluster, core):
         ),
         timeout=120,
     )
-    # the control plane keeps kubeadm's NoSchedule taint, so the scheduler must pick the worker
-    assert running.spec.node_name == WORKER
+    # the control plane keeps kubeadm's NoSchedule taint, so the scheduler must pick a worker
+    node = running.spec.node_name
+    assert node in realnodes.WORKERS, node
     ip = ipaddress.ip_address(running.status.pod_ip)
-    assert ip in ipaddress.ip_network(realnodes.node_subnet(1)), ip
-    # and containerd on the worker really runs it
-    tasks = realnodes.sh(WORKER, "ctr -n k8s.io tasks ls")
+    assert ip in ipaddress.ip_network(realnodes.node_subnet(realnodes.nodes().index(node))), ip
+    # and containerd on that worker really runs it
+    tasks = realnodes.sh(node, "ctr -n k8s.io tasks ls")
     assert tasks.count("RUNNING") >= 2, tasks  # the pod's sandbox and its container
 
 
@@ -214,6 +202,8 @@ def deployment(name: str, image: str, pull_policy: str) -> dict:
                         {"name": "main", "image": image, "imagePullPolicy": pull_policy}
                     ],
                     "terminationGracePeriodSeconds": 1,
+                    # the worker the test imported its image into
+                    "nodeSelector": {"kubernetes.io/hostname": WORKER},
                 },
             },
         },
@@ -221,14 +211,14 @@ def deployment(name: str, image: str, pull_policy: str) -> dict:
 
 
 @pytest.fixture
-def rollout(cluster, tmp_path):
+def rollout(real_cluster, tmp_path):
     """Run the role on one Deployment: (ansible-playbook's result, seconds it took). The
     Deployments are deleted afterwards (their pods with them)."""
     from tests.ansible.playbook import ansible_playbook
 
     play = tmp_path / "rollout.yml"
     play.write_text(ROLLOUT_PLAY)
-    api = config.new_client_from_config(str(cluster.kubeconfig))
+    api = config.new_client_from_config(str(real_cluster.kubeconfig))
     apps = client.AppsV1Api(api)
     names: list[str] = []
 
@@ -244,7 +234,7 @@ def rollout(cluster, tmp_path):
                 }
             )
         )
-        env = {**os.environ, "K8S_AUTH_KUBECONFIG": str(cluster.kubeconfig)}
+        env = {**os.environ, "K8S_AUTH_KUBECONFIG": str(real_cluster.kubeconfig)}
         t0 = time.monotonic()
         proc = ansible_playbook(play, "-e", f"@{extra}", env=env, timeout=timeout + 120)
         seconds = time.monotonic() - t0
@@ -283,7 +273,7 @@ def container_status(core, name):
     return statuses[0]
 
 
-def test_rollout_fails_naming_the_image_the_kubelet_cannot_pull(cluster, core, rollout):
+def test_rollout_fails_naming_the_image_the_kubelet_cannot_pull(real_cluster, core, rollout):
     proc, seconds = rollout("rollout-unpullable", UNPULLABLE, "IfNotPresent", timeout=90)
     message = failure_message(proc)
     print(message)
@@ -321,7 +311,7 @@ def build_arm64_image(tmp_path) -> Path:
     return archive
 
 
-def test_rollout_fails_naming_the_wrong_architecture(cluster, core, rollout, tmp_path):
+def test_rollout_fails_naming_the_wrong_architecture(real_cluster, core, rollout, tmp_path):
     # an arm64 binary would run here if qemu-user were registered for it (binfmt_misc)
     assert not Path("/proc/sys/fs/binfmt_misc/qemu-aarch64").exists(), (
         "qemu-aarch64 is registered: an arm64 binary would run on this amd64 machine"
@@ -355,7 +345,7 @@ def test_rollout_fails_naming_the_wrong_architecture(cluster, core, rollout, tmp
     assert "still not rolled out" not in message and seconds < 120 + 60
 
 
-def test_rollout_of_a_runnable_local_image_is_reported_ready(cluster, core, rollout):
+def test_rollout_of_a_runnable_local_image_is_reported_ready(real_cluster, core, rollout):
     """The control: the same role, a Deployment the kubelet can run."""
     proc, seconds = rollout("rollout-pause", "registry.k8s.io/pause:3.10.2", "Never", timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:]
