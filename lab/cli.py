@@ -90,9 +90,9 @@ def cmd_build(lab: Lab, args: argparse.Namespace) -> int:
 
 
 def cmd_demo(lab: Lab, args: argparse.Namespace) -> int:
-    from lab.demo import run
+    from lab.demo import run_auto
 
-    return run(lab, args.replicas)
+    return run_auto(lab, args.replicas, args.nodes)
 
 
 def cmd_realnodes(lab: Lab, args: argparse.Namespace) -> int:
@@ -139,9 +139,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("extra", nargs=argparse.REMAINDER, help="-- further kube-scheduler flags")
     sub.add_parser("kubeconfig", help="print the admin kubeconfig path")
     s = sub.add_parser(
-        "demo", help="up, site.yml on a kubeadm-flavoured host (real scheduler), a workload"
+        "demo", help="site.yml on real kubeadm nodes (else the lab's stand-ins), a workload"
     )
-    s.add_argument("--replicas", type=int, default=24)
+    s.add_argument("--replicas", type=int, default=12)
+    s.add_argument(
+        "--nodes",
+        choices=["auto", "real", "lab"],
+        default="auto",
+        help="real: the real-node cluster; lab: the stand-ins; auto: real, else lab (default)",
+    )
     s = sub.add_parser("build", help="build (or find cached) binaries: lab/build")
     s.add_argument("names", nargs="*")
     s = sub.add_parser(
