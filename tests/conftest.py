@@ -6,13 +6,17 @@ skip is turned into a failure so that a suite that did not run cannot pass.
 `make test` runs two pytest-xdist workers with --dist loadgroup: every lab test goes to one
 worker (one lab per machine: fixed ports, one package-scoped lab), the molecule scenarios to
 one worker (one at a time keeps their timing honest), everything else wherever there is room.
-A test that names its own group keeps it: the real-node cluster's tests live under tests/lab
-but use neither the lab's ports nor its processes (their nodes are podman containers with
-networks of their own), so they join the podman nodes of the molecule scenarios, on the
-other worker, instead of lengthening the lab's, the suite's long pole.
+A test that names its own group keeps it. The real-node cluster's tests
+(tests/lab/test_real_*.py) live under tests/lab but use neither the lab's ports nor its
+processes (their nodes are podman containers with networks of their own), so they form a
+group of their own, "realnodes" (one cluster at a time: its container names are fixed); the
+burner's tests join the molecule scenarios' "podman" group.
 
-xdist hands each worker one group, then the next largest that is left, so the podman group
-must stay far smaller than the lab's, or the lab's worker would get it second.
+How xdist places groups (xdist/scheduler/loadscope.py): groups are sorted by their number of
+tests, largest first; each worker gets one, and a worker with two or fewer tests pending takes
+the next. So the two longest groups must be the two with the most tests: the lab's (about 45)
+and realnodes (about 20) start at once on the two workers, and the molecule group (about 10)
+goes to whichever nears its end first, the lab's. Measured durations are in the README.
 """
 
 from __future__ import annotations

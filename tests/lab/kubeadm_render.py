@@ -17,6 +17,30 @@ import yaml
 
 from lab.components import build_binaries
 
+# What kubeadm v1.36 writes into kube-system/kubeadm-config (kubeadm init defaults, v1beta4).
+CLUSTER_CONFIGURATION = """\
+apiServer: {}
+apiVersion: kubeadm.k8s.io/v1beta4
+caCertificateValidityPeriod: 87600h0m0s
+certificateValidityPeriod: 8760h0m0s
+certificatesDir: /etc/kubernetes/pki
+clusterName: kubernetes
+controllerManager: {}
+dns: {}
+encryptionAlgorithm: RSA-2048
+etcd:
+  local:
+    dataDir: /var/lib/etcd
+imageRepository: registry.k8s.io
+kind: ClusterConfiguration
+kubernetesVersion: v1.36.4
+networking:
+  dnsDomain: cluster.local
+  serviceSubnet: 10.96.0.0/12
+proxy: {}
+scheduler: {}
+"""
+
 
 def kubeadm() -> str:
     return build_binaries(["kubeadm"])["kubeadm"]

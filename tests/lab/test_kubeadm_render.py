@@ -3,8 +3,8 @@
 No cluster: kubeadm v1.36 (built from the lab's Kubernetes module) renders the scheduler's
 static pod from the ClusterConfiguration the role writes into kube-system/kubeadm-config
 (what `kubeadm upgrade apply` and a later `kubeadm join --control-plane` do), and from the
-one rollback writes back after a simulated upgrade. tests/lab/test_e2e_site.py renders the
-lab cluster's own kubeadm-config the same way after site.yml and after rollback.yml.
+one rollback writes back after a simulated upgrade. tests/lab/test_real_site.py runs the real
+`kubeadm upgrade apply` on a real control-plane node and compares the same way.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import pytest
 import yaml
 
 from tests.ansible.test_filter_plugin import CONFIG, VOLUME, plugin
-from tests.lab.kubeadm_render import render_scheduler, scheduler_container
-from tests.lab.test_e2e_site import CLUSTER_CONFIGURATION
+from tests.lab.kubeadm_render import CLUSTER_CONFIGURATION, render_scheduler, scheduler_container
 
 pytestmark = pytest.mark.lab
 

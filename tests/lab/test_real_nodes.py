@@ -5,8 +5,7 @@ manifests kubeadm wrote, restarts a component when its manifest changes, and a p
 the real scheduler really starts in containerd on the worker, with an address from the CNI;
 and roles/loadwise_rollout, run through ansible-playbook, reads what the kubelet reports for
 an image it cannot pull, an image for another architecture, and one it can run.
-Marked `lab`, but in the podman xdist group with the molecule scenarios (see pytestmark);
-runs alone too:
+Marked `lab`, but in the xdist group "realnodes" (see pytestmark); runs alone too:
 `flock /tmp/loadwise-lab.lock .venv/bin/python -m pytest tests/lab/test_real_nodes.py`.
 """
 
@@ -27,9 +26,9 @@ from kubernetes.client.rest import ApiException
 from lab import realnodes
 
 # Its nodes are podman containers with networks of their own: no lab port or process is
-# touched, so these run on the worker of the molecule scenarios (tests/conftest.py), not on
-# the lab's, the suite's long pole.
-pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("podman")]
+# touched, so these run in a group of their own beside the lab's (tests/conftest.py); one
+# real-node cluster at a time, as its container names are fixed.
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("realnodes")]
 
 WORKER = realnodes.WORKERS[0]
 SCHEDULER_POD = f"kube-scheduler-{realnodes.CONTROL_PLANE}"

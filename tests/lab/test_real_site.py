@@ -16,8 +16,8 @@ steers placement -> second run -> rollback (and the stock scheduler's control) -
 second-scheduler mode -> `kubeadm upgrade apply` re-renders loadwise's flag, and rollback
 after it leaves what kubeadm renders without loadwise.
 
-Marked `lab`, but in the podman xdist group with the molecule scenarios, as
-test_real_nodes.py is (its nodes use no lab port or process). Alone:
+Marked `lab`, but in the xdist group "realnodes" with the other real-node tests, not the lab's
+(its nodes use no lab port or process; tests/conftest.py). Alone:
 `flock /tmp/loadwise-lab.lock .venv/bin/python -m pytest tests/lab/test_real_site.py -n0`.
 """
 
@@ -36,7 +36,7 @@ from lab.workloads import create_deployment, delete, placements, scored_events
 from tests.lab.e2e import another_clusters_kubeconfig, cluster_objects
 from tests.lab.kubeadm_render import render_scheduler, scheduler_container
 
-pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("podman")]
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("realnodes")]
 
 CP = realnodes.CONTROL_PLANE
 HOT, COOL = realnodes.WORKERS
