@@ -1,0 +1,126 @@
+"""Issue #12, "Prometheus for real": a Prometheus server built from its Go module
+(lab/prometheus.py) scrapes the real kubelets of the real-node cluster (lab/realnodes.py), and
+the extender that site.yml installs on the control-plane node runs its Prometheus source's
+default queries (`instance:node_cpu:ratio`, `instance:node_memory_utilisation:ratio`, nodes by
+`instance`) against the series it recorded.
+
+Prometheus runs on this machine, listening only on the podman bridge's gateway address; the
+extender on the node reaches it there. Its recording rules divide each node's own cgroup
+usage (the kubelet's /metrics/resource) by the node's capacity (/metrics/cadvisor).
+
+Marked `lab`, in the podman xdist group like the other real-node tests. Alone:
+`flock /tmp/loadwise-lab.lock .venv/bin/python -m pytest tests/lab/test_real_prometheus.py -n0`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from lab import EXTENDER_URL, realnodes
+from lab import prometheus as lab_prometheus
+from lab.processes import wait_for
+from lab.workloads import create_deployment, delete
+
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("podman")]
+
+CP = realnodes.CONTROL_PLANE
+HOT, COOL = realnodes.WORKERS
+RULES = (lab_prometheus.CPU_RULE, lab_prometheus.MEMORY_RULE)
+# The lab's burner on HOT (lab/go-tools/burner), requesting 10m: 800m of real CPU.
+BURN_MILLICORES = 800
+
+
+@pytest.fixture(scope="module")
+def prometheus(real_cluster, tmp_path_factory):
+    t0 = time.monotonic()
+    prom = lab_prometheus.start(real_cluster.kubeconfig, tmp_path_factory.mktemp("prometheus"))
+    print(f"\nPrometheus ready at {prom.url} in {time.monotonic() - t0:.1f}s (log {prom.log})")
+    try:
+        yield prom
+    finally:
+        prom.stop()
+
+
+@pytest.fixture(scope="module")
+def kube(real_cluster):
+    c = realnodes.Cluster(real_cluster.kubeconfig)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def host(real_cluster, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("real-prometheus")
+    return realnodes.control_plane_host(workdir, real_cluster.kubeconfig)
+
+
+def test_recording_rules_have_a_sane_sample_per_node(prometheus):
+    t0 = time.monotonic()
+    found = lab_prometheus.ratios(prometheus, realnodes.nodes(), timeout=180)
+    print(f"\nboth rules complete after {time.monotonic() - t0:.1f}s")
+    for rule in RULES:
+        print(f"{rule}: " + ", ".join(f"{n}={v:.4f}" for n, v in sorted(found[rule].items())))
+    targets = prometheus.targets()
+    assert len(targets) == 2 * len(realnodes.nodes()), targets
+    assert all(health == "up" for health in targets.values()), targets
+    for rule in RULES:
+        values = found[rule]
+        assert set(values) == set(realnodes.nodes()), (rule, values)
+        assert all(0 < v < 1 for v in values.values()), (rule, values)
+    # Each node's own cgroup, not the machine's: the control plane (etcd, kube-apiserver and
+    # the rest) uses more memory than a worker running kube-proxy alone.
+    memory = found[lab_prometheus.MEMORY_RULE]
+    assert all(memory[CP] > memory[w] for w in realnodes.WORKERS), memory
+
+
+def test_the_extender_reads_the_nodes_from_prometheus(prometheus, host):
+    run = host.playbook(
+        "playbooks/site.yml",
+        extra={
+            "loadwise_extender_source": "prometheus",
+            "loadwise_extender_source_url": prometheus.url,
+            "loadwise_load_watcher_enabled": False,
+        },
+    )
+    assert run.rc == 0, run.tail()
+    source = yaml.safe_load(host.sh("cat /etc/loadwise/extender.yaml"))["source"]
+    # no query or node label configured: the extender's defaults, the rules' names
+    assert (source["kind"], source["url"]) == ("prometheus", prometheus.url), source
+    assert "prometheus" not in source, source
+    status, body = realnodes.node_get(CP, f"{EXTENDER_URL}/readyz")
+    print(f"\nreadyz: {status} {body.strip()}")
+    assert status == 200 and "3 nodes from prometheus" in body, body
+    # what the extender holds: a fresh snapshot of the three nodes
+    held = {
+        name: realnodes.extender_metric(CP, EXTENDER_URL, f"loadwise_extender_{name}")
+        for name in ("nodes_with_load", "load_stale", "source_errors_total")
+    }
+    print(f"extender: {held}")
+    assert (held["nodes_with_load"], held["load_stale"]) == (3, 0), held
+
+
+def test_real_load_shows_in_the_cpu_rule_on_its_node_only(prometheus, kube):
+    """The burner on HOT: the rule follows the node's own cgroup, so HOT's ratio rises by about
+    800m of its cores (the rate window is 1m) while COOL's does not."""
+    cores = prometheus.by_node("machine_cpu_cores")
+    want = 0.75 * BURN_MILLICORES / 1000 / cores[HOT]
+    t0 = time.monotonic()
+    create_deployment(kube, "burner", 1, realnodes.workload(burn_cpu=BURN_MILLICORES, node=HOT))
+    try:
+
+        def hot_seen() -> dict[str, float] | None:
+            cpu = prometheus.by_node(lab_prometheus.CPU_RULE)
+            return cpu if cpu.get(HOT, 0) >= want else None
+
+        cpu = wait_for(f"{lab_prometheus.CPU_RULE} >= {want:.2f} on {HOT}", hot_seen, 180, 3)
+    finally:
+        delete(kube, "burner")
+    print(
+        f"\nburner {BURN_MILLICORES}m on {HOT} ({cores[HOT]:.0f} cores), seen after "
+        f"{time.monotonic() - t0:.0f}s: "
+        + ", ".join(f"{n}={v:.4f}" for n, v in sorted(cpu.items()))
+    )
+    assert cpu[COOL] < cpu[HOT] - 0.25, cpu
