@@ -6,9 +6,10 @@ default queries (`instance:node_cpu:ratio`, `instance:node_memory_utilisation:ra
 
 Prometheus runs on this machine, listening only on the podman bridge's gateway address; the
 extender on the node reaches it there. Its recording rules divide each node's own cgroup
-usage (the kubelet's /metrics/resource) by the node's capacity (/metrics/cadvisor).
+usage (the kubelet's /metrics/resource) by the node's capacity (/metrics/cadvisor), so real
+load on one worker (the lab's burner) shows in that node's CPU ratio alone.
 
-Marked `lab`, in the podman xdist group like the other real-node tests. Alone:
+Marked `lab`, in the xdist group "realnodes" with the other real-node tests. Alone:
 `flock /tmp/loadwise-lab.lock .venv/bin/python -m pytest tests/lab/test_real_prometheus.py -n0`.
 """
 
@@ -24,7 +25,9 @@ from lab import prometheus as lab_prometheus
 from lab.processes import wait_for
 from lab.workloads import create_deployment, delete
 
-pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("podman")]
+# One real-node cluster at a time (its container names are fixed): the group of the other
+# real-node tests (tests/lab/test_real_nodes.py).
+pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("realnodes")]
 
 CP = realnodes.CONTROL_PLANE
 HOT, COOL = realnodes.WORKERS
