@@ -50,3 +50,19 @@ def real_cluster():
         yield res
     finally:
         realnodes.down()
+
+
+@pytest.fixture(scope="module")
+def real_kube(real_cluster):
+    """That cluster through its admin kubeconfig (lab.realnodes.Cluster)."""
+    kube = realnodes.Cluster(real_cluster.kubeconfig)
+    yield kube
+    kube.close()
+
+
+@pytest.fixture(scope="module")
+def real_host(real_cluster, tmp_path_factory):
+    """Its control-plane node as Ansible reaches it (sshd started, inventory written)."""
+    return realnodes.control_plane_host(
+        tmp_path_factory.mktemp("real-host"), real_cluster.kubeconfig
+    )

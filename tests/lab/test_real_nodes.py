@@ -24,6 +24,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from lab import realnodes
+from lab.processes import wait_for
 
 # Its nodes are podman containers with networks of their own: no lab port or process is
 # touched, so these run in a group of their own beside the lab's (tests/conftest.py); one
@@ -40,17 +41,6 @@ def core(real_cluster):
     api = config.new_client_from_config(str(real_cluster.kubeconfig))
     yield client.CoreV1Api(api)
     api.close()
-
-
-def wait_for(what, probe, timeout=120.0, interval=1.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def scheduler_cmdlines() -> list[str]:

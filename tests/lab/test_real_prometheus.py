@@ -47,19 +47,6 @@ def prometheus(real_cluster, tmp_path_factory):
         prom.stop()
 
 
-@pytest.fixture(scope="module")
-def kube(real_cluster):
-    c = realnodes.Cluster(real_cluster.kubeconfig)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def host(real_cluster, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("real-prometheus")
-    return realnodes.control_plane_host(workdir, real_cluster.kubeconfig)
-
-
 def test_recording_rules_have_a_sane_sample_per_node(prometheus):
     t0 = time.monotonic()
     found = lab_prometheus.ratios(prometheus, realnodes.nodes(), timeout=180)
@@ -79,8 +66,8 @@ def test_recording_rules_have_a_sane_sample_per_node(prometheus):
     assert all(memory[CP] > memory[w] for w in realnodes.WORKERS), memory
 
 
-def test_the_extender_reads_the_nodes_from_prometheus(prometheus, host):
-    run = host.playbook(
+def test_the_extender_reads_the_nodes_from_prometheus(prometheus, real_host):
+    run = real_host.playbook(
         "playbooks/site.yml",
         extra={
             "loadwise_extender_source": "prometheus",
@@ -89,7 +76,7 @@ def test_the_extender_reads_the_nodes_from_prometheus(prometheus, host):
         },
     )
     assert run.rc == 0, run.tail()
-    source = yaml.safe_load(host.sh("cat /etc/loadwise/extender.yaml"))["source"]
+    source = yaml.safe_load(real_host.sh("cat /etc/loadwise/extender.yaml"))["source"]
     # no query or node label configured: the extender's defaults, the rules' names
     assert (source["kind"], source["url"]) == ("prometheus", prometheus.url), source
     assert "prometheus" not in source, source
@@ -105,13 +92,15 @@ def test_the_extender_reads_the_nodes_from_prometheus(prometheus, host):
     assert (held["nodes_with_load"], held["load_stale"]) == (3, 0), held
 
 
-def test_real_load_shows_in_the_cpu_rule_on_its_node_only(prometheus, kube):
+def test_real_load_shows_in_the_cpu_rule_on_its_node_only(prometheus, real_kube):
     """The burner on HOT: the rule follows the node's own cgroup, so HOT's ratio rises by about
     800m of its cores (the rate window is 1m) while COOL's does not."""
     cores = prometheus.by_node("machine_cpu_cores")
     want = 0.75 * BURN_MILLICORES / 1000 / cores[HOT]
     t0 = time.monotonic()
-    create_deployment(kube, "burner", 1, realnodes.workload(burn_cpu=BURN_MILLICORES, node=HOT))
+    create_deployment(
+        real_kube, "burner", 1, realnodes.workload(burn_cpu=BURN_MILLICORES, node=HOT)
+    )
     try:
 
         def hot_seen() -> dict[str, float] | None:
@@ -120,7 +109,7 @@ def test_real_load_shows_in_the_cpu_rule_on_its_node_only(prometheus, kube):
 
         cpu = wait_for(f"{lab_prometheus.CPU_RULE} >= {want:.2f} on {HOT}", hot_seen, 180, 3)
     finally:
-        delete(kube, "burner")
+        delete(real_kube, "burner")
     print(
         f"\nburner {BURN_MILLICORES}m on {HOT} ({cores[HOT]:.0f} cores), seen after "
         f"{time.monotonic() - t0:.0f}s: "

@@ -32,6 +32,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from lab import EXTENDER_URL, realnodes
+from lab.processes import wait_for
 from lab.workloads import create_deployment, delete, placements, scored_events
 from tests.lab.e2e import another_clusters_kubeconfig, cluster_objects
 from tests.lab.kubeadm_render import render_scheduler, scheduler_container
@@ -63,70 +64,48 @@ BROKEN = {
 
 
 @pytest.fixture(scope="module")
-def kube(real_cluster):
-    c = realnodes.Cluster(real_cluster.kubeconfig)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def host(real_cluster, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("real-site")
-    return realnodes.control_plane_host(workdir, real_cluster.kubeconfig)
-
-
-@pytest.fixture(scope="module")
-def pristine(host, kube):
+def pristine(real_host, real_kube):
     """What kubeadm left, before any playbook: the node's files and kubeadm-config's text."""
-    return {"files": host.sh(FILES), "kubeadm_config": kubeadm_config(kube)}
+    return {"files": real_host.sh(FILES), "kubeadm_config": kubeadm_config(real_kube)}
 
 
-def kubeadm_config(kube) -> str:
-    cm = kube.core().read_namespaced_config_map("kubeadm-config", "kube-system")
+def kubeadm_config(real_kube) -> str:
+    cm = real_kube.core().read_namespaced_config_map("kubeadm-config", "kube-system")
     return str(cm.data["ClusterConfiguration"])
 
 
-def wait_for(what, probe, timeout=120.0, interval=2.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
-
-
-def scheduler_ready(kube) -> bool:
-    pod = kube.core().read_namespaced_pod(SCHEDULER_POD, "kube-system")
+def scheduler_ready(real_kube) -> bool:
+    pod = real_kube.core().read_namespaced_pod(SCHEDULER_POD, "kube-system")
     return pod.status.phase == "Running" and all(
         c.ready for c in (pod.status.container_statuses or [])
     )
 
 
-def assert_untouched(host, kube, pristine) -> None:
-    assert host.sh(FILES) == pristine["files"]
-    assert kubeadm_config(kube) == pristine["kubeadm_config"]
-    assert cluster_objects(kube) == []
-    cmdlines = host.scheduler_cmdlines()
+def assert_untouched(real_host, real_kube, pristine) -> None:
+    assert real_host.sh(FILES) == pristine["files"]
+    assert kubeadm_config(real_kube) == pristine["kubeadm_config"]
+    assert cluster_objects(real_kube) == []
+    cmdlines = real_host.scheduler_cmdlines()
     assert len(cmdlines) == 1 and "loadwise" not in cmdlines[0], cmdlines
 
 
-def test_check_mode_shows_the_edit_and_changes_nothing(host, kube, pristine):
-    run = host.playbook("playbooks/site.yml", "--check", "--diff")
+def test_check_mode_shows_the_edit_and_changes_nothing(real_host, real_kube, pristine):
+    run = real_host.playbook("playbooks/site.yml", "--check", "--diff")
     assert run.rc == 0, run.tail()
     assert re.search(rf"^\+\s*- {re.escape(CONFIG_FLAG)}", run.stdout, re.M), run.tail(200)
-    assert_untouched(host, kube, pristine)
-    assert host.sh("ls -d /etc/loadwise /opt/loadwise 2>/dev/null || true") == ""
+    assert_untouched(real_host, real_kube, pristine)
+    assert real_host.sh("ls -d /etc/loadwise /opt/loadwise 2>/dev/null || true") == ""
 
 
-def test_a_controller_pointed_at_another_cluster_is_refused(host, kube, pristine, tmp_path):
-    other = another_clusters_kubeconfig(host.kubeconfig, tmp_path)
-    run = host.playbook("playbooks/site.yml", extra={"loadwise_kubeconfig": other})
+def test_a_controller_pointed_at_another_cluster_is_refused(
+    real_host, real_kube, pristine, tmp_path
+):
+    other = another_clusters_kubeconfig(real_host.kubeconfig, tmp_path)
+    run = real_host.playbook("playbooks/site.yml", extra={"loadwise_kubeconfig": other})
     assert run.rc != 0, run.tail()
     assert f"{CP} is not in the cluster the controller would change" in run.said, run.tail()
     assert "PLAY [Cluster add-ons" not in run.stdout, run.tail()
-    assert_untouched(host, kube, pristine)
+    assert_untouched(real_host, real_kube, pristine)
 
 
 @pytest.mark.parametrize(
@@ -137,50 +116,50 @@ def test_a_controller_pointed_at_another_cluster_is_refused(host, kube, pristine
     ],
     ids=["negative-weight", "misspelled"],
 )
-def test_a_bad_variable_is_refused_before_any_change(host, kube, pristine, bad, named):
-    run = host.playbook("playbooks/site.yml", extra=bad)
+def test_a_bad_variable_is_refused_before_any_change(real_host, real_kube, pristine, bad, named):
+    run = real_host.playbook("playbooks/site.yml", extra=bad)
     assert run.rc != 0, run.tail()
     assert named in run.said, run.tail()
     assert "PLAY [Cluster add-ons" not in run.stdout, run.tail()
-    assert_untouched(host, kube, pristine)
+    assert_untouched(real_host, real_kube, pristine)
 
 
-def test_rollback_where_site_never_ran_changes_nothing(host, kube, pristine):
-    run = host.playbook("playbooks/rollback.yml")
+def test_rollback_where_site_never_ran_changes_nothing(real_host, real_kube, pristine):
+    run = real_host.playbook("playbooks/rollback.yml")
     assert run.rc == 0, run.tail()
     assert run.changed == {CP: 0}, run.tail(120)
-    assert_untouched(host, kube, pristine)
+    assert_untouched(real_host, real_kube, pristine)
 
 
-def test_site_rewires_the_kubelets_scheduler_and_the_add_ons_run(host, kube):
-    run = host.playbook("playbooks/site.yml")
+def test_site_rewires_the_kubelets_scheduler_and_the_add_ons_run(real_host, real_kube):
+    run = real_host.playbook("playbooks/site.yml")
     assert run.rc == 0, run.tail()
 
     # The kubelet restarted kube-scheduler from the edited manifest: the mirror pod shows the
     # flag and the hostPath of loadwise's file, and the process runs with the flag.
-    cmdlines = host.scheduler_cmdlines()
+    cmdlines = real_host.scheduler_cmdlines()
     assert len(cmdlines) == 1 and CONFIG_FLAG in cmdlines[0].split(), cmdlines
-    pod = kube.core().read_namespaced_pod(SCHEDULER_POD, "kube-system")
+    pod = real_kube.core().read_namespaced_pod(SCHEDULER_POD, "kube-system")
     assert CONFIG_FLAG in pod.spec.containers[0].command
     paths = {v.host_path.path for v in pod.spec.volumes if v.host_path}
     assert CONFIG in paths, paths
-    assert scheduler_ready(kube)
+    assert scheduler_ready(real_kube)
     status, body = realnodes.node_get(CP, "https://127.0.0.1:10259/healthz")
     assert (status, body.strip()) == (200, "ok")
 
     # kubeadm-config names the file, so a join or upgrade renders it (the last test runs one)
-    cc = yaml.safe_load(kubeadm_config(kube))
+    cc = yaml.safe_load(kubeadm_config(real_kube))
     args = {a["name"]: a["value"] for a in cc["scheduler"]["extraArgs"]}
     assert args["config"] == CONFIG, cc["scheduler"]
 
     # The add-ons run on the real kubelets from the images in containerd.
-    apps = client.AppsV1Api(kube.api_client())
+    apps = client.AppsV1Api(real_kube.api_client())
     for name in ("metrics-server", "load-watcher", "loadwise-descheduler"):
         dep = apps.read_namespaced_deployment(name, "kube-system")
         assert dep.status.available_replicas == 1, (name, dep.status)
     # metrics-server scraped every real kubelet and serves the metrics API through the
     # aggregator (the API server reaches its pod through kube-proxy's Service rules)
-    metrics = client.CustomObjectsApi(kube.api_client())
+    metrics = client.CustomObjectsApi(real_kube.api_client())
 
     def node_metrics():
         try:
@@ -193,138 +172,152 @@ def test_site_rewires_the_kubelets_scheduler_and_the_add_ons_run(host, kube):
     # The extender (systemd on the node) reads load-watcher through its Service.
     status, body = realnodes.node_get(CP, f"{EXTENDER_URL}/readyz")
     assert status == 200 and "3 nodes from load-watcher" in body, body
-    assert host.sh("stat -c '%U %a' /etc/loadwise/extender.kubeconfig").split() == [
+    assert real_host.sh("stat -c '%U %a' /etc/loadwise/extender.kubeconfig").split() == [
         "loadwise-extender", "600"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def hot_node(host, kube):
+def hot_node(real_host, real_kube):
     """The burner on HOT until the end of the module, from when the extender's load shows it;
     what metrics-server measured on each worker then."""
     try:
-        hot = realnodes.make_hot(kube, HOT, BURN_MILLICORES, EXTENDER_URL)
-        yield {HOT: hot, COOL: realnodes.node_cpu_millicores(kube, COOL)}
+        hot = realnodes.make_hot(real_kube, HOT, BURN_MILLICORES, EXTENDER_URL)
+        yield {HOT: hot, COOL: realnodes.node_cpu_millicores(real_kube, COOL)}
     finally:
-        delete(kube, "burner")
+        delete(real_kube, "burner")
 
 
-def test_a_node_hot_with_real_load_gets_no_new_pods(host, kube, hot_node):
+def test_a_node_hot_with_real_load_gets_no_new_pods(real_host, real_kube, hot_node):
     """The issue's point: load measured from real cgroups (kubelet -> metrics-server ->
     load-watcher -> extender) keeps new pods off the hot node while the cool one takes them;
     by requests alone the two workers are the same."""
-    before = request_count_on(host, "prioritize"), request_count_on(host, "filter")
+    before = request_count_on(real_host, "prioritize"), request_count_on(real_host, "filter")
     since = time.time()
-    create_deployment(kube, "steered", 10, realnodes.workload())
+    create_deployment(real_kube, "steered", 10, realnodes.workload())
     try:
-        where = placements(kube, "steered", 10, timeout=120)
+        where = placements(real_kube, "steered", 10, timeout=120)
     finally:
-        delete(kube, "steered")
-    after = request_count_on(host, "prioritize"), request_count_on(host, "filter")
+        delete(real_kube, "steered")
+    after = request_count_on(real_host, "prioritize"), request_count_on(real_host, "filter")
     assert after[0] > before[0] and after[1] > before[1], f"extender requests {before} -> {after}"
-    why = [e.message for e in scored_events(kube, "steered", since=since, at_least=10)]
+    why = [e.message for e in scored_events(real_kube, "steered", since=since, at_least=10)]
     assert where == {COOL: 10}, f"measured {hot_node}; placed {dict(where)}; why: {why}"
     assert why and all(f"bound to {COOL}" in m for m in why), why
 
 
-def request_count_on(host, verb: str) -> float:
+def request_count_on(real_host, verb: str) -> float:
     """The extender's served requests of ``verb``, read inside the node."""
     name = f'loadwise_extender_request_duration_seconds_count{{verb="{verb}"}}'
     return realnodes.extender_metric(CP, EXTENDER_URL, name) or 0.0
 
 
-def test_a_second_site_run_changes_nothing(host):
-    run = host.playbook("playbooks/site.yml")
+def test_a_second_site_run_changes_nothing(real_host):
+    run = real_host.playbook("playbooks/site.yml")
     assert run.rc == 0, run.tail()
     assert run.changed == {CP: 0}, run.tail(120)
-    run = host.playbook("playbooks/site.yml", "--check", "--diff")
+    run = real_host.playbook("playbooks/site.yml", "--check", "--diff")
     assert run.rc == 0, run.tail()
     assert run.changed == {CP: 0}, run.tail(120)
 
 
-def test_a_config_the_scheduler_rejects_is_restored(host, kube):
+def test_a_config_the_scheduler_rejects_is_restored(real_host, real_kube):
     """On the converged node: a config the real kube-scheduler refuses (an unknown score
     plugin). The kubelet restarts the scheduler from the edited manifest, the scheduler exits;
     the role sees it, puts the previous files back, and the kubelet runs the scheduler with
     them again. The run fails naming the scheduler's own error."""
-    converged = host.sh(FILES)
-    run = host.playbook("playbooks/site.yml", extra=BROKEN)
+    converged = real_host.sh(FILES)
+    run = real_host.playbook("playbooks/site.yml", extra=BROKEN)
     assert run.rc != 0, run.tail()
     assert "restored the previous files" in run.said, run.tail()
     assert "LoadwiseNoSuchPlugin" in run.said, run.tail()
-    assert host.sh(FILES) == converged
+    assert real_host.sh(FILES) == converged
     wait_for(
         "the kubelet's scheduler with loadwise's config again, ready",
-        lambda: CONFIG_FLAG in " ".join(host.scheduler_cmdlines()) and scheduler_ready(kube),
+        lambda: (
+            CONFIG_FLAG in " ".join(real_host.scheduler_cmdlines()) and scheduler_ready(real_kube)
+        ),
+        120,
     )
 
 
-def test_rollback_restores_every_file_and_the_stock_scheduler(host, kube, pristine, hot_node):
-    objects = cluster_objects(kube)
-    other = another_clusters_kubeconfig(host.kubeconfig, host.workdir)
-    run = host.playbook("playbooks/rollback.yml", extra={"loadwise_kubeconfig": other})
+def test_rollback_restores_every_file_and_the_stock_scheduler(
+    real_host, real_kube, pristine, hot_node
+):
+    objects = cluster_objects(real_kube)
+    other = another_clusters_kubeconfig(real_host.kubeconfig, real_host.workdir)
+    run = real_host.playbook("playbooks/rollback.yml", extra={"loadwise_kubeconfig": other})
     assert run.rc != 0 and f"{CP} is not in the cluster" in run.said, run.tail()
-    assert cluster_objects(kube) == objects
+    assert cluster_objects(real_kube) == objects
 
-    run = host.playbook("playbooks/rollback.yml")
+    run = real_host.playbook("playbooks/rollback.yml")
     assert run.rc == 0, run.tail()
-    wait_for("the kubelet's scheduler without loadwise, ready", lambda: scheduler_ready(kube))
-    assert_untouched(host, kube, pristine)
-    assert host.sh("ls -d /etc/loadwise /opt/loadwise /var/lib/loadwise 2>/dev/null || true") == ""
-    assert host.sh("getent passwd loadwise-extender || true") == ""
+    wait_for(
+        "the kubelet's scheduler without loadwise, ready", lambda: scheduler_ready(real_kube), 120
+    )
+    assert_untouched(real_host, real_kube, pristine)
+    assert (
+        real_host.sh("ls -d /etc/loadwise /opt/loadwise /var/lib/loadwise 2>/dev/null || true")
+        == ""
+    )
+    assert real_host.sh("getent passwd loadwise-extender || true") == ""
     with pytest.raises(ApiException) as gone:
-        client.ApiregistrationV1Api(kube.api_client()).read_api_service("v1beta1.metrics.k8s.io")
+        client.ApiregistrationV1Api(real_kube.api_client()).read_api_service(
+            "v1beta1.metrics.k8s.io"
+        )
     assert gone.value.status == 404
     status, body = realnodes.node_get(CP, "https://127.0.0.1:10259/healthz")
     assert (status, body.strip()) == (200, "ok")
 
     # The control for the test above: the burner still runs, and the stock scheduler, which
     # sees requests only, spreads the same Deployment over both workers.
-    create_deployment(kube, "stock", 10, realnodes.workload())
+    create_deployment(real_kube, "stock", 10, realnodes.workload())
     try:
-        where = placements(kube, "stock", 10, timeout=120)
+        where = placements(real_kube, "stock", 10, timeout=120)
     finally:
-        delete(kube, "stock")
+        delete(real_kube, "stock")
     assert where[HOT] > 0, f"after rollback the scheduler still avoids {HOT}: {dict(where)}"
 
 
-def test_second_scheduler_mode_binds_pods_and_leaves_the_node_alone(host, kube, pristine):
+def test_second_scheduler_mode_binds_pods_and_leaves_the_node_alone(real_host, real_kube, pristine):
     """The cautious mode: kube-scheduler as a Deployment on the control-plane node (the real
     kubelet runs the image kubeadm's own static pod uses), calling the extender on the
     node's loopback; pods that name it are bound by it. No file on the node changes."""
-    run = host.playbook(
+    run = real_host.playbook(
         "playbooks/site.yml", extra={"loadwise_scheduler_config_mode": "second-scheduler"}
     )
     assert run.rc == 0, run.tail()
-    assert host.sh(FILES + " | grep -v ' /etc/systemd/system/'") == "".join(
+    assert real_host.sh(FILES + " | grep -v ' /etc/systemd/system/'") == "".join(
         ln + "\n" for ln in pristine["files"].splitlines() if " /etc/systemd/system/" not in ln
     )
-    apps = client.AppsV1Api(kube.api_client())
+    apps = client.AppsV1Api(real_kube.api_client())
     dep = apps.read_namespaced_deployment("loadwise-scheduler", "kube-system")
     assert dep.status.available_replicas == 1, dep.status
-    pods = kube.core().list_namespaced_pod(
+    pods = real_kube.core().list_namespaced_pod(
         "kube-system", label_selector="app.kubernetes.io/name=loadwise-scheduler"
     )
     assert [p.spec.node_name for p in pods.items] == [CP]
 
     template = realnodes.workload()
     template["spec"]["schedulerName"] = "loadwise-scheduler"
-    create_deployment(kube, "second", 3, template)
+    create_deployment(real_kube, "second", 3, template)
     try:
-        where = placements(kube, "second", 3, timeout=120)
-        events = kube.core().list_namespaced_event("default", field_selector="reason=Scheduled")
+        where = placements(real_kube, "second", 3, timeout=120)
+        events = real_kube.core().list_namespaced_event(
+            "default", field_selector="reason=Scheduled"
+        )
         by = {
             e.reporting_component
             for e in events.items
             if e.involved_object.name.startswith("second-")
         }
     finally:
-        delete(kube, "second")
+        delete(real_kube, "second")
     assert set(where) <= set(realnodes.WORKERS) and sum(where.values()) == 3, where
     assert by == {"loadwise-scheduler"}, by
 
-    run = host.playbook("playbooks/rollback.yml")
+    run = real_host.playbook("playbooks/rollback.yml")
     assert run.rc == 0, run.tail()
-    assert_untouched(host, kube, pristine)
+    assert_untouched(real_host, real_kube, pristine)
 
 
 # Preflight checks of `kubeadm upgrade apply` that fail here for reasons that do not apply:
@@ -334,7 +327,7 @@ UPGRADE_IGNORED = (*realnodes.IGNORED_PREFLIGHT, "CoreDNSUnsupportedPlugins", "C
 
 
 def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_render(
-    host, kube, pristine
+    real_host, real_kube, pristine
 ):
     """Last in the module (the upgrade renews scheduler.conf and leaves kubeadm's backups).
 
@@ -342,41 +335,46 @@ def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_re
     manifest again from kubeadm-config, which names loadwise's file and mount, so the kubelet's
     scheduler keeps loadwise. Rollback then leaves kubeadm-config without loadwise (the rest as
     the upgrade stored it) and on the node the manifest kubeadm renders from that."""
-    run = host.playbook("playbooks/site.yml", "--tags", "loadwise_scheduler_config")
+    run = real_host.playbook("playbooks/site.yml", "--tags", "loadwise_scheduler_config")
     assert run.rc == 0, run.tail()
-    written = host.sh(f"cat {MANIFEST}")
-    host.sh(
+    written = real_host.sh(f"cat {MANIFEST}")
+    real_host.sh(
         f"kubeadm upgrade apply {realnodes.K8S_VERSION} --yes "
         f"--ignore-preflight-errors={','.join(UPGRADE_IGNORED)} "
         "> /var/log/kubeadm-upgrade.log 2>&1 || { tail -30 /var/log/kubeadm-upgrade.log; exit 1; }",
         timeout=600,
     )
-    rendered = host.sh(f"cat {MANIFEST}")
+    rendered = real_host.sh(f"cat {MANIFEST}")
     assert rendered != written, "kubeadm did not write the scheduler's manifest again"
     container = scheduler_container(yaml.safe_load(rendered))
     assert CONFIG_FLAG in container["command"], container
     assert CONFIG in [m["mountPath"] for m in container["volumeMounts"]], container
     wait_for(
         "the kubelet's scheduler after the upgrade, with loadwise's flag, ready",
-        lambda: CONFIG_FLAG in " ".join(host.scheduler_cmdlines()) and scheduler_ready(kube),
+        lambda: (
+            CONFIG_FLAG in " ".join(real_host.scheduler_cmdlines()) and scheduler_ready(real_kube)
+        ),
+        120,
     )
-    upgraded = yaml.safe_load(kubeadm_config(kube))
+    upgraded = yaml.safe_load(kubeadm_config(real_kube))
 
-    run = host.playbook("playbooks/rollback.yml", "--tags", "loadwise_scheduler_config")
+    run = real_host.playbook("playbooks/rollback.yml", "--tags", "loadwise_scheduler_config")
     assert run.rc == 0, run.tail()
-    after = kubeadm_config(kube)
+    after = kubeadm_config(real_kube)
     assert CONFIG not in after  # (the lab names its cluster "loadwise-lab")
     cc = yaml.safe_load(after)
     assert cc["scheduler"] == yaml.safe_load(pristine["kubeadm_config"])["scheduler"]
     assert {k: v for k, v in cc.items() if k != "scheduler"} == {
         k: v for k, v in upgraded.items() if k != "scheduler"
     }
-    on_node = yaml.safe_load(host.sh(f"cat {MANIFEST}"))
+    on_node = yaml.safe_load(real_host.sh(f"cat {MANIFEST}"))
     assert on_node == render_scheduler(after)
-    wait_for("the kubelet's scheduler without loadwise, ready", lambda: scheduler_ready(kube))
-    cmdlines = host.scheduler_cmdlines()
+    wait_for(
+        "the kubelet's scheduler without loadwise, ready", lambda: scheduler_ready(real_kube), 120
+    )
+    cmdlines = real_host.scheduler_cmdlines()
     assert len(cmdlines) == 1 and "loadwise" not in cmdlines[0], cmdlines
-    assert host.sh(f"ls {CONFIG} 2>/dev/null || true") == ""
+    assert real_host.sh(f"ls {CONFIG} 2>/dev/null || true") == ""
 
     # Issue #11 point 9 on the real node: kubeadm-config already names loadwise's file (an
     # earlier run on another control-plane node) and this node's change fails. Its restore
@@ -385,10 +383,12 @@ def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_re
     from tests.ansible.test_filter_plugin import plugin
 
     other_node = yaml.safe_dump(plugin.loadwise_cluster_configuration(cc, CONFIG))
-    kube.core().patch_namespaced_config_map(
+    real_kube.core().patch_namespaced_config_map(
         "kubeadm-config", "kube-system", {"data": {"ClusterConfiguration": other_node}}
     )
-    run = host.playbook("playbooks/site.yml", "--tags", "loadwise_scheduler_config", extra=BROKEN)
+    run = real_host.playbook(
+        "playbooks/site.yml", "--tags", "loadwise_scheduler_config", extra=BROKEN
+    )
     assert run.rc != 0 and "restored the previous files" in run.said, run.tail()
-    assert host.sh(f"ls {CONFIG} 2>/dev/null || true") == ""
-    assert yaml.safe_load(kubeadm_config(kube)) == cc
+    assert real_host.sh(f"ls {CONFIG} 2>/dev/null || true") == ""
+    assert yaml.safe_load(kubeadm_config(real_kube)) == cc
