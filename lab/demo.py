@@ -110,8 +110,8 @@ def _say(msg: str) -> None:
 
 
 def run_real(replicas: int = 12) -> int:
-    """The demo on the real-node cluster; raises LabError when the nodes cannot start (the
-    caller then falls back to `run`)."""
+    """The demo on the real-node cluster; raises LabError when the nodes cannot start or a
+    step on them fails (the caller then falls back to `run`)."""
     _say("on real kubeadm nodes: containerd, kubelet, kube-proxy (python -m lab realnodes)")
     up = realnodes.up()
     _say(f"cluster up in {up.seconds:.0f}s: {', '.join(realnodes.nodes())}")
@@ -150,6 +150,6 @@ def run_auto(lab: Lab, replicas: int, nodes: str = "auto") -> int:
             if nodes == "real":
                 raise
             reason = str(exc).strip().splitlines()[0]
-            _say(f"the real nodes could not start ({reason}); falling back to the stand-ins")
+            _say(f"the real-node demo failed ({reason}); falling back to the stand-ins")
             realnodes.down()
     return run(lab, replicas)
