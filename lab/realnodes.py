@@ -365,18 +365,23 @@ def node_ready(kubeconfig: Path) -> dict[str, bool]:
     return out
 
 
-def scheduler_phase(kubeconfig: Path) -> str | None:
-    pods = _get(kubeconfig, "kube-system")["items"]
+def system_pods(kubeconfig: Path) -> list[dict[str, Any]]:
+    """kube-system's pods, read once for the checks below."""
+    return list(_get(kubeconfig, "kube-system")["items"])
+
+
+def scheduler_phase(pods: list[dict[str, Any]]) -> str | None:
+    """The phase of the control plane's kube-scheduler static pod among kube-system's pods."""
     for pod in pods:
         if pod["metadata"]["name"] == f"kube-scheduler-{CONTROL_PLANE}":
             return str(pod["status"].get("phase"))
     return None
 
 
-def kube_proxy_nodes(kubeconfig: Path) -> set[str]:
+def kube_proxy_nodes(pods: list[dict[str, Any]]) -> set[str]:
     """Nodes whose kube-proxy pod runs with every container ready."""
     out: set[str] = set()
-    for pod in _get(kubeconfig, "kube-system")["items"]:
+    for pod in pods:
         if pod["metadata"].get("labels", {}).get("k8s-app") != "kube-proxy":
             continue
         statuses = pod["status"].get("containerStatuses", [])
@@ -388,15 +393,14 @@ def kube_proxy_nodes(kubeconfig: Path) -> set[str]:
 def ready(kubeconfig: Path) -> bool:
     try:
         nodes_ready = node_ready(kubeconfig)
-        phase = scheduler_phase(kubeconfig)
-        proxies = kube_proxy_nodes(kubeconfig)
+        pods = system_pods(kubeconfig)
     except Exception:  # the API server is still coming up: connection refused, 5xx
         return False
     return (
         set(nodes_ready) == set(nodes())
         and all(nodes_ready.values())
-        and phase == "Running"
-        and proxies == set(nodes())
+        and scheduler_phase(pods) == "Running"
+        and kube_proxy_nodes(pods) == set(nodes())
     )
 
 
@@ -420,7 +424,7 @@ def status() -> dict[str, Any]:
         st["kubeconfig"] = str(kubeconfig)
         try:
             st["nodes_ready"] = node_ready(kubeconfig)
-            st["kube_scheduler"] = scheduler_phase(kubeconfig)
+            st["kube_scheduler"] = scheduler_phase(system_pods(kubeconfig))
         except Exception as e:  # reported, not raised: status must work on a broken cluster
             st["api_error"] = str(e)[:300]
     return st
