@@ -2,7 +2,7 @@
 #   make demo   the product's main job; on one machine with no cluster, the lab demo
 #               (first run builds the real control plane from Go modules, ~25 min)
 #   make test   set up everything from scratch and run the whole test suite
-.PHONY: demo demo-offline lab-up lab-down test setup unit lint bench bench-placement soak
+.PHONY: demo demo-offline lab-up lab-down test test-full setup unit lint bench bench-placement soak
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -16,7 +16,17 @@ setup:
 # --durations lists the slowest tests, so a CI log shows where the 40-minute budget goes.
 PYTEST_WORKERS ?= 2
 
+# The first build (every Go program and node image the suite needs, ~40 min on a cold 2-core
+# machine) runs before pytest with its progress on screen (lab/prepare.py); pytest itself
+# prints a line naming the tests still running whenever none has ended for 30 s.
+# test-full also runs the tests marked `full`: slower paths whose coverage the default run
+# has elsewhere (each says where, pyproject.toml's markers list them).
 test: setup
+	$(PY) -m lab prepare test
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30 -m "not full"
+
+test-full: setup
+	$(PY) -m lab prepare test
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30
 
 unit: setup

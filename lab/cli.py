@@ -89,6 +89,15 @@ def cmd_build(lab: Lab, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prepare(lab: Lab, args: argparse.Namespace) -> int:
+    from lab.prepare import prepare
+
+    seconds = prepare(args.purpose)
+    print(f"lab prepare {args.purpose}: " + ("everything was built already" if not seconds
+          else f"built in {seconds:.0f}s"))  # fmt: skip
+    return 0
+
+
 def cmd_demo(lab: Lab, args: argparse.Namespace) -> int:
     from lab.demo import run_auto
 
@@ -151,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("build", help="build (or find cached) binaries: lab/build")
     s.add_argument("names", nargs="*")
     s = sub.add_parser(
+        "prepare",
+        help="build, with progress, everything a purpose needs (Go programs, node images)",
+    )
+    s.add_argument("purpose", nargs="?", default="demo", choices=["demo", "lab", "realnodes",
+                   "test"])  # fmt: skip
+    s = sub.add_parser(
         "realnodes", help="a real kubeadm cluster (containerd, kubelet) in podman containers"
     )
     s.add_argument("action", choices=["up", "down", "status"])
@@ -163,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "scheduler": cmd_scheduler,
         "kubeconfig": cmd_kubeconfig,
         "build": cmd_build,
+        "prepare": cmd_prepare,
         "demo": cmd_demo,
         "realnodes": cmd_realnodes,
     }[args.cmd]

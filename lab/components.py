@@ -72,7 +72,11 @@ CORE = COMPONENTS[:6]
 
 
 def build_binaries(names: Iterable[str] = (), env: dict[str, str] | None = None) -> dict[str, str]:
-    """Run lab/build (cached: instant once built) and return {name: path}."""
+    """Run lab/build (cached: instant once built) and return {name: path}; what is not built
+    yet is built first with progress on stderr (lab/prepare.py)."""
+    from lab.prepare import prepare_programs
+
+    prepare_programs(names)
     out = subprocess.run(
         [str(BUILD), *names], check=True, stdout=subprocess.PIPE, text=True, env=env
     ).stdout

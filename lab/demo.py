@@ -22,7 +22,9 @@ from pathlib import Path
 from lab import realnodes
 from lab.cluster import Lab
 from lab.hosts import EXTENDER_URL, ControlPlaneHost, node_image
+from lab.prepare import prepare
 from lab.processes import LabError
+from lab.progress import clock
 from lab.workloads import (
     Cluster,
     create_deployment,
@@ -35,10 +37,40 @@ from lab.workloads import (
 FLAVOUR = "kubeadm"
 
 
+class Phases:
+    """How long each phase of the demo took, printed as one line at the end."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self._mark = self.started
+        self.done: list[tuple[str, float]] = []
+
+    def end(self, name: str) -> float:
+        now = time.monotonic()
+        self.done.append((name, now - self._mark))
+        self._mark = now
+        return now - self.started
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{name} {clock(s)}" for name, s in self.done)
+        return f"took {clock(time.monotonic() - self.started)} in all: {parts}"
+
+
 def run(lab: Lab, replicas: int = 24) -> int:
+    phases = Phases()
+    try:
+        return _run(lab, replicas, phases)
+    finally:
+        lab.log(phases.summary())
+
+
+def _run(lab: Lab, replicas: int, phases: Phases) -> int:
     lab.log("on the lab's stand-in nodes: kwok nodes, a static-pod stand-in host (docs/lab.md)")
+    built = prepare("lab")
+    phases.end("first build" if built else "build check")
     if not lab.running().get("kube-apiserver"):
         lab.up()
+    phases.end("lab up")
     lab.stop("kube-scheduler")  # the host's scheduler takes over
     host = ControlPlaneHost(FLAVOUR, node_image(), lab, lab.run)
     lab.log(f"booting {host.name}: podman, {FLAVOUR} flavour, the real kube-scheduler")
@@ -48,7 +80,9 @@ def run(lab: Lab, replicas: int = 24) -> int:
         lab.log(f"preparing the host failed:\n{prepared.tail(30)}")
         return 1
     lab.log(f"running playbooks/site.yml on it (log: {host.workdir}/{FLAVOUR}-*-site.log)")
+    phases.end("host ready")
     site = host.playbook("playbooks/site.yml")
+    phases.end("site.yml")
     recap = site.stdout[site.stdout.rfind("PLAY RECAP") :].strip()
     print(recap, flush=True)
     if site.rc != 0:
@@ -70,6 +104,7 @@ def run(lab: Lab, replicas: int = 24) -> int:
         lab.log(f"could not create the workload: {exc.reason}")
         return 1
     where = placements(lab, name, replicas)
+    phases.end("workload placed")
     print(f"\n{replicas} pods of deployment/{name}, placed by the real kube-scheduler:")
     for node in sorted(set(where) | {"lab-small", "lab-medium", "lab-large", "lab-hog"}):
         note = "  <- memory hog: 75% used by nothing any pod requests" if node == "lab-hog" else ""
@@ -112,13 +147,25 @@ def _say(msg: str) -> None:
 def run_real(replicas: int = 12) -> int:
     """The demo on the real-node cluster; raises LabError when the nodes cannot start or a
     step on them fails (the caller then falls back to `run`)."""
+    phases = Phases()
+    try:
+        return _run_real(replicas, phases)
+    finally:
+        _say(phases.summary())
+
+
+def _run_real(replicas: int, phases: Phases) -> int:
     _say("on real kubeadm nodes: containerd, kubelet, kube-proxy (python -m lab realnodes)")
+    built = prepare("realnodes")
+    phases.end("first build" if built else "build check")
     up = realnodes.up()
+    phases.end("cluster up")
     _say(f"cluster up in {up.seconds:.0f}s: {', '.join(realnodes.nodes())}")
     cluster = realnodes.Cluster(up.kubeconfig)
     host = realnodes.control_plane_host(up.kubeconfig.parent, up.kubeconfig)
     _say(f"running playbooks/site.yml on {host.name} over SSH ({host.address})")
     site = host.playbook("playbooks/site.yml")
+    phases.end("site.yml")
     print(site.stdout[site.stdout.rfind("PLAY RECAP") :].strip(), flush=True)
     if site.rc != 0:
         _say(f"site.yml failed (log: {host.workdir}):\n{site.tail(40)}")
@@ -126,10 +173,12 @@ def run_real(replicas: int = 12) -> int:
     _say(f"making {HOT} hot: the burner spends {BURN_MILLICORES}m of real CPU, requesting 10m")
     _say("(metrics-server scrapes every 15 s, load-watcher once a minute: about two minutes)")
     hot = realnodes.make_hot(cluster, HOT, BURN_MILLICORES, EXTENDER_URL)
+    phases.end("real load measured")
     cool = realnodes.node_cpu_millicores(cluster, COOL)
     name = f"demo-{int(time.time()) % 100000}"
     create_deployment(cluster, name, replicas, realnodes.workload())
     where = placements(cluster, name, replicas)
+    phases.end("workload placed")
     print(f"\n{replicas} pods of deployment/{name}, placed by the kubelet's own kube-scheduler:")
     for node, cpu in ((HOT, hot), (COOL, cool)):
         note = "  <- the burner: real load no pod requested" if node == HOT else ""

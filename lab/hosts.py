@@ -114,7 +114,11 @@ def destroy(*names: str) -> None:
 
 
 def node_image(env: dict[str, str] | None = None) -> str:
-    """Build the node image unless it exists (needs root, podman, debootstrap); its tag."""
+    """Build the node image unless it exists (needs root, podman, debootstrap); its tag.
+    A build reports its progress on stderr (lab/prepare.py)."""
+    from lab.prepare import prepare
+
+    prepare("node-image")
     proc = subprocess.run(
         [str(BUILD_NODE_IMAGE)], capture_output=True, text=True, timeout=900, env=env
     )

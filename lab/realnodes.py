@@ -97,7 +97,11 @@ def sh(node: str, script: str, *, timeout: float = 120, check: bool = True) -> s
 
 
 def build_image() -> str:
-    """The node image's reference, building it (and missing binaries) first when needed."""
+    """The node image's reference, building it (and missing binaries) first when needed,
+    with progress on stderr (lab/prepare.py)."""
+    from lab.prepare import prepare
+
+    prepare("realnodes")
     proc = subprocess.run([str(BUILD_IMAGE)], capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
         raise LabError(f"{BUILD_IMAGE} failed:\n{proc.stderr[-3000:]}")

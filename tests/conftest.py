@@ -22,6 +22,8 @@ goes to whichever nears its end first, the lab's. Measured durations are in the 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,53 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.longrepr = f"skipped under CI=true, which is not allowed: {reason}"
+
+
+class Heartbeat:
+    """`make test` is never silent for longer than `every` seconds: the lab's and the real
+    nodes' tests each run for minutes (`--durations` lists them), so while no test ends a
+    line names the tests still running and for how long. In the controlling process only
+    (under xdist the workers report their tests' start and end to it)."""
+
+    def __init__(self, reporter: object, every: float = 30.0) -> None:
+        self.reporter = reporter
+        self.every = every
+        self.running: dict[str, float] = {}
+        self.finished = 0
+        self.quiet_since = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+
+    def pytest_sessionstart(self) -> None:
+        self._thread.start()
+
+    def pytest_sessionfinish(self) -> None:
+        self._stop.set()
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.running[nodeid] = time.monotonic()
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.running.pop(nodeid, None)
+        self.finished += 1
+        self.quiet_since = time.monotonic()
+
+    def line(self, now: float) -> str:
+        tests = sorted(self.running.items(), key=lambda kv: kv[1])
+        names = ", ".join(f"{nodeid} ({(now - t0) / 60:.1f} min)" for nodeid, t0 in tests)
+        return f"[still running after {self.finished} finished: {names or 'setup'}]"
+
+    def _beat(self) -> None:
+        while not self._stop.wait(1.0):
+            now = time.monotonic()
+            if now - self.quiet_since >= self.every:
+                self.quiet_since = now
+                self.reporter.write_line(self.line(now))  # type: ignore[attr-defined]
+
+
+# trylast: the terminal reporter registers itself in its own pytest_configure
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(Heartbeat(reporter), "loadwise-heartbeat")
