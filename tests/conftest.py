@@ -33,8 +33,23 @@ PODMAN_GROUP = "podman"  # the molecule scenarios and the real-node cluster
 
 
 # tryfirst: xdist's own hook reads xdist_group marks to assign the groups; mark before it.
+# The real-node modules share one cluster (tests/lab/conftest.py) and run in this order: the
+# site tests start from kubeadm's own cluster and end with loadwise rolled back, so the next
+# modules need no reset; test_real_nodes edits the scheduler's manifest by hand, so it goes last.
+REALNODE_ORDER = ("test_real_site.py", "test_real_prometheus.py", "test_real_nodes.py")
+
+
+def _realnode_rank(item: pytest.Item) -> int:
+    name = Path(str(item.path)).name
+    return REALNODE_ORDER.index(name) if name in REALNODE_ORDER else len(REALNODE_ORDER)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # a stable sort: only the real-node modules move, each keeping its tests' own order
+    realnode = [i for i, item in enumerate(items) if _realnode_rank(item) < len(REALNODE_ORDER)]
+    for i, item in zip(realnode, sorted((items[i] for i in realnode), key=_realnode_rank)):
+        items[i] = item
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue

@@ -10,9 +10,11 @@ control-plane host the demo left is removed first, since its scheduler would com
 from __future__ import annotations
 
 import pytest
+from kubernetes import client
 
 from lab import destroy, realnodes, session
-from tests.lab.e2e import Extender
+from lab.processes import wait_for
+from tests.lab.e2e import Extender, cluster_objects
 
 
 @pytest.fixture(scope="package")
@@ -37,10 +39,13 @@ def extender(lab, workdir):
     lab.stop("kube-scheduler")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def real_cluster():
-    """A fresh real-node kubeadm cluster (lab/realnodes.py) for one test module, removed after
-    it; a failed start is removed too, its error naming the step and its log's tail."""
+    """One real-node kubeadm cluster (lab/realnodes.py) for every real-node test module: they
+    all run on one xdist worker (group "realnodes", tests/conftest.py), one module after the
+    other, and each proves the state it needs with the fixtures below instead of paying for a
+    cluster of its own (about 70 s each). A failed start is removed too, its error naming the
+    step and its log's tail; the end of the session removes the cluster."""
     try:
         res = realnodes.up()
     except BaseException:
@@ -54,15 +59,64 @@ def real_cluster():
 
 @pytest.fixture(scope="module")
 def real_kube(real_cluster):
-    """That cluster through its admin kubeconfig (lab.realnodes.Cluster)."""
+    """That cluster through its admin kubeconfig (lab.realnodes.Cluster), with no Deployment
+    an earlier module left in the default namespace, and every node Ready."""
     kube = realnodes.Cluster(real_cluster.kubeconfig)
+    apps = client.AppsV1Api(kube.api_client())
+    for dep in apps.list_namespaced_deployment("default").items:
+        apps.delete_namespaced_deployment(
+            dep.metadata.name, "default", propagation_policy="Foreground", grace_period_seconds=0
+        )
+    kube.core().delete_collection_namespaced_pod("default", grace_period_seconds=0)
+    wait_for(
+        "the default namespace's pods of earlier modules gone",
+        lambda: not kube.core().list_namespaced_pod("default").items,
+        120,
+        interval=2,
+    )
+    wait_for(
+        "every node Ready", lambda: all(realnodes.node_ready(real_cluster.kubeconfig).values()), 120
+    )
     yield kube
     kube.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def real_host(real_cluster, tmp_path_factory):
     """Its control-plane node as Ansible reaches it (sshd started, inventory written)."""
     return realnodes.control_plane_host(
         tmp_path_factory.mktemp("real-host"), real_cluster.kubeconfig
     )
+
+
+# What loadwise leaves on a control-plane node (roles/*: its directories, the extender's unit,
+# the scheduler's manifest naming loadwise's config); each line found is a leftover.
+LOADWISE_ON_NODE = (
+    "ls -d /etc/loadwise /opt/loadwise /var/lib/loadwise /etc/systemd/system/loadwise-* "
+    "2>/dev/null; grep -l loadwise /etc/kubernetes/manifests/*.yaml 2>/dev/null; true"
+)
+
+
+@pytest.fixture(scope="module")
+def real_without_loadwise(real_host, real_kube):
+    """The shared cluster with no trace of loadwise, as a module that starts from kubeadm's
+    own cluster needs it: what an earlier module's site.yml left is undone by the product's
+    own rollback.yml (the reset), then proven: nothing on the node, nothing in kubeadm-config
+    or among the cluster's objects, and the kubelet's stock scheduler ready."""
+    if real_host.sh(LOADWISE_ON_NODE).strip() or cluster_objects(real_kube):
+        run = real_host.playbook("playbooks/rollback.yml")
+        assert run.rc == 0, f"resetting the shared cluster failed:\n{run.tail()}"
+    assert real_host.sh(LOADWISE_ON_NODE).strip() == ""
+    assert cluster_objects(real_kube) == []
+    cm = real_kube.core().read_namespaced_config_map("kubeadm-config", "kube-system")
+    assert "loadwise" not in cm.data["ClusterConfiguration"]
+
+    def stock_scheduler_ready() -> bool:
+        pod = real_kube.core().read_namespaced_pod(
+            f"kube-scheduler-{realnodes.CONTROL_PLANE}", "kube-system"
+        )
+        statuses = pod.status.container_statuses or []
+        return pod.status.phase == "Running" and bool(statuses) and all(c.ready for c in statuses)
+
+    wait_for("the kubelet's stock scheduler ready", stock_scheduler_ready, 120, interval=2)
+    return real_kube

@@ -64,8 +64,10 @@ BROKEN = {
 
 
 @pytest.fixture(scope="module")
-def pristine(real_host, real_kube):
-    """What kubeadm left, before any playbook: the node's files and kubeadm-config's text."""
+def pristine(real_host, real_without_loadwise):
+    """What kubeadm left, before any playbook of this module: the node's files and
+    kubeadm-config's text (the shared cluster's fixture has proven no loadwise is there)."""
+    real_kube = real_without_loadwise
     return {"files": real_host.sh(FILES), "kubeadm_config": kubeadm_config(real_kube)}
 
 
