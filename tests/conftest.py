@@ -48,7 +48,8 @@ def _realnode_rank(item: pytest.Item) -> int:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # a stable sort: only the real-node modules move, each keeping its tests' own order
     realnode = [i for i, item in enumerate(items) if _realnode_rank(item) < len(REALNODE_ORDER)]
-    for i, item in zip(realnode, sorted((items[i] for i in realnode), key=_realnode_rank)):
+    ordered = sorted((items[i] for i in realnode), key=_realnode_rank)
+    for i, item in zip(realnode, ordered, strict=True):
         items[i] = item
     for item in items:
         if item.get_closest_marker("xdist_group"):
