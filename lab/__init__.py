@@ -1,7 +1,16 @@
-"""The lab: a real Kubernetes control plane on 127.0.0.1, built from Go modules, with kwok
-fake nodes whose load is declared, podman control-plane hosts the playbooks manage, and
-the workloads placed on it. `python -m lab up|down|status|scheduler|kubeconfig|build|demo`
-(scripts/lab); docs/lab.md.
+"""The lab: real Kubernetes programs built from their Go modules, to run loadwise against.
+
+Two clusters, each started on this machine alone:
+- the loopback control plane (lab/cluster.py): etcd, kube-apiserver, kube-controller-manager,
+  metrics-server and load-watcher on 127.0.0.1, kwok fake nodes whose load is declared, and
+  podman control-plane hosts the playbooks manage (the k3s flavour's stand-in);
+  `python -m lab up|down|status|scheduler|kubeconfig`;
+- the real-node cluster (lab/realnodes.py): three podman containers running containerd, the
+  kubelet and kube-proxy, joined by kubeadm, where site.yml runs over SSH as on an operator's
+  nodes; `python -m lab realnodes up|down|status`.
+`python -m lab prepare` builds what either needs, with progress (lab/prepare.py), and
+`python -m lab demo` runs the product's demo on the real nodes, else on the loopback lab
+(scripts/lab; docs/lab.md).
 
 Not part of the loadwise wheel: it drives the product (`make demo`) and its end-to-end
 tests (tests/lab/), which import it from here.

@@ -63,9 +63,11 @@ def wait_for(
     interval: float = 0.5,
     proc_check: Callable[[], None] | None = None,
 ) -> T:
-    """Poll check() until it returns a truthy value; raise LabError with the last error."""
+    """Poll check() until it returns a truthy value; raise LabError naming the last error, or
+    the last falsy value check() returned (what was seen is usually the clue)."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
+    seen: object = None
     while time.monotonic() < deadline:
         if proc_check is not None:
             proc_check()
@@ -73,12 +75,12 @@ def wait_for(
             v = check()
             if v:
                 return v
+            seen, last = v, None
         except Exception as e:  # noqa: BLE001 - reported if the wait times out
             last = e
         time.sleep(interval)
-    raise LabError(
-        f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last}" if last else "")
-    )
+    why = f": {last}" if last else ("" if seen is None else f" (last seen: {seen!r})")
+    raise LabError(f"timed out after {timeout:.0f}s waiting for {what}{why}")
 
 
 class Processes:

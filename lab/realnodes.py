@@ -37,7 +37,7 @@ from extender.kubeobjects import container, pod_template
 from lab.fakenodes import parse_quantity
 from lab.hosts import AnsibleHost
 from lab.kubeclient import AdminClient
-from lab.processes import LabError
+from lab.processes import LabError, wait_for
 
 HERE = Path(__file__).resolve().parent
 BUILD_IMAGE = HERE / "nodes" / "kubeadm" / "build-image"
@@ -220,21 +220,6 @@ class UpResult:
     image: str
 
 
-def _wait(what: str, probe: Any, timeout: float, interval: float = 1.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except (LabError, subprocess.TimeoutExpired) as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise LabError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-
-
 def _start_node(name: str, image: str) -> str:
     """Start one node container; its address on podman's network."""
     podman("rm", "--force", "--ignore", "--volumes", "--time", "10", name)
@@ -259,7 +244,7 @@ def _start_node(name: str, image: str) -> str:
 
 def _prepare_node(name: str, index: int, routes: dict[str, str]) -> None:
     """Wait for containerd, import the images, write the CNI conflist and the pod routes."""
-    _wait(f"containerd on {name}",
+    wait_for(f"containerd on {name}",
           lambda: sh(name, "ctr version >/dev/null 2>&1 && echo ok", check=False), 60)  # fmt: skip
     sh(name, f"ctr -n k8s.io images import {IMAGE_ARCHIVE} >/dev/null",
        timeout=300)  # fmt: skip
@@ -332,7 +317,7 @@ def up(*, out: Any = None) -> UpResult:
     kubeconfig = run / "admin.conf"
     kubeconfig.write_text(sh(CONTROL_PLANE, "cat /etc/kubernetes/admin.conf"))
     kubeconfig.chmod(0o600)
-    _wait("every node Ready, kube-scheduler's static pod Running, kube-proxy on every node",
+    wait_for("every node Ready, kube-scheduler's static pod Running, kube-proxy on every node",
           lambda: ready(kubeconfig), 240, 2)  # fmt: skip
     seconds = time.monotonic() - t0
     (run / "up.json").write_text(json.dumps({"image": image, "seconds": round(seconds, 1)}))
@@ -559,12 +544,12 @@ def make_hot(cluster: Cluster, node: str, millicores: int, extender_url: str) ->
         except Exception:  # the metrics API has no sample for the node yet: ask again
             return False
 
-    _wait(f"metrics-server to measure the burner on {node}", measured, 180, 3)
+    wait_for(f"metrics-server to measure the burner on {node}", measured, 180, 3)
     seen = time.time()
 
     def extender_caught_up() -> bool:
         age = extender_metric(CONTROL_PLANE, extender_url, "loadwise_extender_load_age_seconds")
         return age is not None and age >= 0 and time.time() - age > seen
 
-    _wait("the extender to hold a load measured after that", extender_caught_up, 180, 3)
+    wait_for("the extender to hold a load measured after that", extender_caught_up, 180, 3)
     return node_cpu_millicores(cluster, node)
