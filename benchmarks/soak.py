@@ -36,10 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run as a script: import this checkout's extender
+from extender import kubeobjects
 
-from extender import kubeobjects  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 GAUGES = (
     "loadwise_extender_ledger_entries",

@@ -19,20 +19,17 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from textual.pilot import Pilot
 
-from textual.pilot import Pilot  # noqa: E402
-
-from tui.app import LoadwiseApp, make_app  # noqa: E402
-from tui.model import ClusterModel  # noqa: E402
-from tui.objects import Resources, Usage  # noqa: E402
-from tui.screens import MainScreen  # noqa: E402
-from tui.sources import changes as ch  # noqa: E402
-from tui.sources.recorded import RecordedSource  # noqa: E402
-from tui.sources.synthetic import synthetic_cluster  # noqa: E402
-from tui.widgets import NodesTable  # noqa: E402
+from tui.app import LoadwiseApp, make_app
+from tui.model import ClusterModel
+from tui.objects import Resources, Usage
+from tui.screens import MainScreen
+from tui.sources import changes as ch
+from tui.sources.recorded import RecordedSource
+from tui.sources.synthetic import synthetic_cluster
+from tui.widgets import NodesTable
 
 NOW = datetime(2026, 5, 4, 10, 30, tzinfo=UTC)
 
