@@ -22,6 +22,9 @@ MANIFEST = ROOT / "lab/nodes/kube-scheduler.yaml"
 CONFIG = "/etc/kubernetes/loadwise-scheduler-config.yaml"
 SHA = "0" * 63 + "1"
 VOLUME = "loadwise-scheduler-config"
+# The directory of the scheduler's extender certificates (loadwise_extender_tls_dir/scheduler).
+TLS_DIR = "/etc/loadwise/tls/scheduler"
+TLS_VOLUME = "loadwise-scheduler-tls"
 ANNOTATION = "loadwise.dev/scheduler-config-sha256"
 
 
@@ -94,6 +97,28 @@ def test_manifest_gets_the_flag_mount_volume_and_annotation(manifest: dict[str, 
         {"hostPath": {"path": CONFIG, "type": "File"}, "name": VOLUME},
     ]
     assert out["metadata"]["annotations"] == {ANNOTATION: SHA}
+
+
+def test_manifest_with_tls_also_mounts_the_certificates_directory(
+    manifest: dict[str, Any],
+) -> None:
+    """kube-scheduler reads its caFile, certFile and keyFile inside the static pod, so the
+    directory holding them is mounted read-only, at the host's path (the config names it)."""
+    out = _edit(manifest, tls_dir=TLS_DIR)
+    container = _scheduler(out)
+    assert container["volumeMounts"] == [
+        {"mountPath": "/etc/kubernetes/scheduler.conf", "name": "kubeconfig", "readOnly": True},
+        {"mountPath": CONFIG, "name": VOLUME, "readOnly": True},
+        {"mountPath": TLS_DIR, "name": TLS_VOLUME, "readOnly": True},
+    ]
+    assert out["spec"]["volumes"][1:] == [
+        {"hostPath": {"path": CONFIG, "type": "File"}, "name": VOLUME},
+        {"hostPath": {"path": TLS_DIR, "type": "Directory"}, "name": TLS_VOLUME},
+    ]
+    assert _edit(out, tls_dir=TLS_DIR) == out
+    # present=False takes both out; turning TLS off takes the certificates' mount out
+    assert _edit(out, present=False) == manifest
+    assert _edit(out) == _edit(manifest)
 
 
 def test_manifest_edit_touches_nothing_else(manifest: dict[str, Any]) -> None:
@@ -286,6 +311,27 @@ def test_cluster_configuration_edit_is_idempotent_and_reversible(text: str) -> N
     reread = yaml.safe_load(yaml.safe_dump(once, indent=2, width=256))
     assert _cc(reread) == once
     assert _cc(once, present=False) == before
+
+
+@pytest.mark.parametrize("text", [V1BETA3, V1BETA4], ids=["v1beta3", "v1beta4"])
+def test_cluster_configuration_with_tls_carries_the_certificates_mount(text: str) -> None:
+    """kubeadm upgrade and join render the manifest from here: without the certificates'
+    volume the scheduler they start could not read its caFile and would not start."""
+    cfg = yaml.safe_load(text)
+    out = _cc(cfg, tls_dir=TLS_DIR)
+    assert out["scheduler"]["extraVolumes"] == [
+        OUR_VOLUME,
+        {
+            "name": TLS_VOLUME,
+            "hostPath": TLS_DIR,
+            "mountPath": TLS_DIR,
+            "readOnly": True,
+            "pathType": "Directory",
+        },
+    ]
+    assert _cc(out, tls_dir=TLS_DIR) == out
+    assert _cc(out, present=False) == cfg
+    assert _cc(out) == _cc(cfg)
 
 
 def test_cluster_configuration_v1beta3_keeps_other_scheduler_settings() -> None:

@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.ansible.test_filter_plugin import CONFIG, SHA, V1BETA3, V1BETA4, _scheduler, plugin
+from tests.ansible.test_filter_plugin import (
+    CONFIG,
+    SHA,
+    TLS_DIR,
+    V1BETA3,
+    V1BETA4,
+    _scheduler,
+    plugin,
+)
 
 OLD, NEW = "v1.31.2", "v1.32.0"
 
@@ -34,9 +42,12 @@ def _pristine_manifest() -> str:
     return MANIFEST.read_text().replace("@VERSION@", OLD)
 
 
-def _left_by_loadwise(pristine: str) -> str:
+def _left_by_loadwise(pristine: str, tls_dir: str = "") -> str:
     """The manifest text loadwise writes (the role renders with to_nice_yaml)."""
-    return _dump(plugin.loadwise_scheduler_manifest(yaml.safe_load(pristine), CONFIG, SHA))
+    edited = plugin.loadwise_scheduler_manifest(
+        yaml.safe_load(pristine), CONFIG, SHA, tls_dir=tls_dir
+    )
+    return _dump(edited)
 
 
 def _upgraded(left: str) -> str:
@@ -52,16 +63,22 @@ def _upgraded(left: str) -> str:
     return yaml.safe_dump(pod, indent=4, default_flow_style=False)
 
 
-def test_manifest_loadwise_left_alone_comes_back_byte_for_byte() -> None:
+@pytest.mark.parametrize("tls_dir", ["", TLS_DIR], ids=["plain", "tls"])
+def test_manifest_loadwise_left_alone_comes_back_byte_for_byte(tls_dir: str) -> None:
     pristine = _pristine_manifest()
-    left = _left_by_loadwise(pristine)
+    left = _left_by_loadwise(pristine, tls_dir)
     out = plugin.loadwise_rollback_manifest(left, CONFIG, _sha(left), pristine)
     assert out == {"content": pristine, "how": "pristine"}
 
 
-def test_manifest_after_an_upgrade_keeps_the_new_version_and_the_operators_flag() -> None:
+@pytest.mark.parametrize("tls_dir", ["", TLS_DIR], ids=["plain", "tls"])
+def test_manifest_after_an_upgrade_keeps_the_new_version_and_the_operators_flag(
+    tls_dir: str,
+) -> None:
+    """With TLS kubeadm renders the certificates' mount back too (kubeadm-config has it);
+    rollback takes it out with the config's."""
     pristine = _pristine_manifest()
-    left = _left_by_loadwise(pristine)
+    left = _left_by_loadwise(pristine, tls_dir)
     upgraded = _upgraded(left)
     out = plugin.loadwise_rollback_manifest(upgraded, CONFIG, _sha(left), pristine)
     assert out["how"] == "inverse"
@@ -108,10 +125,15 @@ def test_manifest_that_is_not_yaml_mapping_is_refused() -> None:
         plugin.loadwise_rollback_manifest("- a list\n", CONFIG, "", None)
 
 
+@pytest.mark.parametrize("tls_dir", ["", TLS_DIR], ids=["plain", "tls"])
 @pytest.mark.parametrize("text", [V1BETA3, V1BETA4], ids=["v1beta3", "v1beta4"])
-def test_cluster_configuration_after_an_upgrade_keeps_the_new_version(text: str) -> None:
+def test_cluster_configuration_after_an_upgrade_keeps_the_new_version(
+    text: str, tls_dir: str
+) -> None:
     pristine = text
-    left = _dump(plugin.loadwise_cluster_configuration(yaml.safe_load(pristine), CONFIG))
+    left = _dump(
+        plugin.loadwise_cluster_configuration(yaml.safe_load(pristine), CONFIG, tls_dir=tls_dir)
+    )
     cfg = yaml.safe_load(left)
     cfg["kubernetesVersion"] = "v1.30.1"  # kubeadm upgrade apply stores the new version
     args = cfg["scheduler"]["extraArgs"]
@@ -137,9 +159,13 @@ def test_cluster_configuration_after_an_upgrade_keeps_the_new_version(text: str)
     }
 
 
+@pytest.mark.parametrize("tls_dir", ["", TLS_DIR], ids=["plain", "tls"])
 @pytest.mark.parametrize("text", [V1BETA3, V1BETA4], ids=["v1beta3", "v1beta4"])
-def test_cluster_configuration_as_loadwise_left_it_comes_back_byte_for_byte(text: str) -> None:
-    left = _dump(plugin.loadwise_cluster_configuration(yaml.safe_load(text), CONFIG))
+def test_cluster_configuration_as_loadwise_left_it_comes_back_byte_for_byte(
+    text: str, tls_dir: str
+) -> None:
+    edited = plugin.loadwise_cluster_configuration(yaml.safe_load(text), CONFIG, tls_dir=tls_dir)
+    left = _dump(edited)
     out = plugin.loadwise_rollback_cluster_configuration(left, CONFIG, _sha(left), text)
     assert out == {"content": text, "how": "pristine"}
 

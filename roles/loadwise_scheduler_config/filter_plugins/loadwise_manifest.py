@@ -1,10 +1,11 @@
 """Filters that edit kubeadm's kube-scheduler objects as data, never as text.
 
 - ``loadwise_scheduler_manifest``: the static pod with ``--config=PATH``, a read-only
-  hostPath mount of that file and an annotation carrying the config's checksum (so a
-  config-only change still makes the kubelet recreate the pod).
+  hostPath mount of that file, with TLS a read-only hostPath mount of the directory of the
+  scheduler's extender certificates (``tls_dir``), and an annotation carrying the config's
+  checksum (so a config-only change still makes the kubelet recreate the pod).
 - ``loadwise_cluster_configuration``: kubeadm's ClusterConfiguration with the same flag
-  and volume under ``scheduler``, in the v1beta3 (map) or v1beta4 (list) form, so that
+  and volumes under ``scheduler``, in the v1beta3 (map) or v1beta4 (list) form, so that
   ``kubeadm upgrade`` regenerates the manifest with them.
 
 Both are idempotent: applying them to their own output changes nothing. With
@@ -31,6 +32,8 @@ from typing import Any
 import yaml
 
 VOLUME = "loadwise-scheduler-config"
+TLS_VOLUME = "loadwise-scheduler-tls"
+OURS = (VOLUME, TLS_VOLUME)
 ANNOTATION = "loadwise.dev/scheduler-config-sha256"
 
 
@@ -41,7 +44,15 @@ def _container(pod):
     raise ValueError("no container named kube-scheduler in the manifest")
 
 
-def loadwise_scheduler_manifest(manifest, config_path, config_sha256="", present=True):
+def _ours(config_path, tls_dir):
+    """(name, host path, hostPath type) of each volume loadwise mounts into the scheduler."""
+    volumes = [(VOLUME, config_path, "File")]
+    if tls_dir:
+        volumes.append((TLS_VOLUME, tls_dir, "Directory"))
+    return volumes
+
+
+def loadwise_scheduler_manifest(manifest, config_path, config_sha256="", present=True, tls_dir=""):
     pod = copy.deepcopy(manifest)
     container = _container(pod)
     command = [a for a in container.get("command", []) if not str(a).startswith("--config=")]
@@ -51,11 +62,12 @@ def loadwise_scheduler_manifest(manifest, config_path, config_sha256="", present
         command = command[:1] + sorted(command[1:])
     container["command"] = command
 
-    mounts = [m for m in container.get("volumeMounts", []) or [] if m.get("name") != VOLUME]
-    volumes = [v for v in pod["spec"].get("volumes", []) or [] if v.get("name") != VOLUME]
+    mounts = [m for m in container.get("volumeMounts", []) or [] if m.get("name") not in OURS]
+    volumes = [v for v in pod["spec"].get("volumes", []) or [] if v.get("name") not in OURS]
     if present:
-        mounts.append({"mountPath": config_path, "name": VOLUME, "readOnly": True})
-        volumes.append({"hostPath": {"path": config_path, "type": "File"}, "name": VOLUME})
+        for name, path, kind in _ours(config_path, tls_dir):
+            mounts.append({"mountPath": path, "name": name, "readOnly": True})
+            volumes.append({"hostPath": {"path": path, "type": kind}, "name": name})
     container["volumeMounts"] = sorted(mounts, key=lambda m: m["name"])
     pod["spec"]["volumes"] = sorted(volumes, key=lambda v: v["name"])
 
@@ -71,7 +83,7 @@ def loadwise_scheduler_manifest(manifest, config_path, config_sha256="", present
     return pod
 
 
-def loadwise_cluster_configuration(cluster_config, config_path, present=True):
+def loadwise_cluster_configuration(cluster_config, config_path, present=True, tls_dir=""):
     cfg = copy.deepcopy(cluster_config)
     # kubeadm stores `scheduler: {}` when it has nothing to say; keep such a key on removal.
     had_scheduler = "scheduler" in cfg
@@ -93,17 +105,18 @@ def loadwise_cluster_configuration(cluster_config, config_path, present=True):
     else:
         scheduler.pop("extraArgs", None)
 
-    volumes = [v for v in scheduler.get("extraVolumes") or [] if v.get("name") != VOLUME]
+    volumes = [v for v in scheduler.get("extraVolumes") or [] if v.get("name") not in OURS]
     if present:
-        volumes.append(
-            {
-                "name": VOLUME,
-                "hostPath": config_path,
-                "mountPath": config_path,
-                "readOnly": True,
-                "pathType": "File",
-            }
-        )
+        for name, path, kind in _ours(config_path, tls_dir):
+            volumes.append(
+                {
+                    "name": name,
+                    "hostPath": path,
+                    "mountPath": path,
+                    "readOnly": True,
+                    "pathType": kind,
+                }
+            )
     if volumes:
         scheduler["extraVolumes"] = volumes
     else:
