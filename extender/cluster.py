@@ -178,6 +178,14 @@ class ClusterWatch:
         self.last_error = None
         self._set_pods(pods)
 
+    def _lost(self, what: str) -> None:
+        """A list or watch of ``what`` failed: not synced until it lists again (the
+        reflector lists after every failure), so /readyz says so meanwhile."""
+        if what == "nodes":
+            self.nodes_synced = False
+        else:
+            self.pods_synced = False
+
     # -- threads ----------------------------------------------------------------
 
     def _post(self, fn: Callable[..., None], *args: object) -> None:
@@ -187,7 +195,8 @@ class ClusterWatch:
     def _reflector(self, what: str) -> Reflector:
         def failed(exc: Exception, delay: float) -> None:
             self.last_error = f"{what}: {exc}"
-            log.warning("watching %s failed: %s; retrying in %.0fs", what, exc, delay)
+            self._post(self._lost, what)  # in order with the lists and events posted before
+            log.warning("watching %s failed: %s; listing again in %.0fs", what, exc, delay)
 
         if what == "nodes":
             return self._reflect(
@@ -232,6 +241,7 @@ class ClusterWatch:
                 self._reflector(what).run()
             except Exception as exc:
                 self.last_error = f"{what}: {type(exc).__name__}: {exc}"
+                self._post(self._lost, what)
                 log.exception("watching %s crashed; restarting in 30s", what)
                 self._stop.wait(30.0)
 

@@ -13,7 +13,11 @@ server until its ``stop`` event is set:
    code 410, see the API concepts page "Efficient detection of changes") list again;
 4. on any other failure (a watch closed at once with no events counts as one) call
    ``on_error(exc, delay)``, wait ``delay`` from a capped,
-   jittered exponential ``Backoff`` (stop-aware), and retry from the last version.
+   jittered exponential ``Backoff`` (stop-aware), and list again: the caller cannot
+   tell otherwise when its view is whole again. client-go's reflector does the same
+   (tools/cache/reflector.go: ``ListAndWatch`` returns on a broken watch and its
+   ``Run`` loop starts over with a list). A watch the server ends normally is resumed
+   from the last version, with no list.
 
 Objects are passed on as undecoded ``msgspec.Raw`` bytes: each caller decodes only the
 fields it needs, with its own types.
@@ -156,8 +160,9 @@ class Reflector:
         while not self._stop.is_set():
             try:
                 if not self._version:
+                    # No backoff reset here: a server whose every watch fails at once
+                    # would otherwise be listed in full every second. An event resets it.
                     self._list()
-                    self._backoff.reset()
                 self._watch()
             except _Expired:
                 log.info("watch of %s expired (410 Gone); listing again", self._path)
@@ -172,6 +177,7 @@ class Reflector:
                 self._failed(exc)
 
     def _failed(self, exc: Exception) -> None:
+        self._version = ""  # list again after the wait (step 4)
         delay = self._backoff.next()
         if self._on_error is not None:
             self._on_error(exc, delay)

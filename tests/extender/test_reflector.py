@@ -170,27 +170,38 @@ def test_410_lists_again_without_backoff(expiry):
     assert [kind for kind, _ in client.calls][:3] == ["list", "watch", "list"]
 
 
-def test_other_failures_back_off_report_and_resume_from_the_last_version():
+def test_other_failures_back_off_report_and_list_again():
+    # After a failure the reflector lists again, as client-go's does: a caller that
+    # marks its view unsynced on on_error learns from on_list that it is whole again.
     client, seen, stop = _run(
         [
             KubeError("GET /api/v1/pods: HTTP 500", 500),
             OSError("connection refused"),
             _page(["a"], version="7"),
             [_line("ADDED", _obj("b", "8")), OSError("connection reset")],
+            _page(["a", "b"], version="9"),
             [_line("ERROR", {"kind": "Status", "code": 500, "message": "etcd down"})],
+            _page(["a", "b"], version="10"),
             [b"{not json"],
+            _page(["b"], version="11"),
         ]
     )
     kinds = [type(exc).__name__ for exc, _ in seen.errors]
     assert kinds == ["KubeError", "OSError", "OSError", "KubeError", "DecodeError"]
     assert seen.errors[3][0].status == 500  # type: ignore[attr-defined]
     assert [delay for _, delay in seen.errors] == stop.waits
-    # 1 s then 2 s; the list succeeded so the next failure starts again at 1 s.
-    assert 0.8 <= stop.waits[0] <= 1.2 and 1.6 <= stop.waits[1] <= 2.4
-    assert 0.8 <= stop.waits[2] <= 1.2
-    assert seen.lists == [["a"]]  # no relist: each retry watches from the last version
+    # 1 s, 2 s; the watch event resets it to 1 s, and then 2 s, 4 s: a list alone does
+    # not reset it, so watches that keep failing are not followed by a list a second.
+    bases = [1, 2, 1, 2, 4]
+    assert all(0.8 * b <= wait <= 1.2 * b for b, wait in zip(bases, stop.waits, strict=True))
+    assert seen.lists == [["a"], ["a", "b"], ["a", "b"], ["b"]]
+    assert seen.events == [("ADDED", "b")]
+    assert [kind for kind, _ in client.calls][:6] == ["list", "list", "list", "watch"] + [
+        "list",
+        "watch",
+    ]
     watches = [q["resourceVersion"] for kind, q in client.calls if kind == "watch"]
-    assert watches[:3] == ["7", "8", "8"]
+    assert watches == ["7", "9", "10", "11"]
 
 
 def test_backoff_doubles_to_the_cap_with_20_percent_jitter_and_resets():
@@ -233,9 +244,10 @@ def test_a_stopped_reflector_does_nothing():
 
 
 def test_a_watch_closed_at_once_without_events_backs_off():
-    client, seen, stop = _run([_page(["a"], version="3"), [], [], [_line("ADDED", _obj("b", "4"))]])
+    page = _page(["a"], version="3")
+    client, seen, stop = _run([page, [], page, [], page, [_line("ADDED", _obj("b", "4"))]])
     assert [str(exc) for exc, _ in seen.errors] == [
         "watch /api/v1/pods: closed at once with no events"
     ] * 2
     assert 0.8 <= stop.waits[0] <= 1.2 and 1.6 <= stop.waits[1] <= 2.4
-    assert seen.events == [("ADDED", "b")] and seen.lists == [["a"]]
+    assert seen.events == [("ADDED", "b")] and seen.lists == [["a"]] * 3
