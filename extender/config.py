@@ -7,6 +7,7 @@ start with the key's path in the message, e.g.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,13 +23,26 @@ __all__ = [
     "EstimatorConfig",
     "EventsConfig",
     "FilterConfig",
+    "Mode",
     "PrometheusConfig",
     "Settings",
     "SourceConfig",
+    "TLSConfig",
+    "host_port",
     "load_settings",
 ]
 
 DEFAULT_MAX_STALE_SECONDS = 600.0
+
+# Request body limits (docs/contracts.md, "Limits"). With node names only
+# (nodeCacheCapable: true) a body is one Pod and the names: 1 MiB holds a Pod of
+# several hundred KiB (annotations alone may take 256 KiB, apimachinery's
+# TotalAnnotationSizeLimitB) and 5,000 names, the most nodes Kubernetes supports.
+# With full Node objects, each node adds its JSON: a kubelet reports at most 50
+# images (--node-status-max-images), about 15 KiB with its labels, conditions and
+# annotations; 64 KiB a node leaves four times that.
+NAMES_BODY_BYTES = 1024 * 1024
+NODE_BODY_BYTES = 64 * 1024
 
 SourceKind = Literal["load-watcher", "metrics-server", "prometheus", "file"]
 
@@ -76,22 +90,75 @@ class EstimatorConfig(msgspec.Struct, forbid_unknown_fields=True):
     memory_factor: float = MEMORY_FACTOR
 
 
+class TLSConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """Serve HTTPS and accept only clients whose certificate ``client_ca_file`` signed
+    (mutual TLS: kube-scheduler's ``enableHTTPS`` and ``tlsConfig``)."""
+
+    cert_file: str
+    key_file: str
+    client_ca_file: str
+
+
+def host_port(text: str, key: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) of the setting ``key``; ConfigError if not."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"{key}: expected HOST:PORT, got {text!r}")
+    number = int(port)
+    if not 0 < number < 65536:
+        raise ConfigError(f"{key}: port {number} out of range")
+    return host.strip("[]") or "127.0.0.1", number
+
+
+Mode = Literal["enforce", "observe"]
+
+
 class Settings(msgspec.Struct, forbid_unknown_fields=True):
     listen: str = "127.0.0.1:8888"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     kubeconfig: str | None = None
+    mode: Mode = "enforce"
+    """``observe``: score and explain (Events say "would have"), but reject no node and
+    answer equal priorities, so the scheduler places pods as without the extender."""
+    ignore_namespaces: list[str] = msgspec.field(default_factory=list)
+    """Namespaces whose pods the extender leaves alone (``exemptions.ignored``). Empty by
+    default: what must run is exempt anyway (``exemptions.exemption``: DaemonSet, static
+    and system-critical pods, which is how kube-system's own add-ons are marked), and an
+    opted-out pod is also not steered by load."""
     policy: str = "least-used"
     policy_args: dict[str, Any] = msgspec.field(default_factory=dict)
     source: SourceConfig = msgspec.field(default_factory=SourceConfig)
     filter: FilterConfig = msgspec.field(default_factory=FilterConfig)
     events: EventsConfig = msgspec.field(default_factory=EventsConfig)
     estimator: EstimatorConfig = msgspec.field(default_factory=EstimatorConfig)
-    max_body_bytes: int = 32 * 1024 * 1024
+    max_body_bytes: int | None = None
+    """None: sized for what the scheduler sends (``body_limit``)."""
+    max_nodes: int = 100
+    """The most Node objects a request carries when the scheduler sends them whole;
+    sizes the body limit without a kubeconfig."""
+    max_connections: int = 64
+    """Open connections per listener; more are closed at once (docs/contracts.md)."""
+    shutdown_grace_seconds: float = 5.0
+    """On SIGTERM/SIGINT, how long requests in flight may take to finish."""
+    tls: TLSConfig | None = None
+    health_listen: str | None = None
+    """A second, plain-HTTP listener serving only /healthz, /readyz and /metrics."""
 
     @property
     def host_port(self) -> tuple[str, int]:
-        host, _, port = self.listen.rpartition(":")
-        return host.strip("[]") or "127.0.0.1", int(port)
+        return host_port(self.listen, "listen")
+
+    @property
+    def body_limit(self) -> int:
+        """The largest request body read: ``max_body_bytes`` if set. Else, with a
+        kubeconfig the scheduler is expected to send node names only (the Ansible
+        role and the README pair them: the extender sizes nodes from its watch);
+        without one it must send full Nodes (the only way to learn their sizes)."""
+        if self.max_body_bytes is not None:
+            return self.max_body_bytes
+        if self.kubeconfig:
+            return NAMES_BODY_BYTES
+        return NAMES_BODY_BYTES + NODE_BODY_BYTES * self.max_nodes
 
     @property
     def events_enabled(self) -> bool:
@@ -104,13 +171,13 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True):
         return tlp_args(self.policy_args)
 
 
+# A namespace's name is an RFC 1123 label (k8s.io/apimachinery validation IsDNS1123Label);
+# a name that cannot exist would silently match no pod.
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
 def _validate(settings: Settings) -> Settings:
-    try:
-        host, port = settings.host_port
-    except ValueError:
-        raise ConfigError(f"listen: expected HOST:PORT, got {settings.listen!r}") from None
-    if not 0 < port < 65536:
-        raise ConfigError(f"listen: port {port} out of range")
+    host, port = settings.host_port
     make_policy(settings.policy, settings.policy_args)  # PolicyError is a ConfigError
     settings.tlp_args()
     src = settings.source
@@ -134,10 +201,25 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"filter.thresholds: unknown resource {key!r}; use cpu, memory")
         if not 0 < value <= 100:
             raise ConfigError(f"filter.thresholds.{key}: must be in (0, 100], got {value}")
+    for namespace in settings.ignore_namespaces:
+        if not _NAMESPACE.fullmatch(namespace):
+            raise ConfigError(
+                f"ignore_namespaces: {namespace!r} is not a namespace name "
+                "(lower-case letters, digits and '-', at most 63, RFC 1123 label)"
+            )
     if settings.events.per_minute < 1:
         raise ConfigError("events.per_minute must be >= 1")
-    if settings.max_body_bytes < 1024:
+    if settings.max_body_bytes is not None and settings.max_body_bytes < 1024:
         raise ConfigError("max_body_bytes must be >= 1024")
+    if settings.max_nodes < 1:
+        raise ConfigError("max_nodes must be >= 1")
+    if settings.max_connections < 1:
+        raise ConfigError("max_connections must be >= 1")
+    if settings.shutdown_grace_seconds < 0:
+        raise ConfigError("shutdown_grace_seconds must be >= 0")
+    if settings.health_listen is not None:
+        if host_port(settings.health_listen, "health_listen") == (host, port):
+            raise ConfigError("health_listen must differ from listen")
     return settings
 
 

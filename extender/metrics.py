@@ -103,6 +103,11 @@ class Metrics:
             ["verb", "status", "reason"],
             registry=r,
         )
+        self.connections_refused = Counter(
+            "loadwise_extender_connections_refused_total",
+            "Connections closed on arrival: max_connections were open on that listener.",
+            registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

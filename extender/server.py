@@ -13,13 +13,29 @@ Two rules shape every handler:
   "every node passes" (filter) or equal scores (prioritize).
 
 Slow clients: the body must arrive within ``body_deadline`` seconds of the handler
-starting (else 408 and the connection is closed). For the header, serve with
+starting (else 408 and the connection is closed). Bodies larger than
+``Settings.body_limit`` are refused (413), by their Content-Length before any byte is
+read. At most ``BODY_READS`` bodies are read at once: a request whose body is still
+arriving waits up to ``BODY_SLOT_SECONDS`` for a turn, then gets 503. Until its turn
+aiohttp buffers at most 128 KiB of it (twice its 64 KiB ``read_bufsize``) and stops
+reading the socket, so memory is bounded by the turns, not by the callers. For the
+header, serve with
 ``web.AppRunner(..., keepalive_timeout=HEADER_DEADLINE_SECONDS)``: aiohttp arms that
 timer when a connection opens and after each answer, and closes a connection that
 has not sent a whole request header by then (aiohttp web_protocol.py).
 kube-scheduler gives an extender call 5 s in all unless ``httpTimeout`` says otherwise
 (``DefaultExtenderTimeout``, k8s.io/kubernetes pkg/scheduler/extender.go), so 10 s for
 each is generous for it.
+
+Fail-open answers are logged with their traceback at most once a minute per verb and
+exception type, counted in ``loadwise_extender_errors_total{kind="internal"}``, and
+reported by ``/readyz`` while any happened in the last ``FAIL_OPEN_WINDOW_SECONDS``.
+
+Stopping: ``ServerState`` counts the requests being answered; once ``stopping`` is set,
+every answer closes its connection, and ``drain`` waits for the count to reach zero
+(``extender/cli.py`` closes the listeners first, as Go's ``http.Server.Shutdown`` does).
+``make_health_app`` serves only the read-only endpoints, for a plain-HTTP listener
+beside a TLS one.
 """
 
 from __future__ import annotations
@@ -27,7 +43,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import msgspec
@@ -42,20 +60,102 @@ from .wire import ExtenderArgs, PrioritizeArgs, decode_args, encode
 
 __all__ = [
     "BODY_DEADLINE_SECONDS",
+    "BODY_READS",
+    "BODY_SLOT_SECONDS",
     "EXTENDER_KEY",
+    "FAIL_OPEN_WINDOW_SECONDS",
     "HEADER_DEADLINE_SECONDS",
+    "ServerState",
     "make_app",
+    "make_health_app",
 ]
 
 log = logging.getLogger("loadwise.extender.server")
 
-EXTENDER_KEY = web.AppKey("extender", Extender)
-_THROTTLE_KEY = web.AppKey("client_error_log", LogThrottle)
-_DEADLINE_KEY = web.AppKey("body_deadline", float)
 _JSON = "application/json"
 HEADER_DEADLINE_SECONDS = 10.0
 BODY_DEADLINE_SECONDS = 10.0
+# kube-scheduler runs one scheduling cycle at a time, and each makes its extender calls
+# one after the other (filter, then prioritize; pkg/scheduler/schedule_one.go), so one
+# scheduler sends one body at a time; a second scheduler (docs/ansible.md) a second.
+# Four turns leave room for both and bound memory at four bodies. A turn that does not
+# come within a second is held by callers that are not a scheduler at work: answering
+# 503 at once lets the scheduler go on (ignorable: true) or retry the pod, where waiting
+# would stall its one scheduling cycle up to its 5 s httpTimeout for every pod.
+BODY_READS = 4
+BODY_SLOT_SECONDS = 1.0
+FAIL_OPEN_WINDOW_SECONDS = 600.0
 _LOG_CHARS = 300
+
+
+class _Recent:
+    """How many times ``add`` was called in the last ``window`` seconds (counted in
+    one-minute buckets, so memory stays bounded whatever the rate)."""
+
+    def __init__(
+        self, window: float, *, step: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.window = window
+        self._step = step
+        self._clock = clock
+        self._buckets: deque[list[int]] = deque()  # [bucket number, count], oldest first
+
+    def _now(self) -> int:
+        bucket = int(self._clock() // self._step)
+        oldest = bucket - int(self.window // self._step)
+        while self._buckets and self._buckets[0][0] <= oldest:
+            self._buckets.popleft()
+        return bucket
+
+    def add(self) -> None:
+        bucket = self._now()
+        if self._buckets and self._buckets[-1][0] == bucket:
+            self._buckets[-1][1] += 1
+        else:
+            self._buckets.append([bucket, 1])
+
+    def count(self) -> int:
+        self._now()
+        return sum(count for _, count in self._buckets)
+
+
+class ServerState:
+    """What the extender's listeners share: the requests being answered (for a graceful
+    stop) and the fail-open answers lately (for ``/readyz``)."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.in_flight = 0
+        self.stopping = False
+        """Set when the process stops: each answer then closes its connection."""
+        self.fail_open = _Recent(FAIL_OPEN_WINDOW_SECONDS, clock=clock)
+
+    async def drain(self, grace: float, hurry: asyncio.Event | None = None) -> int:
+        """Wait until no request is being answered, at most ``grace`` seconds (or until
+        ``hurry`` is set); the number still in flight."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        # A request whose header arrived just before this starts its handler a few loop
+        # turns later (aiohttp web_protocol.py runs each in a task of its own): let it.
+        await asyncio.sleep(0.01)
+        while self.in_flight and loop.time() < deadline:
+            if hurry is not None and hurry.is_set():
+                break
+            await asyncio.sleep(0.01)
+        return self.in_flight
+
+
+@dataclass(frozen=True)
+class _Limits:
+    body_bytes: int
+    body_deadline: float
+    reads: asyncio.Semaphore
+    slot_wait: float
+
+
+EXTENDER_KEY = web.AppKey("extender", Extender)
+_THROTTLE_KEY = web.AppKey("client_error_log", LogThrottle)
+_LIMITS_KEY = web.AppKey("limits", _Limits)
+_STATE_KEY = web.AppKey("state", ServerState)
 
 A = TypeVar("A", ExtenderArgs, PrioritizeArgs)
 
@@ -116,32 +216,80 @@ async def _json_errors(
             path = request.path[:100]
             message = f"method {request.method} not allowed on {path}; use {allowed}"
         elif exc.status == 413:
-            limit = request.app[EXTENDER_KEY].settings.max_body_bytes
-            message = f"request body larger than {limit} bytes"
+            message = f"request body larger than {request.app[_LIMITS_KEY].body_bytes} bytes"
         else:
             message = exc.text or exc.reason
         return _refuse(request, exc.status, _HTTP_REASONS.get(exc.status, "http"), message)
 
 
-async def _read_body(request: web.Request) -> bytes:
+@web.middleware
+async def _track(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Count the request as in flight while it is answered; once stopping, close its
+    connection after the answer (a keep-alive caller then reconnects elsewhere or later)."""
+    state = request.app[_STATE_KEY]
+    state.in_flight += 1
+    try:
+        response = await handler(request)
+    finally:
+        state.in_flight -= 1
+    if state.stopping:
+        response.force_close()
+    return response
+
+
+async def _read_body(request: web.Request) -> bytes | None:
+    """The whole body; None when no turn to read it came within ``slot_wait``."""
+    limits = request.app[_LIMITS_KEY]
     if request.content.is_eof():
         # The whole body is in already (a small one arrives with its header), so
-        # read() cannot wait: no deadline timer to arm and cancel (~4 us a request).
+        # read() cannot wait: no turn to take, no deadline timer to arm and cancel.
         body = await request.read()
-        if not body:
-            raise WireError("empty request body; expected ExtenderArgs JSON", reason="empty")
-        return body
-    deadline = request.app[_DEADLINE_KEY]
-    try:
-        async with asyncio.timeout(deadline):
-            body = await request.read()
-    except TimeoutError:
-        raise WireError(
-            f"request body not received within {deadline:g} s", reason="body_timeout", status=408
-        ) from None
+    else:
+        size = request.content_length
+        if size is not None and size > limits.body_bytes:
+            raise WireError(
+                f"request body larger than {limits.body_bytes} bytes",
+                reason="too_large",
+                status=413,
+            )
+        try:
+            async with asyncio.timeout(limits.slot_wait):
+                await limits.reads.acquire()
+        except TimeoutError:
+            return None
+        try:
+            async with asyncio.timeout(limits.body_deadline):
+                body = await request.read()
+        except TimeoutError:
+            raise WireError(
+                f"request body not received within {limits.body_deadline:g} s",
+                reason="body_timeout",
+                status=408,
+            ) from None
+        finally:
+            limits.reads.release()
     if not body:
         raise WireError("empty request body; expected ExtenderArgs JSON", reason="empty")
     return body
+
+
+def _busy(request: web.Request, verb: str) -> web.Response:
+    """503: every turn to read a body stayed taken (counted as ``kind="busy"``)."""
+    request.app[EXTENDER_KEY].metrics.errors.labels(verb, "busy").inc()
+    limits = request.app[_LIMITS_KEY]
+    held = request.app[_THROTTLE_KEY].allow(f"{verb}:busy")
+    if held is not None:
+        log.warning(
+            "%s from %s answered 503: %d request bodies already arriving, none done within %g s%s",
+            verb,
+            request.remote,
+            BODY_READS,
+            limits.slot_wait,
+            f" [{held} more busy answers since the last line]" if held else "",
+        )
+    return _error(503, f"busy: {BODY_READS} request bodies are arriving already; try again")
 
 
 async def _hang_up(request: web.Request, response: web.Response) -> web.Response:
@@ -207,20 +355,32 @@ def _handler(
             latency = ext.metrics.request_seconds.labels(verb)
         started = time.perf_counter()
         try:
-            args = decode(await _read_body(request))
+            raw = await _read_body(request)
+            if raw is None:
+                return await _hang_up(request, _busy(request, verb))
+            args = decode(raw)
         except WireError as exc:
-            if exc.status == 408:
+            if exc.status in (408, 413):  # the rest of the body was never read
                 return await _hang_up(request, refuse(request, exc))
             return refuse(request, exc)
         try:
             result = answer(ext, args)
         except WireError as exc:
             return refuse(request, exc)
-        except Exception:
+        except Exception as exc:
             # The fail-open boundary: whatever goes wrong in a decision, the scheduler
             # gets an answer that changes nothing, and the bug is logged and counted.
-            log.exception("%s failed; answering fail-open", verb)
+            # One traceback a minute per verb and kind of error: a bug that fails every
+            # request would otherwise log ~20 lines per pod.
             ext.metrics.errors.labels(verb, "internal").inc()
+            request.app[_STATE_KEY].fail_open.add()
+            held = request.app[_THROTTLE_KEY].allow(f"{verb}:internal:{type(exc).__name__}")
+            if held is not None:
+                log.exception(
+                    "%s failed; answering fail-open%s",
+                    verb,
+                    f" [{held} more fail-open answers since the last line]" if held else "",
+                )
             try:
                 result = fallback(ext, args)
             except WireError as exc:
@@ -239,6 +399,14 @@ async def _healthz(request: web.Request) -> web.Response:
 
 async def _readyz(request: web.Request) -> web.Response:
     ready, why = request.app[EXTENDER_KEY].readiness()
+    failed = request.app[_STATE_KEY].fail_open.count()
+    if failed:
+        # Still ready: each such answer let scheduling go on, but without load-awareness.
+        why += (
+            f"; warning: {failed} fail-open answer{'s' if failed != 1 else ''} in the last "
+            f"{FAIL_OPEN_WINDOW_SECONDS / 60:g} min (an internal error; see the log and "
+            'loadwise_extender_errors_total{kind="internal"})'
+        )
     return web.Response(status=200 if ready else 503, text=why + "\n")
 
 
@@ -250,19 +418,43 @@ async def _metrics(request: web.Request) -> web.Response:
     )
 
 
+def _application(
+    ext: Extender, state: ServerState | None, limits: _Limits, log_interval: float
+) -> web.Application:
+    app = web.Application(client_max_size=limits.body_bytes, middlewares=[_track, _json_errors])
+    app[EXTENDER_KEY] = ext
+    app[_THROTTLE_KEY] = LogThrottle(log_interval)
+    app[_LIMITS_KEY] = limits
+    app[_STATE_KEY] = state if state is not None else ServerState()
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", _metrics)
+    return app
+
+
+def make_health_app(ext: Extender, state: ServerState | None = None) -> web.Application:
+    """Only GET /healthz, /readyz and /metrics, none of the scheduler's verbs: for a
+    plain-HTTP listener that probes and Prometheus reach without a client certificate.
+    Share ``state`` with ``make_app`` so both report the same fail-open answers."""
+    limits = _Limits(1024, BODY_DEADLINE_SECONDS, asyncio.Semaphore(1), 0.0)
+    return _application(ext, state, limits, 60.0)
+
+
 def make_app(
     ext: Extender,
     *,
+    state: ServerState | None = None,
     manage_lifecycle: bool = True,
     body_deadline: float = BODY_DEADLINE_SECONDS,
+    body_slot_wait: float = BODY_SLOT_SECONDS,
     log_interval: float = 60.0,
 ) -> web.Application:
     """The extender's aiohttp application; serve it with
     ``keepalive_timeout=HEADER_DEADLINE_SECONDS`` (see the module docstring)."""
-    app = web.Application(client_max_size=ext.settings.max_body_bytes, middlewares=[_json_errors])
-    app[EXTENDER_KEY] = ext
-    app[_THROTTLE_KEY] = LogThrottle(log_interval)
-    app[_DEADLINE_KEY] = body_deadline
+    limits = _Limits(
+        ext.settings.body_limit, body_deadline, asyncio.Semaphore(BODY_READS), body_slot_wait
+    )
+    app = _application(ext, state, limits, log_interval)
     app.router.add_post(
         "/scheduler/filter",
         _handler("filter", _filter_args, Extender.filter, Extender.fallback_filter),
@@ -273,9 +465,6 @@ def make_app(
             "prioritize", _prioritize_args, Extender.prioritize_json, Extender.fallback_prioritize
         ),
     )
-    app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/readyz", _readyz)
-    app.router.add_get("/metrics", _metrics)
     if manage_lifecycle:
 
         async def lifecycle(app: web.Application) -> AsyncIterator[None]:
