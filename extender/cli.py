@@ -1,21 +1,32 @@
-"""``loadwise-extender``: run the scheduler extender."""
+"""``loadwise-extender``: run the scheduler extender.
+
+The process serves until SIGTERM or SIGINT, then stops as Go's ``http.Server.Shutdown``
+does: it closes its listeners (a new connection is refused), lets each request in
+flight finish, a body still arriving included, for up to ``shutdown_grace_seconds``
+(a second signal cuts the wait short), closes every connection and exits 0. Under
+systemd (``Type=notify``) it reports READY=1 once it listens, WATCHDOG=1 while its
+event loop runs (``extender/sdnotify.py``) and STOPPING=1 on the signal.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import textwrap
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
 
 from . import __version__
-from .config import Settings, load_settings
+from .config import Settings, host_port, load_settings
 from .exceptions import ConfigError, KubeError, LoadwiseError
 from .policies import POLICY_NAMES
+from .tasks import cancel
 
 __all__ = ["EXIT_CODES", "build_parser", "main", "overrides_from", "serve"]
 
@@ -78,7 +89,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="kubeconfig for watching nodes and pods, metrics-server and Events "
         "(optional: without it only full-Node requests are sized)",
     )
+    p.add_argument(
+        "--health-listen",
+        metavar="HOST:PORT",
+        help="also serve GET /healthz, /readyz and /metrics (nothing else) over plain HTTP here",
+    )
+    tls = p.add_argument_group(
+        "mutual TLS", "all three together: serve HTTPS and accept only clients the CA signed"
+    )
+    tls.add_argument("--tls-cert-file", metavar="FILE", help="the server's certificate (PEM)")
+    tls.add_argument("--tls-key-file", metavar="FILE", help="its private key (PEM)")
+    tls.add_argument(
+        "--tls-client-ca-file", metavar="FILE", help="CA that signs the scheduler's certificate"
+    )
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    p.add_argument(
+        "--observe",
+        action="store_true",
+        help="observe only (mode: observe): score and explain in Events, but reject no "
+        "node and answer equal priorities",
+    )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return p
 
@@ -87,12 +117,18 @@ def overrides_from(ns: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for flag, key in (
         ("listen", "listen"),
+        ("health_listen", "health_listen"),
         ("policy", "policy"),
         ("kubeconfig", "kubeconfig"),
         ("log_level", "log_level"),
+        ("tls_cert_file", "tls.cert_file"),
+        ("tls_key_file", "tls.key_file"),
+        ("tls_client_ca_file", "tls.client_ca_file"),
     ):
         if getattr(ns, flag) is not None:
             out[key] = getattr(ns, flag)
+    if ns.observe:
+        out["mode"] = "observe"
     if ns.watcher_url:
         out.update({"source.kind": "load-watcher", "source.url": ns.watcher_url})
     elif ns.load_file:
@@ -104,10 +140,21 @@ def overrides_from(ns: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-async def serve(settings: Settings) -> None:
-    from .server import HEADER_DEADLINE_SECONDS, make_app
+# After the grace period, how long aiohttp may take to close what is left (it cancels
+# the handlers still running once this is over).
+_CLOSE_SECONDS = 1.0
+
+
+async def serve(settings: Settings, environ: Mapping[str, str] | None = None) -> None:
+    """Serve until SIGTERM/SIGINT, then stop gracefully (see the module docstring).
+    ``environ`` holds systemd's NOTIFY_SOCKET and WATCHDOG_USEC (default: os.environ)."""
+    from .listener import Listener, tls_context
+    from .sdnotify import Notifier, keep_alive, watchdog_interval
+    from .server import HEADER_DEADLINE_SECONDS, ServerState, make_app, make_health_app
     from .wiring import build_extender
 
+    env = os.environ if environ is None else environ
+    ssl_context = tls_context(settings.tls) if settings.tls is not None else None
     ext = build_extender(settings)
     if not settings.kubeconfig:
         log.warning(
@@ -115,29 +162,98 @@ async def serve(settings: Settings) -> None:
             "(nodeCacheCapable: false); with NodeNames alone, nodes are scored on "
             "percentages and a pod cannot be weighed against a node's size"
         )
-    app = make_app(ext)
-    runner = web.AppRunner(
-        app, access_log=None, handle_signals=False, keepalive_timeout=HEADER_DEADLINE_SECONDS
-    )
-    await runner.setup()
-    host, port = settings.host_port
-    site = web.TCPSite(runner, host, port, reuse_address=True)
-    await site.start()
-    log.info(
-        "loadwise-extender %s serving on http://%s:%d (policy %s, source %s)",
-        __version__,
-        host,
-        port,
-        settings.policy,
-        settings.source.kind,
-    )
-    stop = asyncio.Event()
+    if ssl_context is None:
+        log.warning(
+            "no TLS (tls.cert_file, tls.key_file, tls.client_ca_file): any process that can "
+            "connect to %s can call the extender and steer scheduling",
+            settings.listen,
+        )
+    state = ServerState()
+    apps = [make_app(ext, state=state)]
+    if settings.health_listen is not None:
+        apps.append(make_health_app(ext, state))
+    runners = [
+        web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=HEADER_DEADLINE_SECONDS,
+            shutdown_timeout=_CLOSE_SECONDS,
+        )
+        for app in apps
+    ]
+    addresses = [settings.host_port]
+    if settings.health_listen is not None:
+        addresses.append(host_port(settings.health_listen, "health_listen"))
+    listeners = [
+        Listener(
+            runner,
+            host,
+            port,
+            ssl_context=ssl_context if i == 0 else None,
+            max_connections=settings.max_connections,
+            on_refused=ext.metrics.connections_refused.inc,
+        )
+        for i, (runner, (host, port)) in enumerate(zip(runners, addresses, strict=True))
+    ]
+    notifier = Notifier.from_environ(env)
+    watchdog: asyncio.Task[None] | None = None
+    stop, hurry = asyncio.Event(), asyncio.Event()
+
+    def on_signal() -> None:
+        (hurry if stop.is_set() else stop).set()
+
+    # Before anything is announced: a signal right after READY=1 must stop gracefully.
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    log.info("stopping")
-    await runner.cleanup()
+        loop.add_signal_handler(sig, on_signal)
+    set_up: list[web.AppRunner] = []
+    try:
+        for runner in runners:
+            await runner.setup()  # the first one starts the extender (make_app's lifecycle)
+            set_up.append(runner)
+        for listener in listeners:
+            await listener.start()
+        log.info(
+            "loadwise-extender %s serving on %s (policy %s, source %s)",
+            __version__,
+            " and ".join(
+                f"{listener.url}" + (" (health only)" if i else "")
+                for i, listener in enumerate(listeners)
+            ),
+            settings.policy,
+            settings.source.kind,
+        )
+        notifier.notify("READY=1", f"STATUS=serving on {listeners[0].url}")
+        interval = watchdog_interval(env)
+        if interval is not None and notifier.enabled:
+            watchdog = asyncio.create_task(
+                keep_alive(notifier, interval, lambda: ext.readiness()[1]), name="watchdog"
+            )
+        await stop.wait()
+        notifier.notify("STOPPING=1")
+        for listener in listeners:
+            listener.close()
+        state.stopping = True
+        grace = settings.shutdown_grace_seconds
+        log.info(
+            "stopping: listeners closed; waiting up to %gs for %d request(s) in flight",
+            grace,
+            state.in_flight,
+        )
+        left = await state.drain(grace, hurry)
+        if left:
+            log.warning("stopping: %d request(s) still in flight; closing them", left)
+    finally:
+        for listener in listeners:
+            listener.close()
+        await cancel(watchdog)
+        for runner in reversed(set_up):
+            await runner.cleanup()
+        notifier.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    log.info("stopped")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,8 +269,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         asyncio.run(serve(settings))
+    except ConfigError as exc:  # a TLS file that cannot be used
+        print(f"loadwise-extender: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     except OSError as exc:
-        print(f"loadwise-extender: cannot serve on {settings.listen}: {exc}", file=sys.stderr)
+        where = settings.listen
+        if settings.health_listen is not None:
+            where += f" or {settings.health_listen}"
+        print(f"loadwise-extender: cannot serve on {where}: {exc}", file=sys.stderr)
         return EXIT_CANNOT_SERVE
     except KubeError as exc:
         print(f"loadwise-extender: {exc}", file=sys.stderr)
