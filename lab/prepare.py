@@ -67,7 +67,7 @@ def missing_programs(names: Iterable[str]) -> list[str]:
     if proc.returncode != 0:
         from lab.processes import LabError
 
-        raise LabError(f"lab/build --missing failed:\n{proc.stderr[-2000:]}")
+        raise LabError(f"lab/build --missing exited {proc.returncode}:\n{proc.stderr[-2000:]}")
     return proc.stdout.split()
 
 

@@ -83,6 +83,19 @@ def wait_for(
     raise LabError(f"timed out after {timeout:.0f}s waiting for {what}{why}")
 
 
+def stop_child(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """Stop a child this process started and holds (not one found by pid file: see
+    Processes.stop): SIGTERM, SIGKILL after `timeout`; returns once it is gone."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)
+
+
 class Processes:
     """The lab's programs under one run directory: logs/<name>.log, pids/<name>.pid."""
 

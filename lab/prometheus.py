@@ -45,7 +45,7 @@ from typing import Any
 import yaml
 
 from lab import realnodes
-from lab.processes import LabError, wait_for
+from lab.processes import LabError, stop_child, wait_for
 
 # Away from Prometheus' default 9090, like the lab's other ports (lab/components.py).
 PORT = 19090
@@ -261,13 +261,7 @@ class Prometheus:
 
     def stop(self) -> None:
         """SIGTERM, SIGKILL after STOP_TIMEOUT; returns once the process is gone."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT)
+        stop_child(self.process, STOP_TIMEOUT)
 
     def __enter__(self) -> Prometheus:
         return self

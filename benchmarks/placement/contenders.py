@@ -22,7 +22,6 @@ kube-scheduler runs before starting its own.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import shutil
 import subprocess
@@ -38,8 +37,8 @@ from typing import Any, Literal
 import yaml
 
 from lab import Lab
-from lab.components import BUILD
-from lab.processes import LabError
+from lab.components import build_binaries
+from lab.processes import LabError, stop_child
 
 __all__ = [
     "CONTENDERS",
@@ -146,13 +145,8 @@ class Contender:
             yield launched
         finally:
             lab.stop("kube-scheduler")
-            if extender is not None and extender.poll() is None:
-                extender.terminate()
-                try:
-                    extender.wait(10)
-                except subprocess.TimeoutExpired:
-                    extender.kill()
-                    extender.wait(5)
+            if extender is not None:
+                stop_child(extender, 10)
             if sched_log.exists():
                 with sched_log.open("rb") as src:
                     src.seek(offset)
@@ -254,25 +248,14 @@ def _start_extender(contender: Contender, lab: Lab, workdir: Path) -> subprocess
 
 
 def _build(name: str) -> str:
-    """lab/build NAME (instant when cached; its progress lines go to stderr as they come);
-    the binary's path, or ContenderError with the end of the build's output."""
+    """The binary's path, built first when missing (lab/prepare.py: its progress on stderr,
+    the log's tail on a failure), or ContenderError naming what failed."""
     if shutil.which("go") is None and not Path("/usr/local/go/bin/go").exists():
         raise ContenderError(f"cannot build {name}: Go is not installed (docs/lab.md)")
-    tail: collections.deque[str] = collections.deque(maxlen=15)
-    with subprocess.Popen(
-        [str(BUILD), name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as proc:
-        assert proc.stderr is not None and proc.stdout is not None  # both are PIPEs
-        for line in proc.stderr:
-            sys.stderr.write(line)
-            tail.append(line.rstrip("\n"))
-        out = proc.stdout.read()
-    for line in out.splitlines():
-        key, _, path = line.partition("=")
-        if key == name and path and proc.returncode == 0:
-            return path
-    text = "\n".join(tail)
-    raise ContenderError(f"lab/build {name} failed (exit {proc.returncode}):\n{text}")
+    try:
+        return build_binaries([name])[name]
+    except (LabError, subprocess.CalledProcessError, KeyError) as exc:
+        raise ContenderError(f"lab/build {name} failed: {exc}") from exc
 
 
 def _binary(lab: Lab, name: str) -> str:

@@ -51,7 +51,7 @@ from extender import kubeobjects
 from lab import Lab, LabError
 from lab.components import start_load_watcher
 from lab.fakenodes import USAGE_CPU, USAGE_MEMORY, NodeSpec, node_object, plain_number
-from lab.processes import wait_for
+from lab.processes import stop_child, wait_for
 
 BENCH_LABEL = "loadwise.dev/bench"
 NAMESPACE = "default"
@@ -563,13 +563,7 @@ def descheduler(lab: Lab, scenario: Scenario, workdir: Path) -> Iterator[subproc
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_child(proc)
 
 
 def create_all(
