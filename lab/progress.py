@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -193,7 +194,7 @@ def run_steps(
         return 0.0
     out = out or sys.stderr
     times = times or StepTimes(cache_root() / "step-times.json")
-    log = log or _new_log(title.split()[0])
+    log = log or _new_log(re.sub(r"[^\w-]", "", title.split()[0]))
     estimates = [times.estimate(s.name) for s in steps]
     basis = (
         "this machine's last build"
