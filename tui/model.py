@@ -18,6 +18,7 @@ from heapq import nlargest
 
 from .objects import Decision, Eviction, NodeInfo, PodInfo, Resources, Usage
 from .sources import changes as ch
+from .untrusted import clean
 
 __all__ = ["ClusterModel", "FeedItem", "NodeSort", "NodeState", "Placement"]
 
@@ -163,12 +164,13 @@ class ClusterModel:
                 self._add_metrics(at, nodes, pods)
             case ch.MetricsUnavailable(reason):
                 self.metrics_available = False
-                self.metrics_reason = reason
+                # API error texts quote the server's Status message: cluster text too.
+                self.metrics_reason = clean(reason)
             case ch.ApiUnreachable(reason, retry_in, at):
                 if self.connected is not False:
                     self.unreachable_since = at
                 self.connected = False
-                self.unreachable_reason = reason
+                self.unreachable_reason = clean(reason)
                 self.retry_in = retry_in
             case ch.ApiReachable(at):
                 self.connected = True

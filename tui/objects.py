@@ -3,7 +3,10 @@
 Both sources (the real API client and the fake fed from recorded JSON) hand raw JSON
 dicts to these functions, so the rest of the TUI never touches a dict shaped like the
 API. Each parser keeps only the fields a view needs: with 10,000 pods the raw objects
-(managedFields and all) would cost far more memory than the screens ever use.
+(managedFields and all) would cost far more memory than the screens ever use. Every
+string they keep has been through `tui.untrusted.clean`: whoever may write an Event or
+an annotation writes what the dashboard shows, and no control character of theirs gets
+past this module.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .quantity import cpu_millicores, memory_bytes
+from .untrusted import clean
 
 __all__ = [
     "DECISION_ANNOTATION",
@@ -32,6 +36,7 @@ __all__ = [
     "parse_node_metrics",
     "parse_pod",
     "parse_pod_metrics",
+    "parse_ref",
     "parse_time",
 ]
 
@@ -200,11 +205,25 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta
 
 
+def _text(raw: Any) -> str:
+    """A string field, made safe to show (`tui.untrusted.clean`); anything else (a null
+    `bound` when the extender has no pod watch, a number where a name belongs) reads as ""."""
+    return clean(raw) if isinstance(raw, str) else ""
+
+
+def parse_ref(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of an object, as the parsers key it (a deleted object's key)."""
+    meta = _meta(obj)
+    return _text(meta.get("namespace")), _text(meta.get("name"))
+
+
 def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
     meta = _meta(obj)
     labels: Mapping[str, str] = meta.get("labels") or {}
     prefix = "node-role.kubernetes.io/"
-    roles = tuple(sorted(k[len(prefix) :] for k in labels if k.startswith(prefix) and k != prefix))
+    roles = tuple(
+        sorted(clean(k[len(prefix) :]) for k in labels if k.startswith(prefix) and k != prefix)
+    )
     status: Mapping[str, Any] = obj.get("status") or {}
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
@@ -217,21 +236,21 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
         pods = 0
     ip = next(
         (
-            a.get("address", "")
+            _text(a.get("address"))
             for a in status.get("addresses") or ()
             if a.get("type") == "InternalIP"
         ),
         "",
     )
     return NodeInfo(
-        name=meta.get("name", ""),
+        name=_text(meta.get("name")),
         roles=roles,
         ready=ready,
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable")),
         allocatable=Resources.from_map(allocatable),
         pods_allocatable=pods,
         created=parse_time(meta.get("creationTimestamp")),
-        kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+        kubelet_version=_text((status.get("nodeInfo") or {}).get("kubeletVersion")),
         internal_ip=ip,
     )
 
@@ -270,12 +289,12 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
             scheduled_at = parse_time(condition.get("lastTransitionTime"))
     return PodInfo(
-        namespace=meta.get("namespace", ""),
-        name=meta.get("name", ""),
-        uid=meta.get("uid", ""),
-        node=spec.get("nodeName") or "",
-        phase=status.get("phase") or "Pending",
-        scheduler=spec.get("schedulerName") or "default-scheduler",
+        namespace=_text(meta.get("namespace")),
+        name=_text(meta.get("name")),
+        uid=_text(meta.get("uid")),
+        node=_text(spec.get("nodeName")),
+        phase=_text(status.get("phase")) or "Pending",
+        scheduler=_text(spec.get("schedulerName")) or "default-scheduler",
         requests=_effective(spec, "requests"),
         limits=_effective(spec, "limits"),
         scheduled_at=scheduled_at,
@@ -286,7 +305,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodInfo:
 def parse_node_metrics(obj: Mapping[str, Any]) -> Usage:
     meta = _meta(obj)
     return Usage(
-        name=meta.get("name", ""),
+        name=_text(meta.get("name")),
         usage=Resources.from_map(obj.get("usage")),
         at=parse_time(obj.get("timestamp")),
     )
@@ -295,8 +314,8 @@ def parse_node_metrics(obj: Mapping[str, Any]) -> Usage:
 def parse_pod_metrics(obj: Mapping[str, Any]) -> Usage:
     meta = _meta(obj)
     return Usage(
-        name=meta.get("name", ""),
-        namespace=meta.get("namespace", ""),
+        name=_text(meta.get("name")),
+        namespace=_text(meta.get("namespace")),
         usage=_container_sum(
             ({"resources": {"usage": c.get("usage")}} for c in obj.get("containers") or ()),
             "usage",
@@ -322,7 +341,7 @@ def _scores(raw: Any) -> dict[str, float]:
     scores: dict[str, float] = {}
     for node, value in raw.items():
         try:
-            scores[str(node)] = float(value)
+            scores[clean(str(node))] = float(value)
         except (TypeError, ValueError):
             continue
     return scores
@@ -341,19 +360,14 @@ def _use(raw: Any) -> dict[str, tuple[int | None, int | None]]:
     use: dict[str, tuple[int | None, int | None]] = {}
     for node, pair in raw.items():
         if isinstance(pair, list | tuple) and len(pair) == 2:
-            use[str(node)] = (_percent(pair[0]), _percent(pair[1]))
+            use[clean(str(node))] = (_percent(pair[0]), _percent(pair[1]))
     return use
 
 
 def _names(raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list | tuple):
         return ()
-    return tuple(str(n) for n in raw if isinstance(n, str) and n)
-
-
-def _text(raw: Any) -> str:
-    """A string field; null (e.g. `bound` when the extender has no pod watch) reads as ""."""
-    return raw if isinstance(raw, str) else ""
+    return tuple(clean(n) for n in raw if isinstance(n, str) and n)
 
 
 def _count(raw: Any) -> int:
@@ -372,17 +386,21 @@ def _decision(obj: Mapping[str, Any], involved: Mapping[str, Any]) -> Decision:
         data = {}
     failed = data.get("failed")
     return Decision(
-        namespace=involved.get("namespace") or _meta(obj).get("namespace", ""),
-        pod=involved.get("name", ""),
-        pod_uid=involved.get("uid", ""),
-        policy=str(data.get("policy", "")),
-        source=str(data.get("source", "")),
+        namespace=_text(involved.get("namespace")) or _text(_meta(obj).get("namespace")),
+        pod=_text(involved.get("name")),
+        pod_uid=_text(involved.get("uid")),
+        policy=clean(str(data.get("policy", ""))),
+        source=clean(str(data.get("source", ""))),
         stale=bool(data.get("stale", False)),
         scores=_scores(data.get("scores")),
-        failed={str(k): str(v) for k, v in failed.items()} if isinstance(failed, Mapping) else {},
+        failed=(
+            {clean(str(k)): clean(str(v)) for k, v in failed.items()}
+            if isinstance(failed, Mapping)
+            else {}
+        ),
         best=_text(data.get("best")),
         why=_text(data.get("why")),
-        message=obj.get("message") or obj.get("note") or "",
+        message=_message(obj),
         at=_event_time(obj),
         use=_use(data.get("use")),
         estimated=frozenset(_names(data.get("estimated"))),
@@ -390,6 +408,11 @@ def _decision(obj: Mapping[str, Any], involved: Mapping[str, Any]) -> Decision:
         tied=_names(data.get("tied")),
         bound=_text(data.get("bound")),
     )
+
+
+def _message(obj: Mapping[str, Any]) -> str:
+    """core/v1 `message`, or events.k8s.io/v1 `note`."""
+    return _text(obj.get("message")) or _text(obj.get("note"))
 
 
 def _is_descheduler(obj: Mapping[str, Any]) -> bool:
@@ -410,13 +433,13 @@ def parse_event(obj: Mapping[str, Any]) -> Decision | Eviction | None:
     if obj.get("reason") == LOADWISE_REASON:
         return _decision(obj, involved)
     if _is_descheduler(obj):
-        message = obj.get("message") or obj.get("note") or ""
+        message = _message(obj)
         match = _DESCHEDULER_NODE.search(message)
-        reason = obj.get("reason") or ""
+        reason = _text(obj.get("reason"))
         return Eviction(
-            uid=_meta(obj).get("uid", "") or f"{involved.get('uid', '')}:{message}",
-            namespace=involved.get("namespace") or _meta(obj).get("namespace", ""),
-            pod=involved.get("name", ""),
+            uid=_text(_meta(obj).get("uid")) or f"{_text(involved.get('uid'))}:{message}",
+            namespace=_text(involved.get("namespace")) or _text(_meta(obj).get("namespace")),
+            pod=_text(involved.get("name")),
             node=match["node"] if match else "",
             strategy="" if reason in ("Descheduled", "EvictionFailed") else reason,
             message=message,

@@ -3,8 +3,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
+from dataclasses import fields, is_dataclass
+from datetime import UTC, datetime
+from typing import Any
 
-from tui.objects import Decision, Eviction, parse_event, parse_node, parse_pod, parse_pod_metrics
+from conftest import HOSTILE_TEXT, UNSAFE
+from hypothesis import given
+
+from extender import kubeobjects
+from tui.model import ClusterModel
+from tui.objects import (
+    Decision,
+    Eviction,
+    parse_event,
+    parse_node,
+    parse_node_metrics,
+    parse_pod,
+    parse_pod_metrics,
+    parse_ref,
+)
+from tui.sources import changes as ch
 from tui.sources.recorded import RecordedCluster
 
 
@@ -159,3 +178,116 @@ def test_recorded_fixtures_parse(recorded: RecordedCluster) -> None:
     records = [parse_event(e) for e in (recorded.events or {})["items"]]
     assert any(isinstance(r, Decision) and r.scores for r in records)
     assert any(isinstance(r, Eviction) and r.node for r in records)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string a parsed record holds, in fields, keys, values and members."""
+    if isinstance(value, str):
+        yield value
+    elif is_dataclass(value) and not isinstance(value, type):
+        for f in fields(value):
+            yield from _strings(getattr(value, f.name))
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, tuple | list | frozenset):
+        for item in value:
+            yield from _strings(item)
+
+
+def _decision_event(text: str) -> dict[str, Any]:
+    decision = {
+        "policy": text,
+        "source": text,
+        "scores": {text: 9},
+        "use": {text: [10, 20]},
+        "estimated": [text],
+        "failed": {text: text},
+        "best": text,
+        "why": text,
+        "tied": [text],
+        "bound": text,
+        "thresholds": {text: {text: 80, "cpu": 90}},
+    }
+    return {
+        # json.dumps escapes a lone surrogate as \udXXX, which decodes back to it.
+        "metadata": {
+            "namespace": text,
+            "annotations": {"loadwise.dev/decision": json.dumps(decision)},
+        },
+        "involvedObject": {"kind": "Pod", "namespace": text, "name": text, "uid": text},
+        "reason": "LoadwiseScored",
+        "message": text,
+    }
+
+
+def _eviction_event(text: str) -> dict[str, Any]:
+    return {
+        "metadata": {"uid": text, "namespace": text},
+        "involvedObject": {"kind": "Pod", "namespace": text, "name": text, "uid": text},
+        "reason": text,
+        "action": "Descheduled",
+        # the node's name runs to the next blank
+        "note": f"pod eviction from n{''.join(text.split())}x node {text}",
+        "reportingController": "sigs.k8s.io.descheduler",
+    }
+
+
+@given(HOSTILE_TEXT)
+def test_no_parsed_string_holds_a_control_character(text: str) -> None:
+    """Whatever the cluster writes into any field, the records the screens get are clean."""
+    node = kubeobjects.node(
+        text,
+        cpu="4",
+        memory="8Gi",
+        labels={f"node-role.kubernetes.io/{text}": ""},
+        ready=True,
+        internal_ip=text,
+        node_info={"kubeletVersion": text},
+    )
+    pod = kubeobjects.pod(
+        text,
+        namespace=text,
+        uid=text,
+        node_name=text,
+        phase=text,
+        scheduled_at="2026-05-04T10:00:00Z",
+        extra={"schedulerName": text},
+    )
+    metrics = {"metadata": {"name": text, "namespace": text}, "containers": []}
+    records: list[Any] = [
+        parse_node(node),
+        parse_pod(pod),
+        parse_node_metrics(metrics),
+        parse_pod_metrics(metrics),
+        parse_ref(pod),
+        parse_event(_decision_event(text)),
+        parse_event(_eviction_event(text)),
+    ]
+    assert isinstance(records[-2], Decision) and isinstance(records[-1], Eviction)
+    assert records[-1].node  # the descheduler's note names a node, hostile as it is
+    strings = list(_strings(records))
+    assert strings and not [s for s in strings if UNSAFE.search(s)]
+
+
+def test_api_error_texts_are_cleaned_as_they_enter_the_model() -> None:
+    model = ClusterModel()
+    model.apply(
+        ch.ApiUnreachable(
+            "forbidden (403): \x1b]52;c;aGk=\x07", 1.0, datetime(2026, 5, 4, 10, tzinfo=UTC)
+        )
+    )
+    model.apply(ch.MetricsUnavailable("503 \x9b2J\u202e"))
+    assert model.unreachable_reason == "forbidden (403): ^[]52;c;aGk=^G"
+    assert model.metrics_reason == "503 ^[[2J\ufffd"
+
+
+def test_a_deleted_objects_key_matches_the_cleaned_key_it_was_stored_under() -> None:
+    """A watch DELETED for a pod whose name needed cleaning still removes it."""
+    model = ClusterModel()
+    doc = kubeobjects.pod("web-\x1b1", namespace="shop", node_name="n1", phase="Running")
+    model.apply(ch.PodUpserted(parse_pod(doc)))
+    assert list(model.pods) == ["shop/web-^[1"]
+    model.apply(ch.PodDeleted(*parse_ref(doc)))
+    assert model.pods == {}

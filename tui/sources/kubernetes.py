@@ -34,7 +34,14 @@ import msgspec
 from extender.reflector import Backoff, Reflector
 
 from ..exceptions import ApiError, KubeconfigError
-from ..objects import parse_event, parse_node, parse_node_metrics, parse_pod, parse_pod_metrics
+from ..objects import (
+    parse_event,
+    parse_node,
+    parse_node_metrics,
+    parse_pod,
+    parse_pod_metrics,
+    parse_ref,
+)
 from . import Sink
 from . import changes as ch
 
@@ -310,12 +317,11 @@ class KubernetesSource:
     def _watched(self, stream: Stream, kind: str, obj: JSON) -> ch.Change | None:
         if stream.name == "nodes":
             if kind == "DELETED":
-                return ch.NodeDeleted((obj.get("metadata") or {}).get("name", ""))
+                return ch.NodeDeleted(parse_ref(obj)[1])
             return ch.NodeUpserted(parse_node(obj))
         if stream.name == "pods":
             if kind == "DELETED":
-                meta = obj.get("metadata") or {}
-                return ch.PodDeleted(meta.get("namespace", ""), meta.get("name", ""))
+                return ch.PodDeleted(*parse_ref(obj))
             return ch.PodUpserted(parse_pod(obj))
         if kind == "DELETED":
             return None  # Events expire (1 h TTL); the feed keeps what it saw.
