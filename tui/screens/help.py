@@ -59,7 +59,8 @@ class HelpScreen(ModalScreen[None]):
         for title, bindings in sections:
             table.add_row("", Text(title, style="bold underline"))
             for key, description in _rows(list(bindings)):
-                table.add_row(key, description)
+                # Text, not str: a str cell of a Rich table is parsed as markup.
+                table.add_row(Text(key), Text(description))
             table.add_row("", "")
         notes = Text(
             "Bars are percent of allocatable: green < 60 %, yellow < 85 %, red above. Without\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 
@@ -99,8 +100,8 @@ class MainScreen(ModelScreen):
             nodes_table.render_model(model, nodes, stale=stale or mstale)
             nodes_table.border_title = self._title("Nodes", len(nodes), len(model.nodes))
             arrow = "↓" if self.descending else "↑"
-            nodes_table.border_subtitle = f"sorted by {self.sort.value} {arrow}" + (
-                " · STALE" if stale else ""
+            nodes_table.border_subtitle = Content(
+                f"sorted by {self.sort.value} {arrow}" + (" · STALE" if stale else "")
             )
         else:
             self.query_one("#placements-notice", Notice).say(placements_notice(model))
@@ -110,13 +111,14 @@ class MainScreen(ModelScreen):
             feed_table.border_title = self._title(
                 "Placements and evictions, newest first", len(items), None
             )
-            feed_table.border_subtitle = "STALE" if stale else ""
+            feed_table.border_subtitle = Content("STALE" if stale else "")
             self._describe_current()
 
-    def _title(self, what: str, shown: int, total: int | None) -> str:
+    def _title(self, what: str, shown: int, total: int | None) -> Content:
+        """A Content, not a str: a str title is parsed as markup, and the filter is typed."""
         count = f"{shown}" if total is None or shown == total else f"{shown} of {total}"
         text = f"{what} ({count})"
-        return f"{text} · filter: {self.filter_text}" if self.filter_text else text
+        return Content(f"{text} · filter: {self.filter_text}" if self.filter_text else text)
 
     def _describe_current(self) -> None:
         self.query_one(DecisionPanel).update(

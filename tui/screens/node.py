@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Footer, Header, Static
 
@@ -51,7 +52,7 @@ class NodeDetailScreen(ModelScreen):
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         yield Notice(id="banner")
-        yield Static(id="node-summary")
+        yield Static(id="node-summary", markup=False)
         yield PodsTable(id="pods-table")
         yield Footer()
 
@@ -137,4 +138,5 @@ class NodeDetailScreen(ModelScreen):
         pods = self._order(model.pods_on(self.node))
         table = self.query_one(PodsTable)
         table.show([pod_row(p, model, now) for p in pods])
-        table.border_title = f"Pods on {self.node} ({len(pods)}), sorted by {self.sort}"
+        # A Content, not a str: a str title is parsed as markup, and this one holds a node name.
+        table.border_title = Content(f"Pods on {self.node} ({len(pods)}), sorted by {self.sort}")

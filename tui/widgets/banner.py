@@ -8,7 +8,13 @@ __all__ = ["Notice"]
 
 
 class Notice(Static):
-    """A line that is hidden while it has nothing to say."""
+    """A line that is hidden while it has nothing to say.
+
+    Plain text, never markup: notices quote API error messages and names from the cluster.
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(markup=False, id=id, classes=classes)
 
     def say(self, text: str) -> None:
         self.update(text)

@@ -1,7 +1,8 @@
 """Cell renderers shared by the tables: bars, sparklines, compact numbers, ages.
 
 Plain functions returning `rich.text.Text`, so they are cheap to call 500 times per
-refresh and easy to unit-test without an app.
+refresh and easy to unit-test without an app. A table cell is always a `Text`: DataTable
+parses a `str` cell as Rich markup, and cells hold names and messages from the cluster.
 """
 
 from __future__ import annotations
@@ -13,9 +14,23 @@ from rich.text import Text
 
 from ..quantity import format_bytes, format_cores
 
-__all__ = ["age", "bar", "compact_bytes", "cores", "level_style", "sparkline", "triple"]
+__all__ = [
+    "age",
+    "bar",
+    "compact_bytes",
+    "cores",
+    "level_style",
+    "plain",
+    "sparkline",
+    "triple",
+]
 
 _SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def plain(value: str, style: str = "") -> Text:
+    """`value` as a cell, never read as markup; laid out as DataTable lays out a `str` cell."""
+    return Text(value, style=style, no_wrap=True, end="")
 
 
 def level_style(fraction: float | None) -> str:

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.message import Message
 
 from ..model import ClusterModel, NodeState
-from .cells import bar, compact_bytes, cores, sparkline, triple
+from .cells import bar, compact_bytes, cores, plain, sparkline, triple
 from .table import Cell, KeyedTable, Row
 
 __all__ = ["NodesTable", "node_row"]
@@ -33,7 +33,7 @@ def node_row(state: NodeState, *, metrics: bool, stale: bool) -> Row:
         mem_bar = bar(state.memory_fraction(requests=True), style="blue")
     cells = (
         Text(state.name, style="bold"),
-        state.info.role,
+        plain(state.info.role),
         _state(state),
         cpu_bar,
         triple(
@@ -49,7 +49,7 @@ def node_row(state: NodeState, *, metrics: bool, stale: bool) -> Row:
             compact_bytes(alloc.memory),
             dim=stale,
         ),
-        f"{state.pods}/{state.info.pods_allocatable}",
+        plain(f"{state.pods}/{state.info.pods_allocatable}"),
         sparkline(state.cpu_history),
         sparkline(state.memory_history),
     )

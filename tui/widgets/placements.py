@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from ..model import FeedItem
 from ..objects import Decision
-from .cells import age
+from .cells import age, plain
 from .table import Cell, KeyedTable, Row
 
 __all__ = ["DecisionPanel", "PlacementsTable", "describe_item", "feed_row"]
@@ -100,12 +100,12 @@ def feed_row(item: FeedItem, now: datetime) -> Row:
         if d is not None and d.failed:
             why.append(f"  ✗{len(d.failed)} filtered", style="yellow")
         cells: tuple[Cell, ...] = (
-            age(p.at, now),
+            plain(age(p.at, now)),
             Text("bound", style="green"),
-            p.namespace,
+            plain(p.namespace),
             Text(p.pod, style="bold"),
             Text(p.node, style="bold"),
-            p.scheduler,
+            plain(p.scheduler),
             _score_summary(d, p.node),
             why,
         )
@@ -113,15 +113,15 @@ def feed_row(item: FeedItem, now: datetime) -> Row:
         e = item.eviction
         assert e is not None
         cells = (
-            age(e.at, now),
+            plain(age(e.at, now)),
             Text(
                 "evict-fail" if e.failed else "evicted",
                 style="bold red" if not e.failed else "yellow",
             ),
-            e.namespace,
+            plain(e.namespace),
             Text(e.pod, style="bold"),
-            e.node or "?",
-            "descheduler",
+            plain(e.node or "?"),
+            plain("descheduler"),
             Text("–", style="dim"),
             Text(e.strategy or e.message, style="magenta"),
         )
@@ -276,4 +276,7 @@ class PlacementsTable(KeyedTable):
 
 
 class DecisionPanel(Static):
-    """Shows `describe_item` for the highlighted feed row."""
+    """Shows `describe_item` for the highlighted feed row (renderables, never markup)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(markup=False, id=id)

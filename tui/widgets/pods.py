@@ -8,7 +8,7 @@ from rich.text import Text
 
 from ..model import ClusterModel
 from ..objects import PodInfo
-from .cells import age, compact_bytes, cores
+from .cells import age, compact_bytes, cores, plain
 from .table import KeyedTable, Row
 
 __all__ = ["PodsTable", "pod_row"]
@@ -16,25 +16,25 @@ __all__ = ["PodsTable", "pod_row"]
 _PHASE_STYLE = {"Running": "green", "Pending": "yellow", "Failed": "red", "Succeeded": "dim"}
 
 
-def _limit(value: float, text: str) -> str:
-    return text if value else "–"
+def _amount(value: float, text: str) -> Text:
+    return plain(text if value else "–")
 
 
 def pod_row(pod: PodInfo, model: ClusterModel, now: datetime) -> Row:
     usage = model.pod_usage.get(pod.key)
     used = usage.usage if usage is not None else None
     cells = (
-        pod.namespace,
+        plain(pod.namespace),
         Text(pod.name, style="bold"),
         Text(pod.phase, style=_PHASE_STYLE.get(pod.phase, "")),
         Text(cores(used.cpu_m), style="bold") if used else Text("–", style="dim"),
-        cores(pod.requests.cpu_m) if pod.requests.cpu_m else "–",
-        _limit(pod.limits.cpu_m, cores(pod.limits.cpu_m)),
+        _amount(pod.requests.cpu_m, cores(pod.requests.cpu_m)),
+        _amount(pod.limits.cpu_m, cores(pod.limits.cpu_m)),
         Text(compact_bytes(used.memory), style="bold") if used else Text("–", style="dim"),
-        compact_bytes(pod.requests.memory) if pod.requests.memory else "–",
-        _limit(pod.limits.memory, compact_bytes(pod.limits.memory)),
-        pod.scheduler,
-        age(pod.created, now),
+        _amount(pod.requests.memory, compact_bytes(pod.requests.memory)),
+        _amount(pod.limits.memory, compact_bytes(pod.limits.memory)),
+        plain(pod.scheduler),
+        plain(age(pod.created, now)),
     )
     return pod.key, cells
 

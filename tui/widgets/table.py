@@ -17,7 +17,8 @@ from textual.widgets import DataTable
 
 __all__ = ["Cell", "Column", "KeyedTable", "Row"]
 
-Cell = str | Text
+Cell = Text
+"""Never a `str`: DataTable reads a `str` cell as Rich markup, and cells hold cluster text."""
 Cells = tuple[Cell, ...]
 Row = tuple[str, Cells]
 Column = tuple[str, str, int | None]  # key, label, fixed width (None: fit content)
