@@ -161,6 +161,9 @@ class Decision:
     omitted: int = 0
     tied: tuple[str, ...] = ()
     bound: str = ""
+    # Per-node thresholds (node -> {"cpu": percent, "memory": percent}), for the nodes whose
+    # thresholds differ from the extender's default; absent from older Events.
+    thresholds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -370,6 +373,30 @@ def _names(raw: Any) -> tuple[str, ...]:
     return tuple(clean(n) for n in raw if isinstance(n, str) and n)
 
 
+def _thresholds(raw: Any) -> dict[str, dict[str, float]]:
+    """`{"node": {"cpu": 80, "memory": 85}}`: a node's own thresholds, percent of allocatable.
+
+    Not every extender writes this key (it is absent before per-node thresholds, and
+    for nodes on the default); a value that is not a finite number is dropped.
+    """
+    if not isinstance(raw, Mapping):
+        return {}
+    thresholds: dict[str, dict[str, float]] = {}
+    for node, limits in raw.items():
+        if not isinstance(limits, Mapping):
+            continue
+        kept = {
+            clean(str(resource)): float(value)
+            for resource, value in limits.items()
+            if isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+        }
+        if kept:
+            thresholds[clean(str(node))] = kept
+    return thresholds
+
+
 def _count(raw: Any) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int):
         return 0
@@ -407,6 +434,7 @@ def _decision(obj: Mapping[str, Any], involved: Mapping[str, Any]) -> Decision:
         omitted=_count(data.get("omitted")),
         tied=_names(data.get("tied")),
         bound=_text(data.get("bound")),
+        thresholds=_thresholds(data.get("thresholds")),
     )
 
 

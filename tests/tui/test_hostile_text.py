@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import re
 from collections.abc import Callable
 from datetime import timedelta
@@ -254,6 +255,12 @@ def _hostile_objects(recorded: RecordedCluster) -> RecordedCluster:
         now=at.timestamp(),
         instance="cp-1",
     )
+    # Per-node thresholds, a key newer extenders add to the decision (its absence is the
+    # norm: the other Events of the recorded cluster do not carry it).
+    annotations = event["metadata"]["annotations"]  # type: ignore[index]
+    data = json.loads(annotations[extender_events.ANNOTATION])
+    data["thresholds"] = {NODE: {"cpu": 80, "memory": 85.5}, "worker-03": {"cpu": 95}}
+    annotations[extender_events.ANNOTATION] = json.dumps(data)
     event["metadata"]["uid"] = "hostile-decision"  # type: ignore[index]
     assert cluster.events is not None
     cluster.events["items"].append(event)
@@ -301,16 +308,21 @@ async def test_names_decisions_and_errors_are_shown_as_text_on_every_screen(
         item = table.current_item
         assert item is not None and item.placement is not None and item.placement.node == NODE
         row = table_row(app, "2s", "bound", NAMESPACE, POD, NODE, SCHEDULER_SHOWN, "9 vs 7 (3)")
-        # WHY: the bound node's figures, and that it is not the favourite.
-        assert "cpu 12% mem 30% ≠ fav worker-01  ✗1 filtered" in row
+        # WHY: the bound node's figures, that it is not the favourite, and its thresholds.
+        assert "cpu 12% mem 30% ≠ fav worker-01  thresholds cpu 80% mem 85.5%  ✗1 filtered" in row
         # The decision panel.
         assert on_screen(app, f"{NAMESPACE}/{POD} → {NODE}  2s ago, by {SCHEDULER_SHOWN}")
         assert on_screen(app, "load from [b]load-watcher")
         assert on_screen(app, "← [/x] cpu 40%, memory 55% after placement ^[[31m")
         assert on_screen(app, "✗ filtered: [bold]cpu[/] 93% > 90% threshold ^[]52;c;aGk=^G")
-        candidate = re.compile(rf"\s{re.escape(NODE)}\s+█+░*\s+9\s+cpu 12%, mem 30%\s+bound\s")
+        # The per-node thresholds the decision carries, on the line of the node they are for.
+        candidate = re.compile(
+            rf"\s{re.escape(NODE)}\s+█+░*\s+9\s+cpu 12%, mem 30%\s+bound\s+"
+            r"thresholds cpu 80%, mem 85\.5%\s"
+        )
         assert any(candidate.search(line) for line in shown(app))
         assert on_screen(app, "worker-03           ✗ filtered: [bold]cpu[/] 93% > 90% threshold")
+        assert on_screen(app, "^[]52;c;aGk=^G  (thresholds cpu 95%)")
 
         # Enter on the binding opens the node it went to; the help screen; back.
         await _visit(pilot, "enter")

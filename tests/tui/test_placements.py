@@ -178,3 +178,45 @@ def test_v1_decision_elsewhere_attributes_the_reason_to_the_favourite() -> None:
 
 def test_no_decision() -> None:
     assert _cell("node-a", None) == "no LoadwiseScored Event"
+
+
+THRESHOLDS = {"node-b": {"cpu": 80, "memory": 85.5}, "node-d": {"memory": 88}}
+
+
+def test_per_node_thresholds_are_parsed_when_the_decision_carries_them() -> None:
+    d = _decision(V2, thresholds=THRESHOLDS)
+    assert d.thresholds == {"node-b": {"cpu": 80.0, "memory": 85.5}, "node-d": {"memory": 88.0}}
+    assert _decision(V2).thresholds == {}  # older Events have no such key
+    garbage = _decision(
+        V2,
+        thresholds={
+            "node-a": {"cpu": "80", "memory": None},  # nothing usable: the node is left out
+            "node-b": {"cpu": True, "memory": 1e999, "pods": 50},  # bool and inf dropped
+            "node-c": [80, 85],
+        },
+    )
+    assert garbage.thresholds == {"node-b": {"pods": 50.0}}
+    assert _decision(V2, thresholds=[1, 2]).thresholds == {}
+
+
+def test_panel_shows_a_nodes_own_thresholds_beside_it() -> None:
+    d = _decision(V2 | {"tied": []}, bound="node-b", thresholds=THRESHOLDS)
+    lines = {line.split()[0]: line for line in _panel("node-b", d).splitlines()[2:] if line}
+    assert lines["node-b"].rstrip().endswith("bound est.  thresholds cpu 80%, mem 85.5%")
+    assert "thresholds" not in lines["node-a"] and "thresholds" not in lines["node-c"]
+    assert (
+        lines["node-d"]
+        .rstrip()
+        .endswith("✗ filtered: memory 93% > 90% threshold  (thresholds mem 88%)")
+    )
+
+
+def test_why_column_names_the_thresholds_of_the_node_the_pod_went_to() -> None:
+    d = _decision(V2 | {"tied": []}, thresholds=THRESHOLDS)
+    assert _cell("node-b", d) == (
+        "cpu 40% mem 55% est. ≠ fav node-a  thresholds cpu 80% mem 85.5%  ✗1 filtered"
+    )
+    assert "thresholds" not in _cell("node-a", d)
+    assert _cell("node-d", d) == (
+        "filtered here: memory 93% > 90% threshold  thresholds mem 88%  ✗1 filtered"
+    )

@@ -26,6 +26,18 @@ def _figures(decision: Decision, node: str, sep: str = ", ") -> str:
     return f"cpu {cpu}{sep}mem {memory}"
 
 
+_SHORT = {"cpu": "cpu", "memory": "mem"}
+
+
+def _thresholds(decision: Decision, node: str, sep: str = ", ") -> str:
+    """`cpu 80%, mem 85%`: the node's own thresholds when the decision carries them, or ""."""
+    own = decision.thresholds.get(node)
+    if not own:
+        return ""
+    order = [r for r in _SHORT if r in own] + sorted(r for r in own if r not in _SHORT)
+    return sep.join(f"{_SHORT.get(r, r)} {own[r]:g}%" for r in order)
+
+
 def _others(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} +{len(names) - 1}"
 
@@ -90,6 +102,9 @@ def _why(decision: Decision, node: str) -> Text:
         )
         if best:
             text.append(f" fav {best}", style="dim")
+    thresholds = _thresholds(decision, went, " ")
+    if thresholds:
+        text.append(f"{'  ' if text.plain else ''}thresholds {thresholds}", style="magenta")
     return text
 
 
@@ -187,6 +202,9 @@ def describe_item(item: FeedItem | None, now: datetime) -> RenderableType:
         ]
         if marks:
             line.append("  " + " ".join(marks), style="bold" if here else "dim")
+        thresholds = _thresholds(d, node)
+        if thresholds:
+            line.append(f"  thresholds {thresholds}", style="magenta")
         if fav and d.why:
             line.append(f"  ← {d.why}", style="green")
         lines.append(line)
@@ -198,6 +216,9 @@ def describe_item(item: FeedItem | None, now: datetime) -> RenderableType:
         line = Text("  ")
         line.append(f"{node:<20}", style="yellow")
         line.append(f"✗ filtered: {reason}", style="yellow")
+        thresholds = _thresholds(d, node)
+        if thresholds:
+            line.append(f"  (thresholds {thresholds})", style="magenta")
         lines.append(line)
     return Group(*lines)
 
