@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from .model import InvalidReading
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
 
@@ -13,6 +17,9 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 # Most answers take well under a millisecond; kube-scheduler's default timeout is 5 s.
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# Nodes named in loadwise_extender_invalid_reading (the first by name): one series per
+# node, so a source refusing a whole large cluster cannot add thousands.
+_INVALID_LISTED = 16
 
 
 @dataclass
@@ -108,6 +115,37 @@ class Metrics:
             "Connections closed on arrival: max_connections were open on that listener.",
             registry=r,
         )
+        self.invalid_readings = Counter(
+            "loadwise_extender_invalid_readings_total",
+            "Node readings refused by the load-source check, by reason (not_finite, "
+            "negative, over_capacity, malformed); the node is scored as unknown.",
+            ["reason"],
+            registry=r,
+        )
+        self.invalid_reading_nodes = Gauge(
+            "loadwise_extender_invalid_reading_nodes",
+            "Nodes scored as unknown because their latest reading was refused.",
+            registry=r,
+        )
+        self.invalid_reading = Gauge(
+            "loadwise_extender_invalid_reading",
+            f"1 for a node whose latest reading was refused, by node and reason "
+            f"(at most {_INVALID_LISTED} nodes, the first by name).",
+            ["node", "reason"],
+            registry=r,
+        )
+
+    def count_invalid(self, invalid: Mapping[str, InvalidReading]) -> None:
+        """Count one fetch's refused readings."""
+        for reading in invalid.values():
+            self.invalid_readings.labels(reading.reason).inc()
+
+    def show_invalid(self, invalid: Mapping[str, InvalidReading]) -> None:
+        """Set the gauges to the nodes refused in the snapshot held."""
+        self.invalid_reading_nodes.set(len(invalid))
+        self.invalid_reading.clear()
+        for node in heapq.nsmallest(_INVALID_LISTED, invalid):
+            self.invalid_reading.labels(node, invalid[node].reason).set(1)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -18,6 +18,7 @@ from .wire import Node
 __all__ = [
     "DEFAULT_SETTLE_SECONDS",
     "Amount",
+    "InvalidReading",
     "LoadSnapshot",
     "NodeInfo",
     "NodeLoad",
@@ -140,6 +141,14 @@ class NodeLoad(msgspec.Struct, frozen=True):
 DEFAULT_SETTLE_SECONDS = 60.0
 
 
+class InvalidReading(msgspec.Struct, frozen=True):
+    """Why a node's reading was refused (``extender.readings``): ``reason`` is a short
+    fixed word (the metrics label), ``detail`` says what was read."""
+
+    reason: str
+    detail: str
+
+
 class LoadSnapshot(msgspec.Struct, frozen=True):
     """One reading of a load source.
 
@@ -149,6 +158,8 @@ class LoadSnapshot(msgspec.Struct, frozen=True):
     Trimaran's metricsAgentReportingIntervalSeconds, 60 s, made for readings
     averaged over a window; a source of latest values sets less (see its parser).
     ``fetched_at`` is when the extender got the reading (``time.time()``).
+    ``invalid`` holds the nodes whose reading was refused (not in ``nodes``): their
+    load is unknown, not estimated (``nodestate``).
     """
 
     source: str
@@ -156,6 +167,7 @@ class LoadSnapshot(msgspec.Struct, frozen=True):
     fetched_at: float
     nodes: Mapping[str, NodeLoad]
     settle_seconds: float = DEFAULT_SETTLE_SECONDS
+    invalid: Mapping[str, InvalidReading] = msgspec.field(default_factory=dict)
 
 
 class Amount(Protocol):

@@ -18,6 +18,11 @@ The interesting part is the node with no fresh measurement. Three cases:
   neutral 50; Trimaran's policies: 0), the same for every node, so the
   scheduler's own scores decide. Reading unknown as 0 % would make the node
   the best choice of all.
+
+A node whose reading the source's check refused (``readings``: not finite, negative,
+over capacity) is *unknown* the same way, alone: the other nodes keep their figures.
+It is not estimated from the idlest node either, which would read a broken exporter
+as a quiet node.
 """
 
 from __future__ import annotations
@@ -77,11 +82,16 @@ def build_states(
     everything = ledger.everything() if cluster is None else None
     floor_cpu, floor_mem = _floor(snapshot)
     stale = not fresh
+    refused = snapshot.invalid
 
     states: list[NodeState] = []
     for name in names:
         info = infos.get(name)
         pod_count = cluster.pod_counts.get(name, 0) if cluster is not None else None
+        if name in refused:
+            placed = (unconfirmed if cluster is not None else everything) or {}
+            states.append(_unknown_state(name, info, placed.get(name, _EMPTY), pod_count))
+            continue
         load = measured.get(name)
         if load is not None and (load.cpu.avg is not None or load.memory.avg is not None):
             # Measured (maybe a while ago): the reading plus every placement since.
@@ -140,15 +150,26 @@ def _unknown(
     as counts, for a policy that scores by pod count and for the tie-break."""
     extra = ledger.unconfirmed() if cluster is not None else ledger.everything()
     return [
-        NodeState(
-            name=name,
-            info=infos.get(name),
-            load=_NO_LOAD,
-            estimated=True,
-            pending=Usage(),
-            pending_tlp_cpu_millis=0.0,
-            pending_pods=extra.get(name, _EMPTY).pods,
-            pod_count=cluster.pod_counts.get(name, 0) if cluster is not None else None,
+        _unknown_state(
+            name,
+            infos.get(name),
+            extra.get(name, _EMPTY),
+            cluster.pod_counts.get(name, 0) if cluster is not None else None,
         )
         for name in names
     ]
+
+
+def _unknown_state(
+    name: str, info: NodeInfo | None, extra: Pending, pod_count: int | None
+) -> NodeState:
+    return NodeState(
+        name=name,
+        info=info,
+        load=_NO_LOAD,
+        estimated=True,
+        pending=Usage(),
+        pending_tlp_cpu_millis=0.0,
+        pending_pods=extra.pods,
+        pod_count=pod_count,
+    )

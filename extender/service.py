@@ -26,6 +26,7 @@ from .metrics import Metrics
 from .model import NodeInfo, NodeState, usable_node_info
 from .nodestate import build_states
 from .policies import MAX_SCORE, Policy, make_policy, to_extender_priority
+from .readings import describe
 from .sources import LoadSource, Refresher
 from .wire import (
     ExtenderArgs,
@@ -123,6 +124,7 @@ class Extender:
             stale_after=settings.source.stale_after_seconds,
             max_stale=settings.source.max_stale,
             on_error=lambda _msg: self.metrics.source_errors.inc(),
+            on_success=lambda snap: self.metrics.count_invalid(snap.invalid),
         )
         self._scored = self.metrics.decisions.labels("prioritize", "scored")
         self._seen: dict[str, NodeInfo] = {}
@@ -167,6 +169,7 @@ class Extender:
         self.metrics.load_stale.set(0 if self.refresher.fresh(self.clock()) else 1)
         snap = self.refresher.snapshot
         self.metrics.nodes_with_load.set(len(snap.nodes) if snap else 0)
+        self.metrics.show_invalid(snap.invalid if snap else {})
         self.metrics.pending_placements.set(len(self.ledger))
         self.metrics.ledger_entries.set(len(self.ledger))
         self.metrics.ledger_heap_entries.set(self.ledger.heap_size)
@@ -201,6 +204,8 @@ class Extender:
         # Still ready (scheduling works, the herding protection only counts pods),
         # but said where the operator looks.
         warning = f"; warning: {SIZES_UNKNOWN}" if self.sizes_unknown else ""
+        if snap.invalid:  # partial data: those nodes are scored as unknown, the rest as usual
+            warning += f"; warning: {describe(snap.invalid)}"
         return (
             True,
             f"ok: {len(snap.nodes)} nodes from {snap.source}, {self.refresher.age(now):.0f}s old"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from .base import LoadSource, SourceError
 from .file import LoadFileSource
 from .metrics_server import MetricsServerSource, parse_node_metrics
-from .prometheus import PrometheusSource, parse_vector
+from .prometheus import PrometheusSource, Vector, parse_vector, parse_vectors
 from .refresh import Refresher
 from .watcher import LoadWatcherSource, parse_watcher
 
@@ -19,7 +19,9 @@ __all__ = [
     "PrometheusSource",
     "Refresher",
     "SourceError",
+    "Vector",
     "parse_node_metrics",
     "parse_vector",
+    "parse_vectors",
     "parse_watcher",
 ]

@@ -9,6 +9,9 @@ __all__ = ["LoadSource", "SourceError"]
 
 
 class LoadSource(Protocol):
+    """``fetch`` answers a snapshot its decoder passed through ``readings.validated``
+    (every figure in 0..100, refused nodes in ``invalid``), or raises SourceError."""
+
     name: str
 
     async def fetch(self) -> LoadSnapshot: ...

@@ -2,18 +2,21 @@
 
 The file is re-read whenever its modification time or size changes. Its data is
 taken as current as of the file's modification time, so an unchanged file goes
-stale like any other source (``touch`` it, or set ``stale_after_seconds: 0``).
+stale like any other source (``touch`` it, or set ``stale_after_seconds: 0``). A
+modification time in the future counts as the time of the read (``readings``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 from msgspec.structs import replace
 
 from ..model import LoadSnapshot
+from ..readings import validated
 from .base import SourceError
 from .watcher import parse_watcher
 
@@ -45,8 +48,7 @@ class LoadFileSource:
                 raise SourceError(f"load file {self.path}: {exc}") from None
             self._snapshot = replace(parsed, source=f"file:{self.path.name}")
             self._stamp = stamp
-        mtime = stat.st_mtime
-        return replace(self._snapshot, window_end=mtime, fetched_at=mtime)
+        return validated(replace(self._snapshot, window_end=stat.st_mtime, fetched_at=time.time()))
 
     async def fetch(self) -> LoadSnapshot:
         return await asyncio.to_thread(self.read)

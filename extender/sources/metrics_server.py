@@ -2,7 +2,8 @@
 
 NodeMetrics carry absolute usage (CPU often in nanocores, memory in Ki); the
 percentages the policies use are taken against the node's capacity, as
-load-watcher's own metrics-server provider does.
+load-watcher's own metrics-server provider does. A usage that is not a quantity,
+is negative or exceeds the node's capacity refuses that node alone (``readings``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import msgspec
 
 from ..exceptions import KubeError
 from ..kubeapi import KubeAPI
-from ..model import LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
-from ..quantity import QuantityError, cpu_millis, memory_bytes
+from ..model import InvalidReading, LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
+from ..quantity import QuantityError, parse_quantity
+from ..readings import MALFORMED, validated
 from .base import SourceError
 
 __all__ = ["MetricsServerSource", "parse_node_metrics"]
@@ -36,11 +38,17 @@ class _NodeMetrics(msgspec.Struct):
     usage: dict[str, str | int | float] = msgspec.field(default_factory=dict)
 
 
+class _Named(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+
+
 class _NodeMetricsList(msgspec.Struct):
-    items: list[_NodeMetrics] | None = None
+    items: list[msgspec.Raw] | None = None  # each decoded on its own: see parse_node_metrics
 
 
 _decoder = msgspec.json.Decoder(_NodeMetricsList)
+_item_decoder = msgspec.json.Decoder(_NodeMetrics)
+_name_decoder = msgspec.json.Decoder(_Named)
 
 
 def _parse_time(value: str) -> float | None:
@@ -50,43 +58,64 @@ def _parse_time(value: str) -> float | None:
         return None
 
 
+def _percent(
+    usage: Mapping[str, str | int | float], resource: str, capacity: float
+) -> float | None:
+    """``usage[resource]`` in percent of ``capacity`` (its base unit: cores, bytes), not
+    checked yet; None without a figure or a capacity. QuantityError for garbage."""
+    value = usage.get(resource)
+    if value is None or not capacity:
+        return None
+    return float(parse_quantity(value) * 100) / capacity
+
+
 def parse_node_metrics(
     body: bytes, infos: Mapping[str, NodeInfo], *, fetched_at: float | None = None
 ) -> LoadSnapshot:
+    """The checked snapshot (``readings.validated``) of a NodeMetricsList, for the nodes
+    whose size ``infos`` holds; SourceError when it is not a NodeMetricsList. An item
+    of the wrong shape refuses its node alone (when its name can be read)."""
     try:
         doc = _decoder.decode(body)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise SourceError(f"not a NodeMetricsList: {exc}") from None
     now = time.time() if fetched_at is None else fetched_at
     nodes: dict[str, NodeLoad] = {}
+    invalid: dict[str, InvalidReading] = {}
     newest = 0.0
-    for item in doc.items or []:
-        info = infos.get(item.metadata.name)
+    for raw in doc.items or []:
+        try:
+            item = _item_decoder.decode(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            try:
+                name = _name_decoder.decode(raw).metadata.name
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                continue  # not even a name to refuse it under
+            if name in infos:
+                invalid[name] = InvalidReading(MALFORMED, f"NodeMetrics unusable: {exc}")
+            continue
+        name = item.metadata.name
+        info = infos.get(name)
         if info is None:
             continue  # capacity unknown: a percentage cannot be formed
         try:
-            cpu = cpu_millis(item.usage["cpu"]) if "cpu" in item.usage else None
-            mem = memory_bytes(item.usage["memory"]) if "memory" in item.usage else None
+            cpu = _percent(item.usage, "cpu", info.cpu_capacity_millis / 1000)
+            memory = _percent(item.usage, "memory", info.memory_capacity_bytes)
         except QuantityError as exc:
-            raise SourceError(f"NodeMetrics {item.metadata.name}: {exc}") from None
-        cpu_pct = (
-            100 * cpu / info.cpu_capacity_millis
-            if cpu is not None and info.cpu_capacity_millis
-            else None
-        )
-        mem_pct = (
-            100 * mem / info.memory_capacity_bytes
-            if mem is not None and info.memory_capacity_bytes
-            else None
-        )
-        nodes[item.metadata.name] = NodeLoad(ResourceLoad(cpu_pct), ResourceLoad(mem_pct))
+            invalid[name] = InvalidReading(MALFORMED, f"usage: {exc}")
+            continue
+        nodes[name] = NodeLoad(ResourceLoad(cpu), ResourceLoad(memory))
         stamp = _parse_time(item.timestamp)
         if stamp is not None:
             newest = max(newest, stamp)
     # The newest NodeMetrics timestamp is metrics-server's last scrape, and its CPU a rate
     # over about one --metric-resolution (15 s default) before it: a pod placed within
     # that and the seconds it needs to start is not in the figure yet.
-    return LoadSnapshot("metrics-server", newest or now, now, nodes, settle_seconds=30.0)
+    return validated(
+        LoadSnapshot(
+            "metrics-server", newest or now, now, nodes, settle_seconds=30.0, invalid=invalid
+        )
+    )
 
 
 class MetricsServerSource:

@@ -6,6 +6,11 @@ recording rules load-watcher's Prometheus provider reads
 (``instance:node_cpu:ratio``, ``instance:node_memory_utilisation:ratio``), keyed
 by the ``instance`` label; set ``node_label`` when your relabeling names nodes
 another way (for example a ``node`` label added by relabeling).
+
+Sample values are strings in the HTTP API and may be ``"NaN"``, ``"+Inf"`` or ``"-Inf"``
+(a rule dividing by zero yields them); such a value, a negative one, one above 1 and
+one that is not a number refuse that node alone (``readings``), and the newest sample
+time counts as no later than the fetch.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ import time
 import aiohttp
 import msgspec
 
-from ..model import LoadSnapshot, NodeLoad, ResourceLoad
+from ..model import InvalidReading, LoadSnapshot, NodeLoad, ResourceLoad
+from ..quantity import shown
+from ..readings import MALFORMED, validated
 from .base import SourceError
 
-__all__ = ["PrometheusSource", "parse_vector"]
+__all__ = ["PrometheusSource", "Vector", "parse_vector", "parse_vectors"]
 
 
 class _Sample(msgspec.Struct):
@@ -26,9 +33,13 @@ class _Sample(msgspec.Struct):
     value: tuple[float, str] | None = None
 
 
+class _Labels(msgspec.Struct):
+    metric: dict[str, str] = msgspec.field(default_factory=dict)
+
+
 class _Data(msgspec.Struct):
     resultType: str = ""
-    result: list[_Sample] = msgspec.field(default_factory=list)
+    result: list[msgspec.Raw] = msgspec.field(default_factory=list)  # decoded one by one
 
 
 class _Response(msgspec.Struct):
@@ -38,10 +49,21 @@ class _Response(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(_Response)
+_sample_decoder = msgspec.json.Decoder(_Sample)
+_labels_decoder = msgspec.json.Decoder(_Labels)
 
 
-def parse_vector(body: bytes, node_label: str) -> tuple[dict[str, float], float]:
-    """Map node -> percent, and the newest sample time."""
+class Vector(msgspec.Struct, frozen=True):
+    """One query's answer: node -> percent (``value * 100``, not checked yet), node ->
+    why its sample is not a number, and the newest sample time (0: none)."""
+
+    values: dict[str, float]
+    malformed: dict[str, str]
+    newest: float
+
+
+def parse_vector(body: bytes, node_label: str) -> Vector:
+    """One instant query's answer; SourceError when it is not a vector."""
     try:
         doc = _decoder.decode(body)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
@@ -51,18 +73,53 @@ def parse_vector(body: bytes, node_label: str) -> tuple[dict[str, float], float]
     if doc.data.resultType != "vector":
         raise SourceError(f"Prometheus query returned {doc.data.resultType}, want vector")
     values: dict[str, float] = {}
+    malformed: dict[str, str] = {}
     newest = 0.0
-    for sample in doc.data.result:
+    for raw in doc.data.result:
+        try:
+            sample = _sample_decoder.decode(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            try:
+                labels = _labels_decoder.decode(raw).metric
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                continue  # not even labels to refuse it under
+            if node := labels.get(node_label):
+                malformed[node] = f"sample unusable: {exc}"
+            continue
         node = sample.metric.get(node_label)
         if not node or sample.value is None:
             continue
         stamp, text = sample.value
         try:
-            values[node] = float(text) * 100
+            value = float(text)
         except ValueError:
+            malformed[node] = f"value {shown(text)} is not a number"
             continue
+        # a fraction beyond 1e306 would overflow to inf as a percentage: kept as it is,
+        # it is refused as over capacity (or negative), which is what it is
+        values[node] = value * 100 if abs(value) < 1e306 else value
         newest = max(newest, stamp)
-    return values, newest
+    return Vector(values, malformed, newest)
+
+
+def parse_vectors(
+    cpu: bytes, memory: bytes, node_label: str, *, fetched_at: float | None = None
+) -> LoadSnapshot:
+    """The checked snapshot (``readings.validated``) of the CPU and memory queries'
+    answers; SourceError when either is not a vector."""
+    now = time.time() if fetched_at is None else fetched_at
+    cpu_v, mem_v = parse_vector(cpu, node_label), parse_vector(memory, node_label)
+    invalid = {
+        node: InvalidReading(MALFORMED, f"{resource} {why}")
+        for resource, vector in (("memory", mem_v), ("cpu", cpu_v))  # cpu's said if both
+        for node, why in vector.malformed.items()
+    }
+    nodes = {
+        name: NodeLoad(ResourceLoad(cpu_v.values.get(name)), ResourceLoad(mem_v.values.get(name)))
+        for name in cpu_v.values.keys() | mem_v.values.keys()
+    }
+    window_end = max(cpu_v.newest, mem_v.newest) or now
+    return validated(LoadSnapshot("prometheus", window_end, now, nodes, invalid=invalid))
 
 
 class PrometheusSource:
@@ -84,7 +141,7 @@ class PrometheusSource:
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
-    async def _query(self, query: str) -> tuple[dict[str, float], float]:
+    async def _query(self, query: str) -> bytes:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         try:
@@ -98,17 +155,12 @@ class PrometheusSource:
             raise SourceError(f"Prometheus {self.url}: {exc}") from None
         except TimeoutError:
             raise SourceError(f"Prometheus {self.url}: timed out") from None
-        return parse_vector(body, self.node_label)
+        return body
 
     async def fetch(self) -> LoadSnapshot:
-        cpu, cpu_at = await self._query(self.cpu_query)
-        mem, mem_at = await self._query(self.memory_query)
-        now = time.time()
-        nodes = {
-            name: NodeLoad(ResourceLoad(cpu.get(name)), ResourceLoad(mem.get(name)))
-            for name in set(cpu) | set(mem)
-        }
-        return LoadSnapshot("prometheus", max(cpu_at, mem_at) or now, now, nodes)
+        cpu = await self._query(self.cpu_query)
+        memory = await self._query(self.memory_query)
+        return parse_vectors(cpu, memory, self.node_label)
 
     async def close(self) -> None:
         if self._session is not None:

@@ -4,7 +4,8 @@ A failed refresh keeps the previous snapshot (as Trimaran does); it simply ages.
 Age is measured from the end of the measurement window, so a source that
 answers but whose own data stopped moving also goes stale. A stale snapshot is
 still *usable* (read as the last known measurement, see ``nodestate``) up to
-``max_stale`` seconds old.
+``max_stale`` seconds old. Nodes whose reading the source's check refused
+(``readings``) are logged when that set changes, not on every refresh.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from ..model import LoadSnapshot
+from ..readings import describe
 from ..tasks import cancel
 from .base import LoadSource, SourceError
 
@@ -78,6 +80,15 @@ class Refresher:
             return
         if self.last_error is not None:
             log.info("load source %s recovered", self.source.name)
+        before = self.snapshot.invalid if self.snapshot is not None else {}
+        # by node and reason: a refused figure that changes each time is not news
+        if {n: r.reason for n, r in snapshot.invalid.items()} != {
+            n: r.reason for n, r in before.items()
+        }:
+            if snapshot.invalid:
+                log.warning("load source %s: %s", self.source.name, describe(snapshot.invalid))
+            else:
+                log.info("load source %s: every node's reading is valid again", self.source.name)
         self.snapshot = snapshot
         self.last_error = None
         if self._on_success:

@@ -5,6 +5,10 @@ Shape (pkg/watcher/watcher.go and its gojay marshaller): ``timestamp``,
 with ``type`` CPU/Memory/..., ``operator`` AVG/STD/Latest (or empty) and ``value``
 in percent of the node's capacity. The example JSON in load-watcher's repository
 is stale (no NodeMetricsMap level, lowercase types) and is not what the server sends.
+
+Each node's entry is decoded on its own: a node whose entry does not have that shape
+(a value that is not a number, a number beyond float64) is refused alone, as one with
+an impossible value is (``readings``); the document is refused only when its frame is.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import time
 import aiohttp
 import msgspec
 
-from ..model import DEFAULT_SETTLE_SECONDS, LoadSnapshot, NodeLoad, ResourceLoad
+from ..model import DEFAULT_SETTLE_SECONDS, InvalidReading, LoadSnapshot, NodeLoad, ResourceLoad
+from ..readings import MALFORMED, validated
 from .base import SourceError
 
 __all__ = ["LATEST_SETTLE_SECONDS", "LoadWatcherSource", "parse_watcher"]
@@ -44,7 +49,7 @@ class _NodeMetrics(msgspec.Struct):
 
 
 class _Data(msgspec.Struct):
-    NodeMetricsMap: dict[str, _NodeMetrics] | None = None
+    NodeMetricsMap: dict[str, msgspec.Raw] | None = None
 
 
 class _Window(msgspec.Struct):
@@ -61,6 +66,7 @@ class _WatcherMetrics(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(_WatcherMetrics)
+_node_decoder = msgspec.json.Decoder(_NodeMetrics)
 
 
 def _resource(metrics: list[_Metric], kind: str) -> ResourceLoad:
@@ -86,19 +92,28 @@ def parse_watcher(body: bytes, *, fetched_at: float | None = None) -> LoadSnapsh
     if doc.data is None or doc.data.NodeMetricsMap is None:
         raise SourceError("load-watcher document has no data.NodeMetricsMap")
     nodes = {}
+    invalid = {}
     averaged = False
-    for name, node in doc.data.NodeMetricsMap.items():
+    for name, raw in doc.data.NodeMetricsMap.items():
+        try:
+            node = _node_decoder.decode(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            invalid[name] = InvalidReading(MALFORMED, f"entry unusable: {exc}")
+            continue
         metrics = node.metrics or []
         nodes[name] = NodeLoad(_resource(metrics, "CPU"), _resource(metrics, "Memory"))
         averaged = averaged or any(m.operator == "AVG" for m in metrics)
     end = doc.window.end if doc.window and doc.window.end else doc.timestamp
     source = f"load-watcher/{doc.source}" if doc.source else "load-watcher"
-    return LoadSnapshot(
-        source=source,
-        window_end=float(end),
-        fetched_at=time.time() if fetched_at is None else fetched_at,
-        nodes=nodes,
-        settle_seconds=DEFAULT_SETTLE_SECONDS if averaged else LATEST_SETTLE_SECONDS,
+    return validated(
+        LoadSnapshot(
+            source=source,
+            window_end=float(end),
+            fetched_at=time.time() if fetched_at is None else fetched_at,
+            nodes=nodes,
+            settle_seconds=DEFAULT_SETTLE_SECONDS if averaged else LATEST_SETTLE_SECONDS,
+            invalid=invalid,
+        )
     )
 
 

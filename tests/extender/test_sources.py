@@ -120,7 +120,7 @@ WATCHER_METRICS_SERVER = json.dumps(
 
 
 def test_watcher_prometheus_document():
-    snap = parse_watcher(WATCHER_PROMETHEUS, fetched_at=1.0)
+    snap = parse_watcher(WATCHER_PROMETHEUS, fetched_at=1735689605.0)
     assert snap.window_end == 1735689600 and snap.source == "load-watcher/Prometheus"
     w1 = snap.nodes["worker-1"]
     assert (w1.cpu.avg, w1.cpu.std, w1.memory.avg, w1.memory.std) == (26.4, 7.9, 48.1, 1.2)
@@ -198,10 +198,15 @@ def test_metrics_server_node_metrics_quantities():
     assert snap.window_end == pytest.approx(1795341600.0)  # 2026-11-22T10:00:00Z
 
 
-def test_metrics_server_bad_quantity():
-    body = b'{"items":[{"metadata":{"name":"n1"},"usage":{"cpu":"lots"}}]}'
-    with pytest.raises(SourceError, match='n1: "lots" is not a quantity'):
-        parse_node_metrics(body, {"n1": node_info("n1")})
+def test_metrics_server_bad_quantity_refuses_that_node_only():
+    body = (
+        b'{"items":[{"metadata":{"name":"n1"},"usage":{"cpu":"lots"}},'
+        b'{"metadata":{"name":"n2"},"usage":{"cpu":"2","memory":"2Gi"}}]}'
+    )
+    snap = parse_node_metrics(body, {"n1": node_info("n1"), "n2": node_info("n2")})
+    assert set(snap.nodes) == {"n2"} and snap.nodes["n2"].cpu.avg == pytest.approx(50.0)
+    assert snap.invalid["n1"].reason == "malformed"
+    assert snap.invalid["n1"].detail == 'usage: "lots" is not a quantity'
 
 
 def test_prometheus_vector():
@@ -221,9 +226,9 @@ def test_prometheus_vector():
             },
         }
     ).encode()
-    values, newest = parse_vector(body, "node")
-    assert values == {"a": pytest.approx(42.0), "b": pytest.approx(10.0)}
-    assert newest == 1700000001
+    vector = parse_vector(body, "node")
+    assert vector.values == {"a": pytest.approx(42.0), "b": pytest.approx(10.0)}
+    assert vector.newest == 1700000001 and vector.malformed == {}
 
 
 def test_prometheus_errors():
@@ -292,3 +297,27 @@ async def test_refresher_keeps_previous_snapshot_on_error_and_goes_stale():
     never = Refresher(FlakySource([]), interval=1, stale_after=0)
     never.snapshot = good
     assert never.fresh(now + 10**6)
+
+
+def test_a_saturated_node_reading_just_over_full_stays_full():
+    # A rate over a window reads a saturated CPU a little above capacity (and an idle
+    # one a little below zero): within SLACK that is jitter, read as 100 % and 0 %, so
+    # the busiest node is not mistaken for one of unknown load. Beyond it, refused.
+    doc = json.loads(WATCHER_METRICS_SERVER)
+    metrics = doc["data"]["NodeMetricsMap"]["n1"]["metrics"]
+    metrics[0]["value"], metrics[1]["value"] = 100.6, -0.4
+    n1 = parse_watcher(json.dumps(doc).encode(), fetched_at=2e9).nodes["n1"]
+    assert (n1.cpu.avg, n1.memory.avg) == (100.0, 0.0)
+    metrics[0]["value"] = 101.5
+    snap = parse_watcher(json.dumps(doc).encode(), fetched_at=2e9)
+    assert snap.nodes == {} and snap.invalid["n1"].reason == "over_capacity"
+
+
+def test_load_file_touched_in_the_future_is_dated_at_the_read(tmp_path):
+    path = tmp_path / "load.json"
+    path.write_bytes(WATCHER_METRICS_SERVER)
+    ahead = time.time() + 86400
+    os.utime(path, (ahead, ahead))
+    before = time.time()
+    snap = LoadFileSource(path).read()
+    assert before <= snap.window_end <= time.time()
