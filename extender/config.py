@@ -133,9 +133,9 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True):
     estimator: EstimatorConfig = msgspec.field(default_factory=EstimatorConfig)
     max_body_bytes: int | None = None
     """None: sized for what the scheduler sends (``body_limit``)."""
-    max_nodes: int = 100
+    max_nodes: int = 50
     """The most Node objects a request carries when the scheduler sends them whole;
-    sizes the body limit without a kubeconfig."""
+    sizes the body limit without a kubeconfig (a homelab's cluster, with room)."""
     max_connections: int = 64
     """Open connections per listener; more are closed at once (docs/contracts.md)."""
     shutdown_grace_seconds: float = 5.0
@@ -159,6 +159,18 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True):
         if self.kubeconfig:
             return NAMES_BODY_BYTES
         return NAMES_BODY_BYTES + NODE_BODY_BYTES * self.max_nodes
+
+    @property
+    def body_limit_why(self) -> str:
+        """What ``body_limit`` is sized for, and what to change, for the 413 message."""
+        if self.max_body_bytes is not None:
+            return "max_body_bytes"
+        if self.kubeconfig:
+            return (
+                "sized for node names only, as with a kubeconfig; if the scheduler sends "
+                "full Nodes (nodeCacheCapable: false), set max_body_bytes"
+            )
+        return f"sized for full Nodes from up to max_nodes {self.max_nodes} nodes; raise max_nodes"
 
     @property
     def events_enabled(self) -> bool:

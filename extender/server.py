@@ -15,8 +15,9 @@ Two rules shape every handler:
 Slow clients: the body must arrive within ``body_deadline`` seconds of the handler
 starting (else 408 and the connection is closed). Bodies larger than
 ``Settings.body_limit`` are refused (413), by their Content-Length before any byte is
-read. At most ``BODY_READS`` bodies are read at once: a request whose body is still
-arriving waits up to ``BODY_SLOT_SECONDS`` for a turn, then gets 503. Until its turn
+read. At most ``BODY_READS`` requests whose body is still arriving are served at once
+(reading, answering, sending): another waits up to ``BODY_SLOT_SECONDS`` for a turn, then
+gets 503. Until its turn
 aiohttp buffers at most 128 KiB of it (twice its 64 KiB ``read_bufsize``) and stops
 reading the socket, so memory is bounded by the turns, not by the callers. For the
 header, serve with
@@ -78,11 +79,13 @@ BODY_DEADLINE_SECONDS = 10.0
 # kube-scheduler runs one scheduling cycle at a time, and each makes its extender calls
 # one after the other (filter, then prioritize; pkg/scheduler/schedule_one.go), so one
 # scheduler sends one body at a time; a second scheduler (docs/ansible.md) a second.
-# Four turns leave room for both and bound memory at four bodies. A turn that does not
-# come within a second is held by callers that are not a scheduler at work: answering
-# 503 at once lets the scheduler go on (ignorable: true) or retry the pod, where waiting
-# would stall its one scheduling cycle up to its 5 s httpTimeout for every pod.
-BODY_READS = 4
+# Two turns serve both, and each turn holds about three times its body at its peak (the
+# body, the answer, which for a filter of full Nodes is as large, and a copy in flight;
+# benchmarks/memory.py), so two keep 20 callers of 7.25 MiB bodies under 100 MB. A turn
+# that does not come within a second is held by callers that are not a scheduler at
+# work: answering 503 at once lets the scheduler go on (ignorable: true) or retry the
+# pod, where waiting would stall its one scheduling cycle up to its 5 s httpTimeout.
+BODY_READS = 2
 BODY_SLOT_SECONDS = 1.0
 FAIL_OPEN_WINDOW_SECONDS = 600.0
 _LOG_CHARS = 300
@@ -147,6 +150,7 @@ class ServerState:
 @dataclass(frozen=True)
 class _Limits:
     body_bytes: int
+    body_why: str  # what the limit is sized for (Settings.body_limit_why)
     body_deadline: float
     reads: asyncio.Semaphore
     slot_wait: float
@@ -216,7 +220,7 @@ async def _json_errors(
             path = request.path[:100]
             message = f"method {request.method} not allowed on {path}; use {allowed}"
         elif exc.status == 413:
-            message = f"request body larger than {request.app[_LIMITS_KEY].body_bytes} bytes"
+            message = _too_large(request.app[_LIMITS_KEY])
         else:
             message = exc.text or exc.reason
         return _refuse(request, exc.status, _HTTP_REASONS.get(exc.status, "http"), message)
@@ -239,40 +243,70 @@ async def _track(
     return response
 
 
-async def _read_body(request: web.Request) -> bytes | None:
-    """The whole body; None when no turn to read it came within ``slot_wait``."""
-    limits = request.app[_LIMITS_KEY]
+def _too_large(limits: _Limits) -> str:
+    return f"request body larger than {limits.body_bytes} bytes ({limits.body_why})"
+
+
+async def _read_all(request: web.Request, limit: int) -> bytes:
+    """The body as it arrives, joined once at the end: ``request.read()`` grows one
+    bytearray (a reallocation copies it each time it outgrows its room) and then copies
+    it into bytes, up to three times the body at its peak; this holds twice."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.readany():
+        size += len(chunk)
+        if size > limit:
+            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=size)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _read_body(request: web.Request) -> bytes:
+    """The whole body, within the body deadline."""
     if request.content.is_eof():
         # The whole body is in already (a small one arrives with its header), so
-        # read() cannot wait: no turn to take, no deadline timer to arm and cancel.
+        # read() cannot wait: no deadline timer to arm and cancel (~4 us a request).
         body = await request.read()
     else:
-        size = request.content_length
-        if size is not None and size > limits.body_bytes:
-            raise WireError(
-                f"request body larger than {limits.body_bytes} bytes",
-                reason="too_large",
-                status=413,
-            )
+        limits = request.app[_LIMITS_KEY]
+        deadline = limits.body_deadline
         try:
-            async with asyncio.timeout(limits.slot_wait):
-                await limits.reads.acquire()
-        except TimeoutError:
-            return None
-        try:
-            async with asyncio.timeout(limits.body_deadline):
-                body = await request.read()
+            async with asyncio.timeout(deadline):
+                body = await _read_all(request, limits.body_bytes)
         except TimeoutError:
             raise WireError(
-                f"request body not received within {limits.body_deadline:g} s",
+                f"request body not received within {deadline:g} s",
                 reason="body_timeout",
                 status=408,
             ) from None
-        finally:
-            limits.reads.release()
     if not body:
         raise WireError("empty request body; expected ExtenderArgs JSON", reason="empty")
     return body
+
+
+async def _take_turn(limits: _Limits) -> bool:
+    """One of the ``BODY_READS`` turns, if one comes free within ``slot_wait``."""
+    try:
+        async with asyncio.timeout(limits.slot_wait):
+            await limits.reads.acquire()
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _send(request: web.Request, response: web.StreamResponse, deadline: float) -> None:
+    """Send the answer now, within ``deadline``: a caller that does not read it has its
+    connection closed rather than keep the answer (as large as the body, for a filter
+    of full Nodes) in memory."""
+    if request.app[_STATE_KEY].stopping:
+        response.force_close()
+    try:
+        async with asyncio.timeout(deadline):
+            await response.prepare(request)
+            await response.write_eof()
+    except TimeoutError:
+        if request.transport is not None:
+            request.transport.close()
 
 
 def _busy(request: web.Request, verb: str) -> web.Response:
@@ -348,19 +382,16 @@ def _handler(
     def refuse(request: web.Request, exc: WireError) -> web.Response:
         return _refuse(request, exc.status, exc.reason, str(exc))
 
-    async def handle(request: web.Request) -> web.Response:
+    async def respond(request: web.Request) -> web.Response:
         nonlocal latency
         ext = request.app[EXTENDER_KEY]
         if latency is None:
             latency = ext.metrics.request_seconds.labels(verb)
         started = time.perf_counter()
         try:
-            raw = await _read_body(request)
-            if raw is None:
-                return await _hang_up(request, _busy(request, verb))
-            args = decode(raw)
+            args = decode(await _read_body(request))
         except WireError as exc:
-            if exc.status in (408, 413):  # the rest of the body was never read
+            if exc.status == 408:
                 return await _hang_up(request, refuse(request, exc))
             return refuse(request, exc)
         try:
@@ -388,6 +419,27 @@ def _handler(
         body = encode(result)
         latency.observe(time.perf_counter() - started)
         return web.Response(body=body, content_type=_JSON)
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.content.is_eof():  # the whole body is in already: no turn to take
+            return await respond(request)
+        limits = request.app[_LIMITS_KEY]
+        size = request.content_length
+        if size is not None and size > limits.body_bytes:
+            # by its length, before a byte of it is read
+            message = _too_large(limits)
+            return await _hang_up(request, _refuse(request, 413, "too_large", message))
+        if not await _take_turn(limits):
+            return await _hang_up(request, _busy(request, verb))
+        try:
+            # The turn covers reading, answering and sending, so the bodies and answers
+            # held at once are bounded by the turns.
+            response = await respond(request)
+            if not response.prepared:
+                await _send(request, response, limits.body_deadline)
+            return response
+        finally:
+            limits.reads.release()
 
     handle.__name__ = f"handle_{verb}"
     return handle
@@ -436,7 +488,9 @@ def make_health_app(ext: Extender, state: ServerState | None = None) -> web.Appl
     """Only GET /healthz, /readyz and /metrics, none of the scheduler's verbs: for a
     plain-HTTP listener that probes and Prometheus reach without a client certificate.
     Share ``state`` with ``make_app`` so both report the same fail-open answers."""
-    limits = _Limits(1024, BODY_DEADLINE_SECONDS, asyncio.Semaphore(1), 0.0)
+    limits = _Limits(
+        1024, "no request bodies here", BODY_DEADLINE_SECONDS, asyncio.Semaphore(1), 0.0
+    )
     return _application(ext, state, limits, 60.0)
 
 
@@ -451,8 +505,13 @@ def make_app(
 ) -> web.Application:
     """The extender's aiohttp application; serve it with
     ``keepalive_timeout=HEADER_DEADLINE_SECONDS`` (see the module docstring)."""
+    settings = ext.settings
     limits = _Limits(
-        ext.settings.body_limit, body_deadline, asyncio.Semaphore(BODY_READS), body_slot_wait
+        settings.body_limit,
+        settings.body_limit_why,
+        body_deadline,
+        asyncio.Semaphore(BODY_READS),
+        body_slot_wait,
     )
     app = _application(ext, state, limits, log_interval)
     app.router.add_post(

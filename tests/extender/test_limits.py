@@ -24,17 +24,18 @@ MIB = 1024 * 1024
 
 
 @pytest.mark.parametrize(
-    ("settings", "limit"),
+    ("settings", "limit", "why"),
     [
-        ({"kubeconfig": "/etc/loadwise/kubeconfig"}, MIB),  # node names only
-        ({}, MIB + 100 * 64 * 1024),  # full Nodes, at most max_nodes (100) of them
-        ({"max_nodes": 500}, MIB + 500 * 64 * 1024),
-        ({"kubeconfig": "/k", "max_body_bytes": 4096}, 4096),
+        ({"kubeconfig": "/etc/loadwise/kubeconfig"}, MIB, "node names only"),
+        ({}, MIB + 50 * 64 * 1024, "up to max_nodes 50 nodes; raise max_nodes"),  # full Nodes
+        ({"max_nodes": 500}, MIB + 500 * 64 * 1024, "max_nodes 500"),
+        ({"kubeconfig": "/k", "max_body_bytes": 4096}, 4096, "max_body_bytes"),
     ],
 )
-def test_the_body_limit_is_sized_for_what_the_scheduler_sends(settings, limit):
+def test_the_body_limit_is_sized_for_what_the_scheduler_sends(settings, limit, why):
     base = {"source.kind": "file", "source.file": "/dev/null"}
-    assert load_settings(None, {**base, **settings}).body_limit == limit
+    loaded = load_settings(None, {**base, **settings})
+    assert loaded.body_limit == limit and why in loaded.body_limit_why
 
 
 @pytest.fixture
@@ -61,7 +62,9 @@ async def test_a_body_over_the_limit_is_refused_by_its_length_before_it_is_sent(
         answer = await asyncio.wait_for(reader.read(), 5)  # answered, then closed
         writer.close()
         assert answer.startswith(b"HTTP/1.1 413"), answer[:100]
-        assert answer.endswith(b'{"Error":"request body larger than 65536 bytes"}')
+        assert answer.endswith(
+            b'{"Error":"request body larger than 65536 bytes (max_body_bytes)"}'
+        )
         metrics = ext.metrics.render().decode()
         assert 'reason="too_large",status="413",verb="filter"} 1.0' in metrics
     finally:
