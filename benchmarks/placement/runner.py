@@ -48,7 +48,7 @@ import yaml
 from benchmarks.placement.exceptions import RunError
 from benchmarks.placement.scenario import Node, Scenario, Workload
 from extender import kubeobjects
-from lab import Lab, LabError
+from lab import Lab, LabError, rendered
 from lab.components import start_load_watcher
 from lab.fakenodes import USAGE_CPU, USAGE_MEMORY, NodeSpec, node_object, plain_number
 from lab.processes import stop_child, wait_for
@@ -62,8 +62,6 @@ SETTLE_MEMORY = 0.01
 SETTLE_CPU = 0.03
 REPO = Path(__file__).resolve().parents[2]
 # What the Ansible role writes, so that the benchmark runs the descheduler an operator gets.
-_FILTER_DEFAULTS = REPO / "roles/loadwise/defaults/main.yml"
-_DESCHEDULER_DEFAULTS = REPO / "roles/loadwise_descheduler/defaults/main.yml"
 # How long the replacements of evicted pods may take to be bound once the descheduler stops.
 REPLACEMENT_SECONDS = 60.0
 
@@ -190,39 +188,10 @@ def replicaset_doc(
 
 
 def descheduler_policy(scenario: str) -> dict[str, Any]:
-    """The DeschedulerPolicy roles/loadwise_descheduler/templates/descheduler.yaml.j2 renders
-    for Kubernetes 1.33+ at the roles' defaults (thresholds = the extender's filter
-    thresholds minus the margin, target thresholds = the filter thresholds), restricted by
+    """The DeschedulerPolicy roles/loadwise_descheduler renders for Kubernetes 1.36 at the
+    roles' defaults (lab/rendered.py renders the role's own template), restricted by
     `nodeSelector` to the scenario's nodes so that the lab's own nodes are left alone."""
-    thresholds = yaml.safe_load(_FILTER_DEFAULTS.read_text())["loadwise_filter_thresholds"]
-    d = yaml.safe_load(_DESCHEDULER_DEFAULTS.read_text())
-    margin = int(d["loadwise_descheduler_margin"])
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "nodeSelector": f"{BENCH_LABEL}={scenario}",
-        "maxNoOfPodsToEvictPerNode": int(d["loadwise_descheduler_max_pods_per_node"]),
-        "metricsProviders": [{"source": "KubernetesMetrics"}],
-        "profiles": [
-            {
-                "name": "loadwise",
-                "pluginConfig": [
-                    {"name": "DefaultEvictor", "args": {"nodeFit": True}},
-                    {
-                        "name": "LowNodeUtilization",
-                        "args": {
-                            "thresholds": {
-                                k: max(int(v) - margin, 1) for k, v in thresholds.items()
-                            },
-                            "targetThresholds": {k: int(v) for k, v in thresholds.items()},
-                            "metricsUtilization": {"source": "KubernetesMetrics"},
-                        },
-                    },
-                ],
-                "plugins": {"balance": {"enabled": ["LowNodeUtilization"]}},
-            }
-        ],
-    }
+    return {"nodeSelector": f"{BENCH_LABEL}={scenario}", **rendered.descheduler_policy(36)}
 
 
 # ------------------------------------------------------------------ the lab's state

@@ -10,41 +10,13 @@ import time
 import pytest
 import yaml
 
-from lab import delete, deploy, placements
+from lab import delete, deploy, placements, rendered
 from tests.lab.e2e import restart_scheduler, scheduler_config
 
 pytestmark = pytest.mark.lab
 
 HOT = "lab-medium"
 FILTER = {"cpu": 90, "memory": 90}  # the extender's default filter thresholds
-MARGIN = 30  # roles/loadwise_descheduler: loadwise_descheduler_margin
-
-
-def policy() -> dict:
-    """What roles/loadwise_descheduler/templates/descheduler.yaml.j2 renders for 1.33+."""
-    return {
-        "apiVersion": "descheduler/v1alpha2",
-        "kind": "DeschedulerPolicy",
-        "maxNoOfPodsToEvictPerNode": 2,
-        "metricsProviders": [{"source": "KubernetesMetrics"}],
-        "profiles": [
-            {
-                "name": "loadwise",
-                "pluginConfig": [
-                    {"name": "DefaultEvictor", "args": {"nodeFit": True}},
-                    {
-                        "name": "LowNodeUtilization",
-                        "args": {
-                            "thresholds": {k: max(v - MARGIN, 1) for k, v in FILTER.items()},
-                            "targetThresholds": dict(FILTER),
-                            "metricsUtilization": {"source": "KubernetesMetrics"},
-                        },
-                    },
-                ],
-                "plugins": {"balance": {"enabled": ["LowNodeUtilization"]}},
-            }
-        ],
-    }
 
 
 def pods_by_uid(lab, app: str) -> dict[str, str]:
@@ -75,7 +47,7 @@ def test_hot_node_sheds_pods_and_nothing_comes_back(lab, extender, workdir):
             assert time.monotonic() < deadline, "load-watcher never saw the node go hot"
             time.sleep(3)
         cfg = workdir / "descheduler-policy.yaml"
-        cfg.write_text(yaml.safe_dump(policy()))
+        cfg.write_text(yaml.safe_dump(rendered.descheduler_policy(36)))
         binary = lab.binaries(["descheduler"])["descheduler"]
         log = (workdir / "descheduler.log").open("wb")
         descheduler = subprocess.Popen(
