@@ -467,6 +467,7 @@ def start_extender(workdir: Path, n: int) -> Server:
         f"  file: {load}\n"
         "  refresh_seconds: 30\n"
         "  stale_after_seconds: 0   # never stale: the benchmark's data must stay usable\n"
+        f"max_nodes: {n}   # full Node requests of n nodes, without a kubeconfig\n"
     )
     log = workdir / f"extender-{n}.log"
     proc = subprocess.Popen(
