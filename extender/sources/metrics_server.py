@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Generic, TypeVar
 
 import msgspec
 
@@ -42,13 +43,44 @@ class _Named(msgspec.Struct):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
 
 
-class _NodeMetricsList(msgspec.Struct):
-    items: list[msgspec.Raw] | None = None  # each decoded on its own: see parse_node_metrics
+Item = TypeVar("Item")  # an item: _NodeMetrics, or msgspec.Raw to decode each alone
 
 
-_decoder = msgspec.json.Decoder(_NodeMetricsList)
+class _NodeMetricsList(msgspec.Struct, Generic[Item]):
+    items: list[Item] | None = None
+
+
+_decoder = msgspec.json.Decoder(_NodeMetricsList[_NodeMetrics])
+_lenient_decoder = msgspec.json.Decoder(_NodeMetricsList[msgspec.Raw])
 _item_decoder = msgspec.json.Decoder(_NodeMetrics)
 _name_decoder = msgspec.json.Decoder(_Named)
+
+
+def _decode(body: bytes) -> tuple[list[_NodeMetrics], dict[str, str]]:
+    """The items in one pass; else item by item, with node -> why for the items that do
+    not fit (left out)."""
+    try:
+        return _decoder.decode(body).items or [], {}
+    except msgspec.ValidationError:
+        pass  # some part does not fit: the frame, or only an item
+    except msgspec.DecodeError as exc:
+        raise SourceError(f"not a NodeMetricsList: {exc}") from None
+    try:
+        lenient = _lenient_decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise SourceError(f"not a NodeMetricsList: {exc}") from None
+    items: list[_NodeMetrics] = []
+    unusable: dict[str, str] = {}
+    for raw in lenient.items or []:
+        try:
+            items.append(_item_decoder.decode(raw))
+        except msgspec.ValidationError as exc:
+            try:
+                name = _name_decoder.decode(raw).metadata.name
+            except msgspec.ValidationError:
+                continue  # not even a name to refuse it under
+            unusable[name] = f"NodeMetrics unusable: {exc}"
+    return items, unusable
 
 
 def _parse_time(value: str) -> float | None:
@@ -75,25 +107,12 @@ def parse_node_metrics(
     """The checked snapshot (``readings.validated``) of a NodeMetricsList, for the nodes
     whose size ``infos`` holds; SourceError when it is not a NodeMetricsList. An item
     of the wrong shape refuses its node alone (when its name can be read)."""
-    try:
-        doc = _decoder.decode(body)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise SourceError(f"not a NodeMetricsList: {exc}") from None
+    items, unusable = _decode(body)
     now = time.time() if fetched_at is None else fetched_at
     nodes: dict[str, NodeLoad] = {}
-    invalid: dict[str, InvalidReading] = {}
+    invalid = {n: InvalidReading(MALFORMED, why) for n, why in unusable.items() if n in infos}
     newest = 0.0
-    for raw in doc.items or []:
-        try:
-            item = _item_decoder.decode(raw)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            try:
-                name = _name_decoder.decode(raw).metadata.name
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                continue  # not even a name to refuse it under
-            if name in infos:
-                invalid[name] = InvalidReading(MALFORMED, f"NodeMetrics unusable: {exc}")
-            continue
+    for item in items:
         name = item.metadata.name
         info = infos.get(name)
         if info is None:

@@ -16,6 +16,7 @@ time counts as no later than the fetch.
 from __future__ import annotations
 
 import time
+from typing import Generic, TypeVar
 
 import aiohttp
 import msgspec
@@ -37,20 +38,53 @@ class _Labels(msgspec.Struct):
     metric: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-class _Data(msgspec.Struct):
+S = TypeVar("S")  # a sample: _Sample, or msgspec.Raw to decode each alone
+
+
+class _Data(msgspec.Struct, Generic[S]):
     resultType: str = ""
-    result: list[msgspec.Raw] = msgspec.field(default_factory=list)  # decoded one by one
+    result: list[S] = msgspec.field(default_factory=list)
 
 
-class _Response(msgspec.Struct):
+class _Response(msgspec.Struct, Generic[S]):
     status: str = ""
-    data: _Data | None = None
+    data: _Data[S] | None = None
     error: str = ""
 
 
-_decoder = msgspec.json.Decoder(_Response)
+_decoder = msgspec.json.Decoder(_Response[_Sample])
+_lenient_decoder = msgspec.json.Decoder(_Response[msgspec.Raw])
 _sample_decoder = msgspec.json.Decoder(_Sample)
 _labels_decoder = msgspec.json.Decoder(_Labels)
+
+
+def _decode(body: bytes, node_label: str) -> tuple[_Response[_Sample], dict[str, str]]:
+    """The answer in one pass; else sample by sample, with node -> why for the samples
+    that do not fit (left out)."""
+    try:
+        return _decoder.decode(body), {}
+    except msgspec.ValidationError:
+        pass  # some part does not fit: the frame, or only a sample
+    except msgspec.DecodeError as exc:
+        raise SourceError(f"not a Prometheus query response: {exc}") from None
+    try:
+        lenient = _lenient_decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise SourceError(f"not a Prometheus query response: {exc}") from None
+    samples: list[_Sample] = []
+    malformed: dict[str, str] = {}
+    for raw in lenient.data.result if lenient.data else []:
+        try:
+            samples.append(_sample_decoder.decode(raw))
+        except msgspec.ValidationError as exc:
+            try:
+                labels = _labels_decoder.decode(raw).metric
+            except msgspec.ValidationError:
+                continue  # not even labels to refuse it under
+            if node := labels.get(node_label):
+                malformed[node] = f"sample unusable: {exc}"
+    data = None if lenient.data is None else _Data(lenient.data.resultType, samples)
+    return _Response(lenient.status, data, lenient.error), malformed
 
 
 class Vector(msgspec.Struct, frozen=True):
@@ -64,28 +98,14 @@ class Vector(msgspec.Struct, frozen=True):
 
 def parse_vector(body: bytes, node_label: str) -> Vector:
     """One instant query's answer; SourceError when it is not a vector."""
-    try:
-        doc = _decoder.decode(body)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise SourceError(f"not a Prometheus query response: {exc}") from None
+    doc, malformed = _decode(body, node_label)
     if doc.status != "success" or doc.data is None:
         raise SourceError(f"Prometheus query failed: {doc.error or doc.status}")
     if doc.data.resultType != "vector":
         raise SourceError(f"Prometheus query returned {doc.data.resultType}, want vector")
     values: dict[str, float] = {}
-    malformed: dict[str, str] = {}
     newest = 0.0
-    for raw in doc.data.result:
-        try:
-            sample = _sample_decoder.decode(raw)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            try:
-                labels = _labels_decoder.decode(raw).metric
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                continue  # not even labels to refuse it under
-            if node := labels.get(node_label):
-                malformed[node] = f"sample unusable: {exc}"
-            continue
+    for sample in doc.data.result:
         node = sample.metric.get(node_label)
         if not node or sample.value is None:
             continue

@@ -6,14 +6,16 @@ with ``type`` CPU/Memory/..., ``operator`` AVG/STD/Latest (or empty) and ``value
 in percent of the node's capacity. The example JSON in load-watcher's repository
 is stale (no NodeMetricsMap level, lowercase types) and is not what the server sends.
 
-Each node's entry is decoded on its own: a node whose entry does not have that shape
-(a value that is not a number, a number beyond float64) is refused alone, as one with
-an impossible value is (``readings``); the document is refused only when its frame is.
+A node whose entry does not have that shape (a value that is not a number, a number
+beyond float64) is refused alone, as one with an impossible value is (``readings``);
+the document is refused only when its frame is. The document is decoded in one pass,
+and node by node only when some entry does not fit.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Generic, TypeVar
 
 import aiohttp
 import msgspec
@@ -48,8 +50,11 @@ class _NodeMetrics(msgspec.Struct):
     metrics: list[_Metric] | None = None
 
 
-class _Data(msgspec.Struct):
-    NodeMetricsMap: dict[str, msgspec.Raw] | None = None
+E = TypeVar("E")  # a node's entry: _NodeMetrics, or msgspec.Raw to decode each alone
+
+
+class _Data(msgspec.Struct, Generic[E]):
+    NodeMetricsMap: dict[str, E] | None = None
 
 
 class _Window(msgspec.Struct):
@@ -58,15 +63,41 @@ class _Window(msgspec.Struct):
     end: int = 0
 
 
-class _WatcherMetrics(msgspec.Struct):
+class _WatcherMetrics(msgspec.Struct, Generic[E]):
     timestamp: int = 0
     window: _Window | None = None
     source: str = ""
-    data: _Data | None = None
+    data: _Data[E] | None = None
 
 
-_decoder = msgspec.json.Decoder(_WatcherMetrics)
+_decoder = msgspec.json.Decoder(_WatcherMetrics[_NodeMetrics])
+_lenient_decoder = msgspec.json.Decoder(_WatcherMetrics[msgspec.Raw])
 _node_decoder = msgspec.json.Decoder(_NodeMetrics)
+
+
+def _decode(body: bytes) -> tuple[_WatcherMetrics[_NodeMetrics], dict[str, InvalidReading]]:
+    """The document, and the nodes whose entry does not fit (left out of it)."""
+    try:
+        return _decoder.decode(body), {}
+    except msgspec.ValidationError:
+        pass  # some part does not fit: the frame, or only a node's entry
+    except msgspec.DecodeError as exc:
+        raise SourceError(f"not a load-watcher /watcher document: {exc}") from None
+    try:
+        lenient = _lenient_decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise SourceError(f"not a load-watcher /watcher document: {exc}") from None
+    entries: dict[str, _NodeMetrics] = {}
+    invalid: dict[str, InvalidReading] = {}
+    raw_entries = lenient.data.NodeMetricsMap if lenient.data else None
+    for name, raw in (raw_entries or {}).items():
+        try:
+            entries[name] = _node_decoder.decode(raw)
+        except msgspec.ValidationError as exc:
+            invalid[name] = InvalidReading(MALFORMED, f"entry unusable: {exc}")
+    data = None if raw_entries is None else _Data(entries)
+    doc = _WatcherMetrics(lenient.timestamp, lenient.window, lenient.source, data)
+    return doc, invalid
 
 
 def _resource(metrics: list[_Metric], kind: str) -> ResourceLoad:
@@ -85,21 +116,12 @@ def _resource(metrics: list[_Metric], kind: str) -> ResourceLoad:
 
 
 def parse_watcher(body: bytes, *, fetched_at: float | None = None) -> LoadSnapshot:
-    try:
-        doc = _decoder.decode(body)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise SourceError(f"not a load-watcher /watcher document: {exc}") from None
+    doc, invalid = _decode(body)
     if doc.data is None or doc.data.NodeMetricsMap is None:
         raise SourceError("load-watcher document has no data.NodeMetricsMap")
     nodes = {}
-    invalid = {}
     averaged = False
-    for name, raw in doc.data.NodeMetricsMap.items():
-        try:
-            node = _node_decoder.decode(raw)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            invalid[name] = InvalidReading(MALFORMED, f"entry unusable: {exc}")
-            continue
+    for name, node in doc.data.NodeMetricsMap.items():
         metrics = node.metrics or []
         nodes[name] = NodeLoad(_resource(metrics, "CPU"), _resource(metrics, "Memory"))
         averaged = averaged or any(m.operator == "AVG" for m in metrics)

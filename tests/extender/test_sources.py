@@ -13,6 +13,7 @@ from extender.sources import (
     SourceError,
     parse_node_metrics,
     parse_vector,
+    parse_vectors,
     parse_watcher,
 )
 
@@ -321,3 +322,32 @@ def test_load_file_touched_in_the_future_is_dated_at_the_read(tmp_path):
     before = time.time()
     snap = LoadFileSource(path).read()
     assert before <= snap.window_end <= time.time()
+
+
+def test_an_entry_of_the_wrong_shape_refuses_its_node_only():
+    vector = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": {"instance": "a"}, "value": [1700000000, "0.25"]},
+                {"metric": {"instance": "b"}, "value": "0.5"},
+                [1, 2],  # no labels at all: nothing to refuse it under
+            ],
+        },
+    }
+    body = json.dumps(vector).encode()
+    snap = parse_vectors(body, body, "instance", fetched_at=1700000005)
+    assert snap.nodes["a"].cpu.avg == pytest.approx(25.0) and set(snap.nodes) == {"a"}
+    assert snap.invalid["b"].detail == (
+        "cpu sample unusable: Expected `array | null`, got `str` - at `$.value`"
+    )
+    items = [
+        {"metadata": {"name": "n1"}, "usage": {"cpu": "1", "memory": "1Gi"}},
+        {"metadata": {"name": "n2"}, "usage": {"cpu": None}},
+    ]
+    infos = {"n1": node_info("n1"), "n2": node_info("n2")}
+    snap = parse_node_metrics(json.dumps({"items": items}).encode(), infos)
+    assert set(snap.nodes) == {"n1"} and snap.invalid["n2"].reason == "malformed"
+    with pytest.raises(SourceError, match="not a NodeMetricsList"):
+        parse_node_metrics(b'{"items": 7}', infos)
