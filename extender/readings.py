@@ -4,12 +4,12 @@ Every figure in a :class:`~extender.model.LoadSnapshot` is a percentage of the n
 capacity (a mean, or its standard deviation). Each source decodes its own wire format
 into such figures, unchecked, and hands the snapshot to :func:`validated`, which
 
-- refuses a node with any figure that is not a finite number, below 0 or above 100
-  (for an absolute source, more than the node's capacity): the node moves from
-  ``nodes`` to ``invalid`` with the reason, and is scored as one whose load is
-  unknown (``nodestate``): neutral, never idle, while every other node keeps its
-  figures. One node's broken exporter must not switch load-awareness off for the
-  cluster, nor may a reading below zero make its node look idler than idle;
+- refuses a node with any figure that is not a finite number, or is more than
+  ``SLACK`` below 0 or above 100 (for an absolute source: beyond the node's capacity):
+  the node moves from ``nodes`` to ``invalid`` with the reason, and is scored as one
+  whose load is unknown (``nodestate``): neutral, never idle, while every other node
+  keeps its figures. One node's broken exporter must not switch load-awareness off
+  for the cluster, nor may a reading below zero make its node look idler than idle;
 - reads a figure within ``SLACK`` of the range as measurement jitter and clamps it
   into 0..100. A usage rate is a counter's increase over a window whose two ends are
   sampled a little apart from their timestamps, so a saturated CPU can read slightly
@@ -117,20 +117,20 @@ def validated(snapshot: LoadSnapshot) -> LoadSnapshot:
         checked = _node(load)
         if checked is not load:
             changed[name] = checked
-    # a node the decoder refused (one query's value was garbage) but read elsewhere
-    refused = snapshot.invalid.keys() & snapshot.nodes.keys()
+    # a node the decoder refused (one query's value was garbage) but read in another
+    both = snapshot.invalid.keys() & snapshot.nodes.keys()
     nodes: Mapping[str, NodeLoad] = snapshot.nodes
     invalid: Mapping[str, InvalidReading] = snapshot.invalid
-    if changed or refused:
+    if changed or both:
         kept: dict[str, NodeLoad] = {}
-        refused_now = dict(invalid)
+        refused = dict(invalid)  # the decoder's reason first
         for name, load in snapshot.nodes.items():
             checked = changed.get(name, load)
             if isinstance(checked, InvalidReading):
-                refused_now.setdefault(name, checked)
-            elif name not in refused_now:
+                refused.setdefault(name, checked)
+            elif name not in refused:
                 kept[name] = checked
-        nodes, invalid = kept, refused_now
+        nodes, invalid = kept, refused
     window_end = snapshot.window_end if math.isfinite(snapshot.window_end) else 0.0
     window_end = min(window_end, snapshot.fetched_at)
     if nodes is snapshot.nodes and window_end == snapshot.window_end:
