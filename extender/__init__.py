@@ -15,6 +15,8 @@ Modules, by what they hold:
 - ``kubeobjects`` Node and Pod documents for tests, benchmarks, the demo and the lab
 - ``events``     the Event recorded on each pod, saying why
 - ``server``     the aiohttp application, fail-open
+- ``listener``   its listening sockets: a cap on connections, mutual TLS
+- ``sdnotify``   systemd's notifications: READY=1, the watchdog's keep-alives
 - ``exceptions`` every error loadwise raises, in one tree
 - ``config``/``cli``  settings and the ``loadwise-extender`` command
 - ``wiring``     the composition root: ``build_extender(settings)``
