@@ -122,9 +122,9 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True):
     answer equal priorities, so the scheduler places pods as without the extender."""
     ignore_namespaces: list[str] = msgspec.field(default_factory=list)
     """Namespaces whose pods the extender leaves alone (``exemptions.ignored``). Empty by
-    default: what must run is exempt anyway (``exemptions.exemption``: DaemonSet, static
-    and system-critical pods, which is how kube-system's own add-ons are marked), and an
-    opted-out pod is also not steered by load."""
+    default, kube-system included: what must run is exempt anyway (``exemptions.exemption``:
+    DaemonSet, static and system-critical pods; loadwise's own add-ons there are
+    system-cluster-critical), and an opted-out pod is not steered by load either."""
     policy: str = "least-used"
     policy_args: dict[str, Any] = msgspec.field(default_factory=dict)
     source: SourceConfig = msgspec.field(default_factory=SourceConfig)

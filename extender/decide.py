@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
 from .estimate import PodFacts, demand_after, go_round
-from .model import NodeState
+from .model import NodeInfo, NodeState
 from .policies.base import MAX_SCORE, PRIORITY_OF, NodeScore, Policy, to_extender_priority
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "Ranked",
     "best",
     "filter_nodes",
+    "node_thresholds",
     "prioritize",
     "to_priorities",
 ]
@@ -23,23 +25,64 @@ __all__ = [
 DEFAULT_THRESHOLDS: Mapping[str, float] = {"cpu": 90.0, "memory": 90.0}
 
 
+def node_thresholds(info: NodeInfo | None, default: Mapping[str, float]) -> Mapping[str, float]:
+    """The thresholds the filter applies to one node: ``default`` (the config's), each
+    replaced by the node's own where it has one (``NodeInfo.cpu_threshold``, from its
+    annotation or label). ``default`` itself when the node has none of its own."""
+    if info is None or (info.cpu_threshold is None and info.memory_threshold is None):
+        return default
+    own = dict(default)
+    if info.cpu_threshold is not None:
+        own["cpu"] = info.cpu_threshold
+    if info.memory_threshold is not None:
+        own["memory"] = info.memory_threshold
+    return own
+
+
 class FilterOutcome(msgspec.Struct, frozen=True):
     passed: list[str]
+    """The nodes to answer, in the candidates' order."""
     failed: dict[str, str]
+    """Rejected node -> why."""
+    let_through: dict[str, str] = msgspec.field(default_factory=dict)
+    """Nodes over a threshold that pass all the same (node -> why they are over): every
+    one for an exempt pod, the least loaded when every candidate was over."""
+    thresholds: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
+    """Candidate -> the thresholds applied, for those whose differ from the default."""
+    all_over: bool = False
+    """Every candidate was over a threshold, so the least loaded were let through."""
 
 
 def filter_nodes(
-    pod: PodFacts, nodes: Sequence[NodeState], thresholds: Mapping[str, float]
+    pod: PodFacts,
+    nodes: Sequence[NodeState],
+    thresholds: Mapping[str, float],
+    *,
+    exempt: bool = False,
 ) -> FilterOutcome:
-    """Reject a node when its use after placing the pod exceeds a threshold
-    (Koordinator's rule: rounded percent > threshold). The pods the measurement
-    cannot show yet, this one included, count at ``estimate.filter_usage``: CPU at the
-    request, memory at the estimate the scores use (its docstring says why)."""
+    """Reject a node when its use after placing the pod exceeds its threshold
+    (Koordinator's rule: rounded percent > threshold; the node's own or ``thresholds``,
+    see :func:`node_thresholds`). The pods the measurement cannot show yet, this one
+    included, count at ``estimate.filter_usage``: CPU at the request, memory at the
+    estimate the scores use (its docstring says why).
+
+    Load alone never leaves a pod nowhere to go: with ``exempt`` (a pod that must run
+    where the scheduler puts it, see ``exemptions``) no node is rejected, and when every
+    candidate is over, the ones least over their threshold (the largest excess of their
+    resources, in rounded percentage points; all that share it) pass. Kube-scheduler
+    would otherwise keep the pod Pending until the load falls, and skip preemption for
+    it (the rejections are unresolvable). Those nodes are in ``let_through``."""
     passed: list[str] = []
     failed: dict[str, str] = {}
+    excess: dict[str, float] = {}
+    own: dict[str, dict[str, float]] = {}
     for node in nodes:
+        limits = node_thresholds(node.info, thresholds)
+        if limits is not thresholds and limits != thresholds:
+            own[node.name] = dict(limits)
         reasons = []
-        for resource, threshold in thresholds.items():
+        worst = -math.inf
+        for resource, threshold in limits.items():
             demand = demand_after(resource, pod, node, filtering=True)
             if demand is None or not demand.allocatable:
                 continue
@@ -47,11 +90,28 @@ def filter_nodes(
             if rounded > threshold:
                 est = ", estimated" if node.estimated else ""
                 reasons.append(f"{resource} {rounded}% > {threshold:g}% threshold{est}")
+                worst = max(worst, rounded - threshold)
         if reasons:
             failed[node.name] = "; ".join(reasons)
+            excess[node.name] = worst
         else:
             passed.append(node.name)
-    return FilterOutcome(passed, failed)
+    if not failed or (passed and not exempt):
+        return FilterOutcome(passed, failed, thresholds=own)
+    if exempt:
+        chosen = set(failed)
+    else:
+        least = min(excess.values())
+        chosen = {name for name, over in excess.items() if over == least}
+    let_through = {name: failed.pop(name) for name in list(failed) if name in chosen}
+    keep = set(passed) | chosen
+    return FilterOutcome(
+        [n.name for n in nodes if n.name in keep],
+        failed,
+        let_through,
+        own,
+        all_over=not passed and not exempt,
+    )
 
 
 class Ranked(msgspec.Struct, frozen=True):

@@ -72,6 +72,23 @@ class Decision(msgspec.Struct, kw_only=True):
     why: str = ""
     tied: list[str] | None = None
     bound: str | None = None
+    thresholds: dict[str, dict[str, float]] = msgspec.field(default_factory=dict)
+    """node -> {"cpu": percent, "memory": percent}: the filter's thresholds for the listed
+    candidates whose own (node annotation or label) differ from the configured default."""
+    let_through: dict[str, str] = msgspec.field(default_factory=dict)
+    """node -> why it is over its threshold, for nodes the filter passed all the same:
+    every such node for an ``exempt`` pod, else the least loaded when all were over."""
+    exempt: str | None = None
+    """Why the load filter never rejects this pod (a DaemonSet pod, ...), else absent."""
+    observe: bool = False
+    """Observe-only mode: nothing was applied; ``failed`` and ``scores`` are what the
+    extender would have answered (it passed every node and gave equal priorities)."""
+
+    @property
+    def all_over(self) -> bool:
+        """The filter found every candidate over its threshold and let the least loaded
+        through (not for an exempt pod, which passes anyway)."""
+        return bool(self.let_through) and self.exempt is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +160,12 @@ def _placement(decision: Decision) -> str:
     assert bound is not None
     if best is None:  # only the filter ran (one node left): the scheduler had no choice
         return f"bound to {bound}{_figures(decision, bound)}"
+    if decision.observe:
+        why = f": {decision.why}" if decision.why else ""
+        return (
+            f"bound to {bound}{_figures(decision, bound)}; "
+            f"would have preferred {best}{_figures(decision, best)}{why}"
+        )
     if bound == best:
         why = f": {decision.why}" if decision.why else ""
         return f"bound to {bound}{_figures(decision, bound)}, the favourite{why}"
@@ -158,8 +181,32 @@ def _placement(decision: Decision) -> str:
     )
 
 
+def _reasons(reasons: Mapping[str, str], top: int) -> str:
+    listed = sorted(reasons.items())
+    shown = "; ".join(f"{n}: {r}" for n, r in listed[:top])
+    return shown + (f" (+{len(listed) - top} more)" if len(listed) > top else "")
+
+
+def _let_through(decision: Decision, top: int) -> str:
+    nodes = _reasons(decision.let_through, top)
+    if decision.exempt is not None:
+        return f"passed over its threshold: {nodes}"
+    if decision.observe:
+        return (
+            f"every candidate over its threshold: would have let through the least loaded {nodes}"
+        )
+    return f"every candidate over its threshold: let through the least loaded {nodes}"
+
+
 def format_message(decision: Decision, top: int = 5) -> str:
     parts = []
+    observe = decision.observe
+    if observe:
+        parts.append("observe-only, nothing applied")
+    if decision.exempt is not None:
+        parts.append(f"{decision.exempt}: never rejected for load")
+    elif decision.let_through:  # the Warning's point comes first
+        parts.append(_let_through(decision, top))
     if decision.bound:
         parts.append(_placement(decision))
     if decision.scores:
@@ -167,16 +214,17 @@ def format_message(decision: Decision, top: int = 5) -> str:
         shown = " ".join(f"{n}={s}" for n, s in ranked[:top])
         hidden = len(ranked) - top + decision.omitted
         more = f" (+{hidden} more)" if hidden > 0 else ""
-        parts.append(f"scores {shown}{more}")
+        parts.append(f"{'would have scored' if observe else 'scores'} {shown}{more}")
     if decision.best and not decision.bound:
+        best = "would have preferred" if observe else "best"
         parts.append(
-            f"best {decision.best}: {decision.why}" if decision.why else f"best {decision.best}"
+            f"{best} {decision.best}: {decision.why}" if decision.why else f"{best} {decision.best}"
         )
     if decision.failed:
-        failed = sorted(decision.failed.items())
-        shown = "; ".join(f"{n}: {r}" for n, r in failed[:top])
-        more = f" (+{len(failed) - top} more)" if len(failed) > top else ""
-        parts.append(f"filtered {shown}{more}")
+        verb = "would have rejected" if observe else "filtered"
+        parts.append(f"{verb} {_reasons(decision.failed, top)}")
+    if decision.let_through and decision.exempt is not None:
+        parts.append(_let_through(decision, top))
     if decision.stale:
         parts.append("load data stale, estimates used")
     message = "; ".join(parts) or "no nodes"
@@ -188,13 +236,38 @@ def parse_decision(annotation: str | bytes) -> Decision:
     return msgspec.json.decode(annotation, type=Decision)
 
 
+# Keys left out of the annotation while they hold their default (readers of format
+# version 2 before them see the same JSON as before).
+_OPTIONAL: dict[str, object] = {
+    "tied": None,
+    "bound": None,
+    "thresholds": {},
+    "let_through": {},
+    "exempt": None,
+}
+
+
 def encode_decision(decision: Decision) -> str:
-    """The annotation's JSON; ``tied`` and ``bound`` are left out when unset."""
+    """The annotation's JSON; ``tied``, ``bound``, ``thresholds``, ``let_through``,
+    ``exempt`` and ``observe`` are left out when unset."""
     data = msgspec.to_builtins(decision)
-    for key in ("tied", "bound"):
-        if data.get(key) is None:
+    for key, unset in _OPTIONAL.items():
+        if data.get(key) == unset:
             data.pop(key, None)
+    if not data.get("observe"):
+        data.pop("observe", None)
     return msgspec.json.encode(data).decode()
+
+
+def _named(decision: Decision) -> Decision:
+    """``decision`` with ``thresholds`` kept for the nodes it names (listed, failed, let
+    through, favourite, bound): the rest are nodes nobody reads about in it."""
+    if not decision.thresholds:
+        return decision
+    named = {*decision.scores, *decision.failed, *decision.let_through}
+    named.update(n for n in (decision.best, decision.bound) if n is not None)
+    kept = {n: t for n, t in decision.thresholds.items() if n in named}
+    return msgspec.structs.replace(decision, thresholds=kept)
 
 
 def _now_rfc3339(now: float) -> str:
@@ -222,7 +295,9 @@ def build_event(
         },
         "reason": REASON,
         "message": format_message(decision),
-        "type": "Normal",
+        # A Warning when load left no candidate under its threshold (observe mode: nothing
+        # happened, so Normal): `kubectl get events --field-selector type=Warning` shows it.
+        "type": "Warning" if decision.all_over and not decision.observe else "Normal",
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,
         "reportingInstance": instance,
@@ -252,8 +327,10 @@ class EventRecorder:
     raises ``KubeError`` when the API refuses (counted as an "error" outcome).
     With ``bind_wait_seconds`` (set when the extender watches pods) an Event waits
     up to that long after the merge for :meth:`placed` to say where the pod was
-    bound, and then names that node (``bound``). At most ``max_pending`` pods wait;
-    notes about further pods are dropped and counted ("dropped").
+    bound, and then names that node (``bound``); a pod the watch has not seen bound
+    by then gets no Event ("unbound"): the request may have named a pod that does not
+    exist, and only what the cluster confirms is written into it. At most
+    ``max_pending`` pods wait; notes about further pods are dropped and counted ("dropped").
     """
 
     def __init__(
@@ -330,12 +407,16 @@ class EventRecorder:
     async def _send(self, entry: _Pending) -> None:
         if not entry.uid and not entry.name:
             return
+        if self.bind_wait_seconds > 0 and entry.decision.bound is None:
+            self._on_result("unbound")
+            return
         if not self._take_token():
             self._on_result("rate_limited")
             return
         decision = entry.decision
         if entry.scored is not None:
             decision = with_candidates(decision, entry.scored)
+        decision = _named(decision)
         event = build_event(
             entry.name,
             entry.namespace,

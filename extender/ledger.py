@@ -20,6 +20,10 @@ older than the horizon (by then they are in the measurement, or the data is too
 old to be used at all, see ``nodestate``) and compacts the heap, which otherwise
 keeps an entry per placement for as long as the window does not move; and a hard
 cap evicts the oldest placements first.
+
+What one caller can make the ledger believe is bounded too: a placement never counts
+more than its node's allocatable (``size_of``), and ``prune`` can drop assumptions the
+watch never confirmed long before the horizon (``unconfirmed_before``).
 """
 
 from __future__ import annotations
@@ -27,11 +31,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import msgspec
 
-from .model import PodLoad, Usage
+from .model import NodeInfo, PodLoad, Usage
 
 __all__ = [
     "HORIZON_SECONDS",
@@ -40,6 +44,7 @@ __all__ = [
     "Ledger",
     "Pending",
     "Placement",
+    "capped",
 ]
 
 # Trimaran's metricsAgentReportingIntervalSeconds: a pod placed less than this
@@ -52,6 +57,35 @@ HORIZON_SECONDS = 300.0
 # max_stale_seconds plus the report interval) the ledger holds 6,600; the cap is
 # for a source or a watch gone wrong, and costs some 20 MB when reached.
 MAX_ENTRIES = 50_000
+
+
+def capped(load: PodLoad, info: NodeInfo | None) -> PodLoad:
+    """``load`` with each figure at most the node's allocatable (a figure the node does
+    not report, 0, caps nothing). A pod cannot use more than its node has, however large
+    its limits: an estimate from a 1 TiB limit would otherwise count as 1 TiB."""
+    if info is None:
+        return load
+    cpu, memory = info.cpu_allocatable_millis, info.memory_allocatable_bytes
+    usage, request = load.usage, load.request
+    if (  # the usual case, every figure within the node
+        usage.cpu_millis <= cpu
+        and request.cpu_millis <= cpu
+        and load.tlp_cpu_millis <= cpu
+        and usage.memory_bytes <= memory
+        and request.memory_bytes <= memory
+    ) or not (cpu or memory):
+        return load
+
+    def cap(usage: Usage) -> Usage:
+        c = min(usage.cpu_millis, cpu) if cpu else usage.cpu_millis
+        m = min(usage.memory_bytes, memory) if memory else usage.memory_bytes
+        return usage if c == usage.cpu_millis and m == usage.memory_bytes else Usage(c, m)
+
+    usage, request = cap(load.usage), cap(load.request)
+    tlp = min(load.tlp_cpu_millis, cpu) if cpu else load.tlp_cpu_millis
+    if usage is load.usage and request is load.request and tlp == load.tlp_cpu_millis:
+        return load
+    return PodLoad(usage, request, tlp)
 
 
 class Placement(msgspec.Struct, frozen=True):
@@ -128,9 +162,18 @@ class _Totals:
 
 
 class Ledger:
-    def __init__(self, horizon: float = HORIZON_SECONDS, max_entries: int = MAX_ENTRIES) -> None:
+    def __init__(
+        self,
+        horizon: float = HORIZON_SECONDS,
+        max_entries: int = MAX_ENTRIES,
+        *,
+        size_of: Callable[[str], NodeInfo | None] | None = None,
+    ) -> None:
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        self.size_of = size_of
+        """node -> its size, or None when unknown: every placement is ``capped`` at it.
+        The extender sets it (it holds the sizes: the watch's, or the requests')."""
         # insertion order = order of the last change, so the first key is the oldest
         self._placements: dict[str, Placement] = {}
         self._horizon = horizon
@@ -158,6 +201,8 @@ class Ledger:
 
     def _put(self, key: str, node: str, load: PodLoad, at: float, confirmed: bool) -> None:
         self._remove(key)
+        if self.size_of is not None:
+            load = capped(load, self.size_of(node))
         p = Placement(node, load, at, confirmed, next(self._seq))
         self._placements[key] = p
         self._all.add(p, +1)
@@ -196,10 +241,17 @@ class Ledger:
     def forget(self, pod_key: str) -> None:
         self._remove(pod_key)
 
-    def prune(self, now: float) -> None:
-        """Drop placements older than the horizon, and the heap's dead entries."""
+    def prune(self, now: float, *, unconfirmed_before: float | None = None) -> None:
+        """Drop placements older than the horizon, assumptions (never confirmed by
+        ``bind``) made before ``unconfirmed_before`` if given, and the heap's dead entries."""
         cutoff = now - self._horizon
-        for key in [k for k, p in self._placements.items() if p.at < cutoff]:
+        guess = cutoff if unconfirmed_before is None else max(cutoff, unconfirmed_before)
+        old = [
+            k
+            for k, p in self._placements.items()
+            if p.at < cutoff or (not p.confirmed and p.at < guess)
+        ]
+        for key in old:
             self._remove(key)
         if len(self._heap) > 2 * len(self._placements) + 64:
             placements = self._placements

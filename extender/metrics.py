@@ -102,6 +102,19 @@ class Metrics:
             "Pods whose Event waits for its merge or its binding (capped).",
             registry=r,
         )
+        self.all_over_threshold = Counter(
+            "loadwise_extender_filter_all_over_threshold_total",
+            "Filter calls where every candidate node was over its load threshold, so the "
+            "least loaded were let through (a Warning Event says so; in observe mode: would "
+            "have been).",
+            registry=r,
+        )
+        self.placements_refused = Counter(
+            "loadwise_extender_placements_refused_total",
+            "Assumed placements not counted: the pod requests more than the node's allocatable, "
+            "which kube-scheduler's own fit check never lets through to the extender.",
+            registry=r,
+        )
         self.load_age.set(-1)
         self.load_stale.set(1)
         self.client_errors = Counter(

@@ -5,6 +5,7 @@ here but the rate-limited warning about a Node whose size is unusable."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
@@ -16,7 +17,9 @@ from .throttle import LogThrottle
 from .wire import Node
 
 __all__ = [
+    "CPU_THRESHOLD_KEY",
     "DEFAULT_SETTLE_SECONDS",
+    "MEMORY_THRESHOLD_KEY",
     "Amount",
     "InvalidReading",
     "LoadSnapshot",
@@ -52,8 +55,48 @@ class PodLoad(msgspec.Struct, frozen=True):
     tlp_cpu_millis: float
 
 
+CPU_THRESHOLD_KEY = "loadwise.dev/cpu-threshold"
+MEMORY_THRESHOLD_KEY = "loadwise.dev/memory-threshold"
+_threshold_log = LogThrottle(60.0)
+
+
+def _node_threshold(node: Node, resource: str) -> float | None:
+    """The node's own filter threshold for ``resource`` (percent of allocatable, in
+    (0, 100], a trailing "%" allowed): its annotation, else its label (a label is what a
+    kubelet can be given at join, ``--node-labels``; an annotation is easier to change
+    later). A value that is not such a percentage is ignored for this node, which then
+    uses the default, and a WARNING names it (at most once a minute per node and key)."""
+    meta = node.metadata
+    for where, keys in (("annotation", meta.annotations), ("label", meta.labels)):
+        if keys is None:
+            continue
+        value = keys.cpu_threshold if resource == "cpu" else keys.memory_threshold
+        if value is None:
+            continue
+        text = value.strip().removesuffix("%").strip()
+        try:
+            percent = float(text)
+        except ValueError:
+            percent = math.nan
+        if math.isfinite(percent) and 0 < percent <= 100:
+            return percent
+        key = CPU_THRESHOLD_KEY if resource == "cpu" else MEMORY_THRESHOLD_KEY
+        _threshold_log.warning(
+            log,
+            f"{meta.name}/{where}/{key}",
+            "node %s: %s %s=%s is not a percentage in (0, 100]; ignored, the default "
+            "threshold applies",
+            shown(meta.name),
+            where,
+            key,
+            shown(value),
+        )
+    return None
+
+
 class NodeInfo(msgspec.Struct, frozen=True):
-    """A node's size, from its Node object."""
+    """A node's size, from its Node object, and its own filter thresholds (None: the
+    configured default; see ``_node_threshold``)."""
 
     name: str
     cpu_capacity_millis: int = 0
@@ -62,12 +105,15 @@ class NodeInfo(msgspec.Struct, frozen=True):
     memory_allocatable_bytes: int = 0
     pods_allocatable: int = 0
     unschedulable: bool = False
+    cpu_threshold: float | None = None
+    memory_threshold: float | None = None
 
     @classmethod
     def from_node(cls, node: Node) -> NodeInfo:
         """The node's size; a value missing is 0. Raises QuantityError naming the
         field (``status.capacity.cpu``) for one present but unusable: garbage,
-        negative, not finite or beyond int64 (see ``quantity``)."""
+        negative, not finite or beyond int64 (see ``quantity``). A bad threshold
+        never raises: it is ignored (``_node_threshold``)."""
         capacity = node.status.capacity or {}
         allocatable = node.status.allocatable or capacity
         where = "allocatable" if node.status.allocatable else "capacity"
@@ -94,6 +140,8 @@ class NodeInfo(msgspec.Struct, frozen=True):
             memory_allocatable_bytes=get(allocatable, where, "memory", memory_bytes),
             pods_allocatable=get(allocatable, where, "pods", memory_bytes),
             unschedulable=node.spec.unschedulable,
+            cpu_threshold=_node_threshold(node, "cpu"),
+            memory_threshold=_node_threshold(node, "memory"),
         )
 
 
@@ -111,14 +159,9 @@ def usable_node_info(node: Node) -> NodeInfo | None:
         return NodeInfo.from_node(node)
     except QuantityError as exc:
         name = node.metadata.name
-        held = _unusable_log.allow(name)
-        if held is not None:
-            log.warning(
-                "node %s: %s; scoring it as a node of unknown size%s",
-                shown(name),
-                exc,
-                f" ({held} more times since the last line)" if held else "",
-            )
+        _unusable_log.warning(
+            log, name, "node %s: %s; scoring it as a node of unknown size", shown(name), exc
+        )
         return None
 
 

@@ -17,16 +17,17 @@ import msgspec
 
 from .cluster import ClusterView
 from .config import Settings
-from .decide import Ranked, best, filter_nodes, prioritize
+from .decide import FilterOutcome, Ranked, best, filter_nodes, prioritize
 from .estimate import PodFacts, demand_after, go_round, pod_facts
 from .events import Decision, EventRecorder, Scored
+from .exemptions import exemption, ignored
 from .fastpath import FastAnswer, LeastUsedFastPath
 from .ledger import HORIZON_SECONDS, REPORT_INTERVAL_SECONDS, Ledger
 from .metrics import Metrics
-from .model import NodeInfo, NodeState, usable_node_info
+from .model import LoadSnapshot, NodeInfo, NodeState, usable_node_info
 from .nodestate import build_states
 from .policies import MAX_SCORE, Policy, make_policy, to_extender_priority
-from .readings import describe
+from .readings import describe, validated
 from .sources import LoadSource, Refresher
 from .wire import (
     ExtenderArgs,
@@ -39,7 +40,14 @@ from .wire import (
     encode,
 )
 
-__all__ = ["NEUTRAL_PRIORITY", "SEEN_NODES_MAX", "SIZES_UNKNOWN", "Extender", "ledger_horizon"]
+__all__ = [
+    "NEUTRAL_PRIORITY",
+    "SEEN_NODES_MAX",
+    "SIZES_UNKNOWN",
+    "UNCONFIRMED_SECONDS",
+    "Extender",
+    "ledger_horizon",
+]
 
 log = logging.getLogger("loadwise.extender")
 
@@ -82,6 +90,15 @@ SIZES_UNKNOWN = (
 )
 
 
+# How long, while the pod watch is synced, a placement the extender only assumed (its
+# favourite) counts without the watch confirming the pod bound there. kube-scheduler binds
+# right after scoring (the Event waits 3 s for it, wiring.BIND_WAIT_SECONDS); a pod held
+# longer (a volume provisioned in PreBind) counts again once the watch sees it bound. An
+# assumption nobody confirms is a pod that went nowhere, or a request about a pod that
+# does not exist: it must not keep a node looking busy for the ledger's whole horizon.
+UNCONFIRMED_SECONDS = 15.0
+
+
 def ledger_horizon(settings: Settings) -> float:
     """How long the ledger keeps a placement: while a stale snapshot is still
     read (max_stale), every placement since its window must be counted."""
@@ -107,9 +124,14 @@ class Extender:
         self.fast_path = LeastUsedFastPath.for_policy(self.policy) if use_fast_path else None
         """least-used's arithmetic per snapshot (see ``fastpath``); None: general path only."""
         self.thresholds = dict(settings.filter.thresholds) if settings.filter.enabled else {}
+        self.observe = settings.mode == "observe"
+        """Observe-only: nothing rejected, equal priorities; the Events say "would have"."""
+        self.ignore_namespaces = frozenset(settings.ignore_namespaces)
         self.estimator = settings.estimator_args()
         self.tlp = settings.tlp_args()
         self.ledger = ledger if ledger is not None else Ledger(horizon=ledger_horizon(settings))
+        if self.ledger.size_of is None:
+            self.ledger.size_of = self.size_of  # a placement counts at most its node's size
         self.cluster = cluster  # the node/pod watch, when a kubeconfig was given
         self.recorder = recorder
         self.clock = clock
@@ -130,6 +152,7 @@ class Extender:
         self._seen: dict[str, NodeInfo] = {}
         self._seen_rv: dict[str, str] = {}
         self._shapes: dict[bytes, PodFacts] = {}
+        self._checked: tuple[LoadSnapshot | None, LoadSnapshot | None] = (None, None)
         self.sizes_unknown = False
         """Set when a names-only request named nodes whose size nobody knows."""
         self._prune_task: asyncio.Task[None] | None = None
@@ -159,8 +182,12 @@ class Extender:
             await asyncio.sleep(5)
 
     def housekeep(self) -> None:
-        """Drop what is too old to matter (the ledger bounds itself) and export sizes."""
-        self.ledger.prune(self.clock())
+        """Drop what is too old to matter (the ledger bounds itself) and export sizes.
+        While the pod watch is synced, an assumption it has not confirmed within
+        UNCONFIRMED_SECONDS goes too."""
+        now = self.clock()
+        watching = self.cluster is not None and self.cluster.synced
+        self.ledger.prune(now, unconfirmed_before=now - UNCONFIRMED_SECONDS if watching else None)
         self.update_gauges()
 
     def update_gauges(self) -> None:
@@ -216,6 +243,25 @@ class Extender:
     def seen_nodes(self) -> Mapping[str, NodeInfo]:
         """Node sizes learnt from full-Node requests (nodeCacheCapable: false)."""
         return self._seen
+
+    def size_of(self, node: str) -> NodeInfo | None:
+        """The node's size as the watch knows it, else as the last full-Node request said."""
+        info = self.cluster.nodes.get(node) if self.cluster is not None else None
+        return info if info is not None else self._seen.get(node)
+
+    def _snapshot(self) -> LoadSnapshot | None:
+        """The load snapshot as the filter and the scores read it, fast path and general
+        path alike: ``readings.validated``, so a figure no source check caught (not finite,
+        negative, over capacity) makes its node alone unknown instead of breaking the
+        arithmetic for every node. Worked out once per snapshot; the snapshot itself when
+        its source checked it already (the usual case)."""
+        snap = self.refresher.snapshot
+        last_in, last_out = self._checked
+        if snap is None or snap is last_in:
+            return None if snap is None else last_out
+        out = validated(snap)
+        self._checked = (snap, out)
+        return out
 
     # -- the answers ----------------------------------------------------------------
 
@@ -277,7 +323,7 @@ class Extender:
         states = build_states(
             names,
             infos,
-            self.refresher.snapshot,
+            self._snapshot(),
             fresh=fresh,
             usable=self.refresher.usable(now),
             ledger=self.ledger,
@@ -291,6 +337,7 @@ class Extender:
             policy=self.policy.name,
             source=snap.source if snap else self.refresher.source.name,
             stale=stale,
+            observe=self.observe,
         )
 
     def _facts(self, args: ExtenderArgs | PrioritizeArgs) -> PodFacts:
@@ -311,38 +358,74 @@ class Extender:
         meta = pod.metadata
         return msgspec.structs.replace(known, key=pod.key, name=meta.name, namespace=meta.namespace)
 
+    def _ignored(self, args: ExtenderArgs | PrioritizeArgs) -> bool:
+        assert args.pod is not None
+        return ignored(args.pod, self.ignore_namespaces) is not None
+
+    def _assume(self, pod: PodFacts, node: str, now: float) -> None:
+        """Count ``pod`` on ``node`` until the watch or a measurement says otherwise;
+        not when it requests more than the node's allocatable: kube-scheduler's
+        NodeResourcesFit filter never lets such a pod through to the extender for that
+        node, so the request is not the scheduler's (pkg/scheduler/framework/plugins/
+        noderesources/fit.go)."""
+        info = self.size_of(node)
+        if info is not None and (
+            0 < info.cpu_allocatable_millis < pod.cpu_request_millis
+            or 0 < info.memory_allocatable_bytes < pod.memory_request_bytes
+        ):
+            self.metrics.placements_refused.inc()
+            return
+        self.ledger.assume(pod.key, node, pod.placed(), now)
+
     def filter(self, args: ExtenderArgs) -> FilterResult:
+        if self._ignored(args):
+            self.metrics.decisions.labels("filter", "ignored").inc()
+            return self.fallback_filter(args)  # every node, as without the extender
+        assert args.pod is not None
         pod = self._facts(args)
+        exempt = exemption(args.pod)
         names, infos = self._infos(args)
-        states, stale = self._states(names, infos)
-        outcome = filter_nodes(pod, states, self.thresholds)
-        self.metrics.decisions.labels("filter", "passed").inc(len(outcome.passed))
-        self.metrics.decisions.labels("filter", "failed").inc(len(outcome.failed))
-        if self.recorder is not None and args.pod is not None:
+        if self.settings.filter.enabled:  # (a node's own thresholds apply even with none set)
+            states, stale = self._states(names, infos)
+            outcome = filter_nodes(pod, states, self.thresholds, exempt=exempt is not None)
+        else:  # the filter is switched off (filter.enabled: false)
+            stale, outcome = False, FilterOutcome(list(names), {})
+        if outcome.all_over:
+            self.metrics.all_over_threshold.inc()
+        # Observe-only: every node passes; the Event says what would have been rejected.
+        failed = {} if self.observe else outcome.failed
+        passed = set(names) if self.observe else set(outcome.passed)
+        self.metrics.decisions.labels("filter", "passed").inc(len(passed))
+        self.metrics.decisions.labels("filter", "failed").inc(len(failed))
+        if self.observe and outcome.failed:
+            self.metrics.decisions.labels("filter", "would_fail").inc(len(outcome.failed))
+        if self.recorder is not None:
             meta = args.pod.metadata
-            failed = dict(outcome.failed)
 
             def update(d: Decision) -> Decision:
-                return msgspec.structs.replace(d, failed={**d.failed, **failed})
+                return msgspec.structs.replace(
+                    d,
+                    failed={**d.failed, **outcome.failed},
+                    let_through={**d.let_through, **outcome.let_through},
+                    thresholds={**d.thresholds, **outcome.thresholds},
+                    exempt=exempt,
+                )
 
             self.recorder.note(
                 pod.key, meta.name, meta.namespace, meta.uid, update, self._decision(stale)
             )
-        if len(outcome.passed) == 1:
+        if len(passed) == 1:
             # kube-scheduler skips prioritize when one node is left: it goes there.
-            self.ledger.assume(pod.key, outcome.passed[0], pod.placed(), self.clock())
-        passed = set(outcome.passed)
+            self._assume(pod, next(iter(passed)), self.clock())
         if args.nodes is not None and args.nodes.items is not None:
             # Answer with the very Node objects we were given (names are in item order).
             items = [
                 raw for raw, name in zip(args.nodes.items, names, strict=True) if name in passed
             ]
-            return FilterResult(
-                nodes=NodeListOut(items=items), failed_and_unresolvable=outcome.failed
-            )
+            return FilterResult(nodes=NodeListOut(items=items), failed_and_unresolvable=failed)
         kept = [name for name in names if name in passed]
         # Unresolvable: preemption cannot lower measured load (docs/contracts.md).
-        return FilterResult(node_names=kept, failed_and_unresolvable=outcome.failed)
+        return FilterResult(node_names=kept, failed_and_unresolvable=failed)
 
     def prioritize(self, args: ExtenderArgs | PrioritizeArgs) -> list[HostPriority]:
         """The answer as objects (for callers in-process); the server sends
@@ -353,7 +436,7 @@ class Extender:
         self, pod: PodFacts, args: ExtenderArgs | PrioritizeArgs, now: float
     ) -> tuple[FastAnswer, list[str], Mapping[str, NodeInfo]] | None:
         """least-used's fast path (see ``fastpath``) when it applies, else None."""
-        snap = self.refresher.snapshot
+        snap = self._snapshot()
         # (the policy may have been swapped since, in tests)
         fast = self.fast_path if self.fast_path and self.fast_path.policy is self.policy else None
         if fast is None or snap is None or not self.refresher.fresh(now):
@@ -371,6 +454,11 @@ class Extender:
         return None if answer is None else (answer, names, infos)
 
     def prioritize_json(self, args: ExtenderArgs | PrioritizeArgs) -> msgspec.Raw:
+        if self._ignored(args):
+            neutral = self.fallback_prioritize(args)  # equal priorities: no say
+            self.metrics.decisions.labels("prioritize", "ignored").inc(len(neutral))
+            return msgspec.Raw(encode(neutral))
+        assert args.pod is not None
         pod = self._facts(args)
         now = self.clock()
         scored: Scored | None = None
@@ -395,14 +483,19 @@ class Extender:
             if self.recorder is not None:
                 scored = _general_scored(pod, states, ranked)
         self._scored.inc(len(names))
+        if self.observe:
+            # Scored and explained, but the scheduler is told nothing: equal priorities.
+            body = encode([HostPriority(name, NEUTRAL_PRIORITY) for name in names])
         if win is not None:
             # Herding protection: count the pod on the node we favoured until the
             # watch (if any) says where it really went, or the metrics show it.
             # The favourite is the only node at the top priority (to_priorities),
             # so with otherwise equal scores the scheduler picks it, not a random one.
-            self.ledger.assume(pod.key, win, pod.placed(), now)
-        if scored is not None:
-            self._note_scores(args, pod, scored, win, why, stale)
+            # (Observe-only: where it would have gone, so the scores stay what they
+            # would be; the watch replaces it with the real binding.)
+            self._assume(pod, win, now)
+        if scored is not None:  # (an exempt pod is scored as any: only its Event says so)
+            self._note_scores(args, pod, scored, win, why, stale, exemption(args.pod))
         return msgspec.Raw(body)
 
     @staticmethod
@@ -424,12 +517,13 @@ class Extender:
         winner: str | None,
         why: str,
         stale: bool,
+        exempt: str | None,
     ) -> None:
         assert self.recorder is not None and args.pod is not None
         meta = args.pod.metadata
 
         def update(d: Decision) -> Decision:
-            return msgspec.structs.replace(d, best=winner, why=why, stale=stale)
+            return msgspec.structs.replace(d, best=winner, why=why, stale=stale, exempt=exempt)
 
         self.recorder.note(
             pod.key, meta.name, meta.namespace, meta.uid, update, self._decision(stale), scored

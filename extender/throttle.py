@@ -6,6 +6,7 @@ answered, but logging each would fill the journal and hide everything else.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -46,3 +47,11 @@ class LogThrottle:
             self._held.clear()
         self._last[key] = now
         return self._held.pop(key, 0)
+
+    def warning(self, logger: logging.Logger, key: str, message: str, *args: object) -> None:
+        """``logger.warning(message, *args)`` unless held back for ``key``, ending with how
+        many lines were held back since the last one."""
+        held = self.allow(key)
+        if held is not None:
+            more = f" ({held} more times since the last line)" if held else ""
+            logger.warning(message + "%s", *args, more)

@@ -28,6 +28,7 @@ __all__ = [
     "MAX_EXTENDER_PRIORITY",
     "MIN_EXTENDER_PRIORITY",
     "Node",
+    "NodeKeys",
     "NodeListOut",
     "NodeMeta",
     "NodeSpec",
@@ -57,6 +58,8 @@ T = TypeVar("T")
 class OwnerReference(Struct, omit_defaults=True):
     kind: str = ""
     name: str = ""
+    controller: bool | None = None
+    """True on the reference to the pod's managing controller (a DaemonSet's pods)."""
 
 
 class ObjectMeta(Struct, omit_defaults=True):
@@ -90,6 +93,9 @@ class PodSpec(Struct, omit_defaults=True):
     """Pod-level requests and limits (PodLevelResources, Kubernetes 1.32+)."""
     nodeName: str = ""
     schedulerName: str = ""
+    priorityClassName: str = ""
+    priority: int | None = None
+    """Resolved from priorityClassName by the Priority admission plugin."""
 
 
 class PodCondition(Struct, omit_defaults=True):
@@ -123,14 +129,25 @@ class NodeStatus(Struct, omit_defaults=True):
     allocatable: dict[str, QuantityValue] | None = None
 
 
+class NodeKeys(Struct, omit_defaults=True):
+    """The node labels or annotations the extender reads: its own per-node thresholds
+    (percent; ``model.NodeInfo``). Every other key is skipped by msgspec unbuilt."""
+
+    cpu_threshold: str | None = field(default=None, name="loadwise.dev/cpu-threshold")
+    memory_threshold: str | None = field(default=None, name="loadwise.dev/memory-threshold")
+
+
 class NodeMeta(Struct, omit_defaults=True):
     """The Node metadata the extender reads. A kubelet's Node carries some 11
     labels and 13 annotations; decoding them into dicts nobody reads cost ~3.4 us
     per node (100 realistic Nodes, benchmarks/prioritize.py: 937 us per request
-    decoded with ObjectMeta, 594 us with this), and msgspec skips unknown fields."""
+    decoded with ObjectMeta, 594 us with this), and msgspec skips unknown fields,
+    so labels and annotations are read only for the keys in ``NodeKeys``."""
 
     name: str = ""
     resourceVersion: str = ""
+    labels: NodeKeys | None = None
+    annotations: NodeKeys | None = None
 
 
 class Node(Struct, omit_defaults=True):

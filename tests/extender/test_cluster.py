@@ -164,8 +164,9 @@ async def test_watch_metrics_server_and_events(fake):
         assert snap.nodes["b"].memory.avg == pytest.approx(93.75)
         await wait_for(lambda: fake.watch_calls >= 2, "re-list after 410 Gone")
 
-        # a pod bound elsewhere shows up through the watch and enters the ledger
-        new = pod_json(container({"cpu": "2", "memory": "1Gi"}), name="new", uid="new")
+        # a pod bound elsewhere shows up through the watch and enters the ledger (small
+        # enough that a stays under its threshold: the reading predates it, so it counts)
+        new = pod_json(container({"cpu": "200m", "memory": "1Gi"}), name="new", uid="new")
         new["spec"]["nodeName"] = "a"
         await fake.pod_events.put({"type": "ADDED", "object": new})
         await wait_for(lambda: ext.cluster.facts().pod_counts.get("a") == 1, "watched pod")
@@ -187,15 +188,20 @@ async def test_watch_metrics_server_and_events(fake):
         assert result.node_names == ["a"] and "memory" in result.failed_and_unresolvable["b"]
         scores = ext.prioritize(args)
         assert [h.host for h in scores] == ["a", "b"]
+        # the scheduler binds it and the watch sees that: only then is the Event written
+        web = pod_json(container({"cpu": "100m"}), name="web", namespace="shop", uid="w1")
+        web["spec"]["nodeName"] = "a"
+        await fake.pod_events.put({"type": "ADDED", "object": web})
         await wait_for(lambda: fake.events, "Event posted")
         event = fake.events[0]
         assert event["reason"] == "LoadwiseScored" and event["involvedObject"]["name"] == "web"
         assert event["metadata"]["namespace"] == "shop"
         decision = json.loads(event["metadata"]["annotations"]["loadwise.dev/decision"])
         assert decision["source"] == "metrics-server" and "b" in decision["failed"]
-        assert set(decision["scores"]) == {"a", "b"}
+        assert set(decision["scores"]) == {"a", "b"} and decision["bound"] == "a"
 
         await fake.pod_events.put({"type": "DELETED", "object": new})
+        await fake.pod_events.put({"type": "DELETED", "object": web})
         await wait_for(lambda: "a" not in ext.cluster.facts().pod_counts, "pod deletion")
     finally:
         await ext.stop()

@@ -37,9 +37,9 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
     now = time.time()
     names = [f"n{i}" for i in range(40)]
     loads = {
-        n: NodeLoad(ResourceLoad(rng.uniform(0, 110)), ResourceLoad(rng.uniform(0, 110)))
+        n: NodeLoad(ResourceLoad(rng.uniform(0, 101)), ResourceLoad(rng.uniform(0, 101)))
         for n in names[:-3]
-    }  # the last three have no metrics: general path
+    }  # the last three have no metrics: general path (over 101 % is refused, readings.py)
     snap = LoadSnapshot("s", now - 5, now, loads)
     nodes = [
         node_json(n, cpu=str(rng.choice([1, 2, 4, 8])), memory=rng.choice(["2Gi", "8Gi", "32Gi"]))

@@ -560,16 +560,21 @@ def test_memory_past_its_request_still_stops_at_the_threshold():
     # The hog scenario's pods: 128Mi requested, 256Mi limit (179Mi estimated), 200Mi used, on
     # an 8Gi node a hog keeps at 75 %. Only the filter stands between a CPU-only policy and
     # the hog: counted at the estimate it lets 7 through (90.3 % -> 90), counted at the
-    # request it let 9 (97 % real). Memory is not compressible.
+    # request it let 9 (97 % real). Memory is not compressible. The hog is the only node,
+    # so the 8th is let through all the same (load alone never leaves a pod Pending) and
+    # its decision says it was over.
     clock = FakeClock(6_000_000.0)
-    ext = _extender({"hog": (10.0, 75.0)}, clock=clock, age=1.0)
+    notes = Notes()
+    ext = _extender({"hog": (10.0, 75.0)}, clock=clock, age=1.0, recorder=notes)
     nodes = [node_json("hog", cpu="4", memory="8Gi")]
     shape = container({"cpu": "100m", "memory": "128Mi"}, {"cpu": "200m", "memory": "256Mi"})
     passed = 0
     for i in range(10):
         result = ext.filter(_args(pod_json(shape, name=f"h{i}", uid=f"h{i}"), nodes))
-        if not result.nodes.items:
-            assert dict(result.failed_and_unresolvable) == {"hog": "memory 92% > 90% threshold"}
+        assert [msgspec.json.decode(n)["metadata"]["name"] for n in result.nodes.items] == ["hog"]
+        over = notes.decisions[f"h{i}"].let_through
+        if over:
+            assert over == {"hog": "memory 92% > 90% threshold"}
             break
         passed += 1  # the one node left: the extender counts the pod there (filter_nodes)
         clock.now += 0.1

@@ -11,6 +11,7 @@ from extender.wire import (
     ExtenderArgs,
     FilterResult,
     HostPriority,
+    NodeKeys,
     NodeListOut,
     WireError,
     decode_args,
@@ -112,8 +113,9 @@ def test_the_raw_names_structs_mirror_the_args_they_build():
 
 
 def test_prioritize_decodes_of_a_node_only_what_it_reads():
-    """Name, resourceVersion, size and unschedulable; a kubelet's labels and
-    annotations are skipped, not built (the filter still echoes them, above)."""
+    """Name, resourceVersion, size, unschedulable and loadwise's own threshold keys; a
+    kubelet's labels and annotations are skipped, not built (the filter still echoes
+    them, above)."""
     node = node_json("n1", images=3)
     node["metadata"]["labels"] = {"kubernetes.io/hostname": "n1"}
     node["metadata"]["annotations"] = {"k3s.io/internal-ip": "10.0.0.1"}
@@ -121,7 +123,13 @@ def test_prioritize_decodes_of_a_node_only_what_it_reads():
     node["spec"] = {"unschedulable": True, "podCIDR": "10.42.0.0/24"}
     raw = json.dumps({"Pod": pod_json(), "Nodes": {"items": [node]}}).encode()
     (item,) = decode_args(raw, raw_nodes=False).nodes.items
-    assert msgspec.structs.asdict(item.metadata) == {"name": "n1", "resourceVersion": "42"}
+    meta = msgspec.structs.asdict(item.metadata)
+    assert meta == {
+        "name": "n1",
+        "resourceVersion": "42",
+        "labels": NodeKeys(),  # only loadwise.dev/cpu-threshold and memory-threshold are read
+        "annotations": NodeKeys(),
+    }
     assert item.spec.unschedulable is True
     assert item.status.capacity["cpu"] == "4" and item.status.allocatable["memory"] == "8Gi"
     assert decode_node(json.dumps(node).encode()) == item
