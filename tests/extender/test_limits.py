@@ -62,9 +62,7 @@ async def test_a_body_over_the_limit_is_refused_by_its_length_before_it_is_sent(
         answer = await asyncio.wait_for(reader.read(), 5)  # answered, then closed
         writer.close()
         assert answer.startswith(b"HTTP/1.1 413"), answer[:100]
-        assert answer.endswith(
-            b'{"Error":"request body larger than 65536 bytes (max_body_bytes)"}'
-        )
+        assert answer.endswith(b'{"Error":"request body larger than 65536 bytes (max_body_bytes)"}')
         metrics = ext.metrics.render().decode()
         assert 'reason="too_large",status="413",verb="filter"} 1.0' in metrics
     finally:
