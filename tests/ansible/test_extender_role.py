@@ -346,12 +346,13 @@ def _serve_extender(ext: _Extender) -> Iterator[str]:
 
 
 def _wait(tmp_path: Path, listen: str) -> subprocess.CompletedProcess[str]:
-    """The wait node.yml includes after a (re)start, with a short poll budget."""
+    """The wait node.yml includes after a (re)start, with a short poll budget. It asks the
+    health listener: with TLS the scheduler's port answers the scheduler only."""
     return _play(
         tmp_path,
         "wait_ready.yml",
         {
-            "loadwise_listen": listen,
+            "loadwise_extender_health_listen": listen,
             "loadwise_extender_health_retries": 4,
             "loadwise_extender_health_delay": 1,
         },

@@ -267,15 +267,25 @@ TWO_NODES_PLAY = """\
 """
 
 
-def _two_nodes(tmp_path: Path, cp2_converged: bool, *limit: str) -> tuple[str, str]:
-    """cp-1 and cp-2 of one kubeadm cluster, each with its own manifest; cp-1 runs loadwise's
-    --config, cp-2 too or still the stock manifest (as its automatic restore leaves it after
-    a failed restart, or as a run with --limit cp-1 leaves it). Returns the run's output and
-    kubeadm-config's ClusterConfiguration afterwards."""
+def _two_nodes(
+    tmp_path: Path, cp2_converged: bool, *limit: str, cp2_certificates: bool = True
+) -> tuple[str, str]:
+    """cp-1 and cp-2 of one kubeadm cluster, each with its own manifest and directory of the
+    scheduler's extender certificates; cp-1 runs loadwise's --config, cp-2 too or still the
+    stock manifest (as its automatic restore leaves it after a failed restart, or as a run
+    with --limit cp-1 leaves it). cp2_certificates False: cp-2 has no certificates (the
+    extender role has not run there). Returns the run's output and kubeadm-config's
+    ClusterConfiguration afterwards."""
     stock = yaml.safe_load(MANIFEST.read_text().replace("@VERSION@", "v1.31.2"))
     config = tmp_path / "loadwise-scheduler-config.yaml"
     config.write_text("apiVersion: kubescheduler.config.k8s.io/v1\n")
-    ours = plugin.loadwise_scheduler_manifest(stock, str(config), SHA)
+    tls = {host: tmp_path / f"{host}-tls" for host in ("cp-1", "cp-2")}
+    for host, directory in tls.items():
+        if host == "cp-1" or cp2_certificates:
+            (directory / "scheduler").mkdir(parents=True)
+            (directory / "scheduler" / "client.crt").write_text("a certificate\n")
+    mount = str(tls["cp-1"] / "scheduler")
+    ours = plugin.loadwise_scheduler_manifest(stock, str(config), SHA, tls_dir=mount)
     manifests = {}
     for host, pod in (("cp-1", ours), ("cp-2", ours if cp2_converged else stock)):
         manifests[host] = tmp_path / f"{host}-kube-scheduler.yaml"
@@ -302,7 +312,11 @@ def _two_nodes(tmp_path: Path, cp2_converged: bool, *limit: str) -> tuple[str, s
             {
                 "loadwise_control_plane": {
                     "hosts": {
-                        host: {**local, "loadwise_scheduler_config_kubeadm_manifest": str(path)}
+                        host: {
+                            **local,
+                            "loadwise_scheduler_config_kubeadm_manifest": str(path),
+                            "loadwise_extender_tls_dir": str(tls[host]),
+                        }
                         for host, path in manifests.items()
                     }
                 }
@@ -345,10 +359,24 @@ def test_kubeadm_config_is_left_alone_while_a_node_lacks_loadwise(tmp_path: Path
     assert "cp-2 (its manifest has no --config=" in out
 
 
+def test_kubeadm_config_is_left_alone_while_a_node_lacks_the_schedulers_certificates(
+    tmp_path: Path,
+) -> None:
+    """kubeadm renders the certificates' directory as a hostPath of type Directory: a node
+    without it would get a scheduler that cannot start."""
+    out, stored = _two_nodes(tmp_path, True, cp2_certificates=False)
+    assert out.startswith("rc=0"), out
+    assert stored == CLUSTER_CONFIGURATION
+    assert f"cp-2 (no {tmp_path}/cp-2-tls/scheduler/client.crt)" in " ".join(out.split()), out
+
+
 def test_kubeadm_config_is_patched_once_every_node_runs_loadwise(tmp_path: Path) -> None:
     out, stored = _two_nodes(tmp_path, True)
     assert out.startswith("rc=0"), out
     scheduler = yaml.safe_load(stored)["scheduler"]
     config = str(tmp_path / "loadwise-scheduler-config.yaml")
     assert {"name": "config", "value": config} in scheduler["extraArgs"], stored
+    # the certificates' directory too, so that kubeadm upgrade and join keep it mounted
+    mounts = {v["name"]: (v["hostPath"], v["pathType"]) for v in scheduler["extraVolumes"]}
+    assert mounts["loadwise-scheduler-tls"] == (f"{tmp_path}/cp-2-tls/scheduler", "Directory")
     assert yaml.safe_load(stored)["kubernetesVersion"] == "v1.31.2"
