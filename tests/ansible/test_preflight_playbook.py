@@ -185,6 +185,23 @@ LOAD_WATCHER = {"loadwise_extender_source": "load-watcher"}
         ),
         ({"loadwise_extender_polcy": "least-used"}, "did you mean loadwise_extender_policy?"),
         ({"loadwise_extender_policy": "most-used"}, "loadwise_extender_policy"),
+        (
+            {"loadwise_extender_health_listen": "0.0.0.0:8889"},
+            "loadwise_extender_health_listen must be a loopback HOST:PORT",
+        ),
+        (
+            {"loadwise_extender_health_listen": "127.0.0.1:8888"},
+            "a loopback HOST:PORT other than loadwise_listen",
+        ),
+        (
+            {"loadwise_extender_tls_renew_days": 365},
+            "loadwise_extender_tls_renew_days must be 0 or more and less than",
+        ),
+        (
+            {"loadwise_extender_tls_ca_valid_days": 100},
+            "a certificate cannot outlive the CA that signed it",
+        ),
+        ({"loadwise_extender_tls_valid_days": "a year"}, "loadwise_extender_tls_valid_days"),
     ],
 )
 def test_a_bad_variable_fails_in_preflight_naming_it(
@@ -199,6 +216,18 @@ def test_a_bad_variable_fails_in_preflight_naming_it(
     assert named in " ".join(run.stdout.split())
     assert "Nothing was changed" in run.stdout or "validate" in failed
     assert REPORT not in run.stdout
+
+
+def test_plain_http_is_allowed_with_a_warning_that_says_what_it_costs(tmp_path: Path) -> None:
+    quiet = _run(tmp_path, INVENTORIES / "plain.ini")
+    assert quiet.returncode == 0, quiet.stdout
+    assert "WARNING: loadwise_extender_tls_enabled is false" not in quiet.stdout
+
+    run = _run(tmp_path, INVENTORIES / "plain.ini", "-e", "loadwise_extender_tls_enabled=false")
+    assert run.returncode == 0, run.stdout
+    said = " ".join(run.stdout.split())
+    assert "WARNING: loadwise_extender_tls_enabled is false" in said, run.stdout
+    assert "any process on each control-plane node" in said
 
 
 def _b64(text: str) -> str:
