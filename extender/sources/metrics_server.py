@@ -67,17 +67,17 @@ def _decode(body: bytes) -> tuple[list[_NodeMetrics], dict[str, str]]:
         raise SourceError(f"not a NodeMetricsList: {exc}") from None
     try:
         lenient = _lenient_decoder.decode(body)
-    except msgspec.ValidationError as exc:
+    except msgspec.DecodeError as exc:
         raise SourceError(f"not a NodeMetricsList: {exc}") from None
     items: list[_NodeMetrics] = []
     unusable: dict[str, str] = {}
     for raw in lenient.items or []:
         try:
             items.append(_item_decoder.decode(raw))
-        except msgspec.ValidationError as exc:
+        except msgspec.DecodeError as exc:
             try:
                 name = _name_decoder.decode(raw).metadata.name
-            except msgspec.ValidationError:
+            except msgspec.DecodeError:
                 continue  # not even a name to refuse it under
             unusable[name] = f"NodeMetrics unusable: {exc}"
     return items, unusable

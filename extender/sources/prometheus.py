@@ -69,17 +69,17 @@ def _decode(body: bytes, node_label: str) -> tuple[_Response[_Sample], dict[str,
         raise SourceError(f"not a Prometheus query response: {exc}") from None
     try:
         lenient = _lenient_decoder.decode(body)
-    except msgspec.ValidationError as exc:
+    except msgspec.DecodeError as exc:
         raise SourceError(f"not a Prometheus query response: {exc}") from None
     samples: list[_Sample] = []
     malformed: dict[str, str] = {}
     for raw in lenient.data.result if lenient.data else []:
         try:
             samples.append(_sample_decoder.decode(raw))
-        except msgspec.ValidationError as exc:
+        except msgspec.DecodeError as exc:
             try:
                 labels = _labels_decoder.decode(raw).metric
-            except msgspec.ValidationError:
+            except msgspec.DecodeError:
                 continue  # not even labels to refuse it under
             if node := labels.get(node_label):
                 malformed[node] = f"sample unusable: {exc}"

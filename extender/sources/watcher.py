@@ -85,7 +85,7 @@ def _decode(body: bytes) -> tuple[_WatcherMetrics[_NodeMetrics], dict[str, Inval
         raise SourceError(f"not a load-watcher /watcher document: {exc}") from None
     try:
         lenient = _lenient_decoder.decode(body)
-    except msgspec.ValidationError as exc:
+    except msgspec.DecodeError as exc:
         raise SourceError(f"not a load-watcher /watcher document: {exc}") from None
     entries: dict[str, _NodeMetrics] = {}
     invalid: dict[str, InvalidReading] = {}
@@ -93,7 +93,7 @@ def _decode(body: bytes) -> tuple[_WatcherMetrics[_NodeMetrics], dict[str, Inval
     for name, raw in (raw_entries or {}).items():
         try:
             entries[name] = _node_decoder.decode(raw)
-        except msgspec.ValidationError as exc:
+        except msgspec.DecodeError as exc:
             invalid[name] = InvalidReading(MALFORMED, f"entry unusable: {exc}")
     data = None if raw_entries is None else _Data(entries)
     doc = _WatcherMetrics(lenient.timestamp, lenient.window, lenient.source, data)

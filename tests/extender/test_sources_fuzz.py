@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hypothesis import event, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from extender.model import InvalidReading, LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
@@ -114,6 +114,9 @@ watcher_bodies = st.one_of(
 
 @FUZZ
 @given(body=watcher_bodies)
+# a node of the wrong shape first, then a token that is not JSON: the per-node pass
+# must refuse the document (SourceError), not raise msgspec's DecodeError
+@example(body=b'{"data": {"NodeMetricsMap": {"a": null, "b": {"v": Infinity}}}}')
 def test_watcher_decoder_refuses_bad_nodes_alone(body: bytes) -> None:
     try:
         snap = parse_watcher(body, fetched_at=FETCHED)
@@ -194,6 +197,7 @@ prometheus_bodies = st.one_of(
 
 @FUZZ
 @given(cpu=prometheus_bodies, memory=prometheus_bodies)
+@example(cpu=b'{"status": "success", "data": {"result": [7, NaN]}}', memory=b"{}")
 def test_prometheus_decoder_refuses_bad_nodes_alone(cpu: bytes, memory: bytes) -> None:
     try:
         snap = parse_vectors(cpu, memory, "instance", fetched_at=FETCHED)
@@ -247,6 +251,7 @@ metrics_bodies = st.one_of(
 
 @FUZZ
 @given(body=metrics_bodies)
+@example(body=b'{"items": [7, NaN]}')
 def test_metrics_server_decoder_refuses_bad_nodes_alone(body: bytes) -> None:
     try:
         snap = parse_node_metrics(body, infos, fetched_at=FETCHED)
