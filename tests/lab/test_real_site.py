@@ -178,6 +178,73 @@ def test_site_rewires_the_kubelets_scheduler_and_the_add_ons_run(real_host, real
         "loadwise-extender", "600"]  # fmt: skip
 
 
+# Calls to the extender's port from inside the control-plane node, where any local process (and
+# any hostNetwork pod) would make them: each prints the HTTP status, or "refused: <why>".
+CALLER = r"""
+import http.client, json, ssl, sys
+TLS = "/etc/loadwise/tls"
+BODY = json.dumps({"Pod": {"metadata": {"name": "not-a-pod", "namespace": "default"}},
+                   "NodeNames": sys.argv[2:]})
+def call(cert, key):
+    try:
+        if cert == "plain":
+            conn = http.client.HTTPConnection("127.0.0.1", 8888, timeout=10)
+        else:
+            ctx = ssl.create_default_context(cafile=f"{TLS}/scheduler/ca.crt")
+            if cert:
+                ctx.load_cert_chain(cert, key)
+            conn = http.client.HTTPSConnection("127.0.0.1", 8888, context=ctx, timeout=10)
+        conn.request("POST", "/scheduler/filter", BODY, {"Content-Type": "application/json"})
+        return str(conn.getresponse().status)
+    except (OSError, http.client.HTTPException) as e:
+        return f"refused: {type(e).__name__}: {e}"
+cert, _, key = sys.argv[1].partition(",")
+print(call(cert, key))
+"""
+
+
+def test_only_the_schedulers_certificate_reaches_the_extender(real_host, real_kube):
+    """Mutual TLS on the real node, as site.yml left it: from the control-plane node a call in
+    plain HTTP, with no certificate, with a self-signed one, or with the extender's own (its CA
+    signed it, but for serving) gets no answer from the extender's port; the scheduler's own
+    certificate does. That the scheduler's real calls get through is the next test's placement
+    under real load."""
+    nodes = " ".join(realnodes.nodes())
+    real_host.sh(
+        "set -e; d=/tmp/loadwise-impostor; rm -rf $d; mkdir $d; cd $d;"
+        " openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1"
+        " -subj /CN=kube-scheduler -addext extendedKeyUsage=clientAuth"
+        " -keyout self.key -out self.crt 2>/dev/null;"
+        f" cat > caller.py <<'LOADWISE_EOF'\n{CALLER}\nLOADWISE_EOF"
+    )
+    tls = "/etc/loadwise/tls"
+    said = {
+        who: real_host.sh(f"python3 /tmp/loadwise-impostor/caller.py {arg} {nodes}").strip()
+        for who, arg in {
+            "plain HTTP": "plain",
+            "no certificate": "''",
+            "self-signed": "/tmp/loadwise-impostor/self.crt,/tmp/loadwise-impostor/self.key",
+            "the extender's own": f"{tls}/server.crt,{tls}/server.key",
+            "the scheduler's": f"{tls}/scheduler/client.crt,{tls}/scheduler/client.key",
+        }.items()
+    }
+    real_host.sh("rm -rf /tmp/loadwise-impostor")
+    print(f"\ncalls to 127.0.0.1:8888 from {CP}: {said}")
+    assert said.pop("the scheduler's") == "200", said
+    assert all(answer.startswith("refused: ") for answer in said.values()), said
+    # and the scheduler itself was given exactly that: the CA, its certificate, https
+    config = yaml.safe_load(real_host.sh(f"cat {CONFIG}"))["extenders"][0]
+    assert config["urlPrefix"] == "https://127.0.0.1:8888/scheduler" and config["enableHTTPS"]
+    assert config["tlsConfig"] == {
+        "caFile": f"{tls}/scheduler/ca.crt",
+        "certFile": f"{tls}/scheduler/client.crt",
+        "keyFile": f"{tls}/scheduler/client.key",
+    }
+    pod = real_kube.core().read_namespaced_pod(SCHEDULER_POD, "kube-system")
+    mounts = {m.mount_path: m.read_only for m in pod.spec.containers[0].volume_mounts}
+    assert mounts.get(f"{tls}/scheduler") is True, mounts
+
+
 @pytest.fixture(scope="module")
 def hot_node(real_host, real_kube):
     """The burner on HOT until the end of the module, from when the extender's load shows it;
@@ -220,6 +287,41 @@ def test_a_second_site_run_changes_nothing(real_host):
     run = real_host.playbook("playbooks/site.yml", "--check", "--diff")
     assert run.rc == 0, run.tail()
     assert run.changed == {CP: 0}, run.tail(120)
+
+
+def test_a_hung_extender_is_restarted_by_its_watchdog(real_host):
+    """The extender's unit is Type=notify with WatchdogSec (extender/sdnotify.py sends
+    WATCHDOG=1 from its event loop). Frozen with SIGSTOP, as a deadlocked loop looks to
+    systemd, it stops sending; the node's real systemd kills it and starts it again, and the
+    new process is active only once it said READY=1 again."""
+
+    def unit() -> dict[str, str]:
+        props = "MainPID,NRestarts,Type,WatchdogUSec,ActiveState"
+        out = real_host.sh(f"systemctl show loadwise-extender -p {props}")
+        return dict(line.split("=", 1) for line in out.split())
+
+    before = unit()
+    assert (before["Type"], before["WatchdogUSec"], before["ActiveState"]) == (
+        "notify", "30s", "active",
+    ), before  # fmt: skip
+    real_host.sh(f"kill -STOP {before['MainPID']}")
+    t0 = time.monotonic()
+    after = wait_for(
+        "systemd to restart the frozen extender",
+        lambda: (
+            (u := unit())["NRestarts"] != before["NRestarts"]
+            and u["ActiveState"] == "active"
+            and u["MainPID"] not in ("0", before["MainPID"])
+            and u
+        ),
+        120,
+        interval=2,
+    )
+    took = time.monotonic() - t0
+    journal = real_host.sh("journalctl -u loadwise-extender --no-pager -n 100")
+    print(f"\nfrozen pid {before['MainPID']} replaced by {after['MainPID']} after {took:.0f}s")
+    assert "Watchdog timeout" in journal, journal[-3000:]
+    assert int(after["NRestarts"]) == int(before["NRestarts"]) + 1, after
 
 
 def test_a_config_the_scheduler_rejects_is_restored(real_host, real_kube):
