@@ -21,7 +21,7 @@ from ..kubeapi import KubeAPI
 from ..model import InvalidReading, LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
 from ..quantity import QuantityError, parse_quantity
 from ..readings import MALFORMED, validated
-from .base import SourceError
+from .base import SourceError, decode_document
 
 __all__ = ["MetricsServerSource", "parse_node_metrics"]
 
@@ -56,33 +56,6 @@ _item_decoder = msgspec.json.Decoder(_NodeMetrics)
 _name_decoder = msgspec.json.Decoder(_Named)
 
 
-def _decode(body: bytes) -> tuple[list[_NodeMetrics], dict[str, str]]:
-    """The items in one pass; else item by item, with node -> why for the items that do
-    not fit (left out)."""
-    try:
-        return _decoder.decode(body).items or [], {}
-    except msgspec.ValidationError:
-        pass  # some part does not fit: the frame, or only an item
-    except msgspec.DecodeError as exc:
-        raise SourceError(f"not a NodeMetricsList: {exc}") from None
-    try:
-        lenient = _lenient_decoder.decode(body)
-    except msgspec.DecodeError as exc:
-        raise SourceError(f"not a NodeMetricsList: {exc}") from None
-    items: list[_NodeMetrics] = []
-    unusable: dict[str, str] = {}
-    for raw in lenient.items or []:
-        try:
-            items.append(_item_decoder.decode(raw))
-        except msgspec.DecodeError as exc:
-            try:
-                name = _name_decoder.decode(raw).metadata.name
-            except msgspec.DecodeError:
-                continue  # not even a name to refuse it under
-            unusable[name] = f"NodeMetrics unusable: {exc}"
-    return items, unusable
-
-
 def _parse_time(value: str) -> float | None:
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
@@ -107,12 +80,25 @@ def parse_node_metrics(
     """The checked snapshot (``readings.validated``) of a NodeMetricsList, for the nodes
     whose size ``infos`` holds; SourceError when it is not a NodeMetricsList. An item
     of the wrong shape refuses its node alone (when its name can be read)."""
-    items, unusable = _decode(body)
+    doc = decode_document(body, _decoder, _lenient_decoder, "a NodeMetricsList")
     now = time.time() if fetched_at is None else fetched_at
     nodes: dict[str, NodeLoad] = {}
-    invalid = {n: InvalidReading(MALFORMED, why) for n, why in unusable.items() if n in infos}
+    invalid: dict[str, InvalidReading] = {}
     newest = 0.0
-    for item in items:
+    for entry in doc.items or []:
+        if isinstance(entry, msgspec.Raw):  # the lenient pass: this item alone
+            try:
+                item = _item_decoder.decode(entry)
+            except msgspec.DecodeError as exc:
+                try:
+                    name = _name_decoder.decode(entry).metadata.name
+                except msgspec.DecodeError:
+                    continue  # not even a name to refuse it under
+                if name in infos:
+                    invalid[name] = InvalidReading(MALFORMED, f"NodeMetrics unusable: {exc}")
+                continue
+        else:
+            item = entry
         name = item.metadata.name
         info = infos.get(name)
         if info is None:

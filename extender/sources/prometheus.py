@@ -24,7 +24,7 @@ import msgspec
 from ..model import InvalidReading, LoadSnapshot, NodeLoad, ResourceLoad
 from ..quantity import shown
 from ..readings import MALFORMED, validated
-from .base import SourceError
+from .base import SourceError, decode_document
 
 __all__ = ["PrometheusSource", "Vector", "parse_vector", "parse_vectors"]
 
@@ -58,35 +58,6 @@ _sample_decoder = msgspec.json.Decoder(_Sample)
 _labels_decoder = msgspec.json.Decoder(_Labels)
 
 
-def _decode(body: bytes, node_label: str) -> tuple[_Response[_Sample], dict[str, str]]:
-    """The answer in one pass; else sample by sample, with node -> why for the samples
-    that do not fit (left out)."""
-    try:
-        return _decoder.decode(body), {}
-    except msgspec.ValidationError:
-        pass  # some part does not fit: the frame, or only a sample
-    except msgspec.DecodeError as exc:
-        raise SourceError(f"not a Prometheus query response: {exc}") from None
-    try:
-        lenient = _lenient_decoder.decode(body)
-    except msgspec.DecodeError as exc:
-        raise SourceError(f"not a Prometheus query response: {exc}") from None
-    samples: list[_Sample] = []
-    malformed: dict[str, str] = {}
-    for raw in lenient.data.result if lenient.data else []:
-        try:
-            samples.append(_sample_decoder.decode(raw))
-        except msgspec.DecodeError as exc:
-            try:
-                labels = _labels_decoder.decode(raw).metric
-            except msgspec.DecodeError:
-                continue  # not even labels to refuse it under
-            if node := labels.get(node_label):
-                malformed[node] = f"sample unusable: {exc}"
-    data = None if lenient.data is None else _Data(lenient.data.resultType, samples)
-    return _Response(lenient.status, data, lenient.error), malformed
-
-
 class Vector(msgspec.Struct, frozen=True):
     """One query's answer: node -> percent (``value * 100``, not checked yet), node ->
     why its sample is not a number, and the newest sample time (0: none)."""
@@ -98,14 +69,28 @@ class Vector(msgspec.Struct, frozen=True):
 
 def parse_vector(body: bytes, node_label: str) -> Vector:
     """One instant query's answer; SourceError when it is not a vector."""
-    doc, malformed = _decode(body, node_label)
+    doc = decode_document(body, _decoder, _lenient_decoder, "a Prometheus query response")
     if doc.status != "success" or doc.data is None:
         raise SourceError(f"Prometheus query failed: {doc.error or doc.status}")
     if doc.data.resultType != "vector":
         raise SourceError(f"Prometheus query returned {doc.data.resultType}, want vector")
     values: dict[str, float] = {}
+    malformed: dict[str, str] = {}
     newest = 0.0
-    for sample in doc.data.result:
+    for item in doc.data.result:
+        if isinstance(item, msgspec.Raw):  # the lenient pass: this sample alone
+            try:
+                sample = _sample_decoder.decode(item)
+            except msgspec.DecodeError as exc:
+                try:
+                    labels = _labels_decoder.decode(item).metric
+                except msgspec.DecodeError:
+                    continue  # not even labels to refuse it under
+                if node := labels.get(node_label):
+                    malformed[node] = f"sample unusable: {exc}"
+                continue
+        else:
+            sample = item
         node = sample.metric.get(node_label)
         if not node or sample.value is None:
             continue

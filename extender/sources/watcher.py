@@ -22,7 +22,7 @@ import msgspec
 
 from ..model import DEFAULT_SETTLE_SECONDS, InvalidReading, LoadSnapshot, NodeLoad, ResourceLoad
 from ..readings import MALFORMED, validated
-from .base import SourceError
+from .base import SourceError, decode_document
 
 __all__ = ["LATEST_SETTLE_SECONDS", "LoadWatcherSource", "parse_watcher"]
 
@@ -75,31 +75,6 @@ _lenient_decoder = msgspec.json.Decoder(_WatcherMetrics[msgspec.Raw])
 _node_decoder = msgspec.json.Decoder(_NodeMetrics)
 
 
-def _decode(body: bytes) -> tuple[_WatcherMetrics[_NodeMetrics], dict[str, InvalidReading]]:
-    """The document, and the nodes whose entry does not fit (left out of it)."""
-    try:
-        return _decoder.decode(body), {}
-    except msgspec.ValidationError:
-        pass  # some part does not fit: the frame, or only a node's entry
-    except msgspec.DecodeError as exc:
-        raise SourceError(f"not a load-watcher /watcher document: {exc}") from None
-    try:
-        lenient = _lenient_decoder.decode(body)
-    except msgspec.DecodeError as exc:
-        raise SourceError(f"not a load-watcher /watcher document: {exc}") from None
-    entries: dict[str, _NodeMetrics] = {}
-    invalid: dict[str, InvalidReading] = {}
-    raw_entries = lenient.data.NodeMetricsMap if lenient.data else None
-    for name, raw in (raw_entries or {}).items():
-        try:
-            entries[name] = _node_decoder.decode(raw)
-        except msgspec.DecodeError as exc:
-            invalid[name] = InvalidReading(MALFORMED, f"entry unusable: {exc}")
-    data = None if raw_entries is None else _Data(entries)
-    doc = _WatcherMetrics(lenient.timestamp, lenient.window, lenient.source, data)
-    return doc, invalid
-
-
 def _resource(metrics: list[_Metric], kind: str) -> ResourceLoad:
     # Trimaran's GetResourceData: AVG wins; Latest/empty counts only without AVG.
     avg = latest = std = None
@@ -116,12 +91,21 @@ def _resource(metrics: list[_Metric], kind: str) -> ResourceLoad:
 
 
 def parse_watcher(body: bytes, *, fetched_at: float | None = None) -> LoadSnapshot:
-    doc, invalid = _decode(body)
+    doc = decode_document(body, _decoder, _lenient_decoder, "a load-watcher /watcher document")
     if doc.data is None or doc.data.NodeMetricsMap is None:
         raise SourceError("load-watcher document has no data.NodeMetricsMap")
     nodes = {}
+    invalid = {}
     averaged = False
-    for name, node in doc.data.NodeMetricsMap.items():
+    for name, entry in doc.data.NodeMetricsMap.items():
+        if isinstance(entry, msgspec.Raw):  # the lenient pass: this node's entry alone
+            try:
+                node = _node_decoder.decode(entry)
+            except msgspec.DecodeError as exc:
+                invalid[name] = InvalidReading(MALFORMED, f"entry unusable: {exc}")
+                continue
+        else:
+            node = entry
         metrics = node.metrics or []
         nodes[name] = NodeLoad(_resource(metrics, "CPU"), _resource(metrics, "Memory"))
         averaged = averaged or any(m.operator == "AVG" for m in metrics)
