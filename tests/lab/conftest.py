@@ -89,11 +89,16 @@ def real_host(real_cluster, tmp_path_factory):
     )
 
 
-# What loadwise leaves on a control-plane node (roles/*: its directories, the extender's unit,
-# the scheduler's manifest naming loadwise's config); each line found is a leftover.
+# What loadwise leaves on a control-plane node (roles/*: its directories, the services' units,
+# the scheduler's config and the manifest naming it); each line printed is a leftover. (The
+# lab's own files say "loadwise" too: its cluster is named loadwise-lab, its node image has
+# loadwise-rshared.service.)
 LOADWISE_ON_NODE = (
-    "ls -d /etc/loadwise /opt/loadwise /var/lib/loadwise /etc/systemd/system/loadwise-* "
-    "2>/dev/null; grep -l loadwise /etc/kubernetes/manifests/*.yaml 2>/dev/null; true"
+    "ls -d /etc/loadwise /opt/loadwise /var/lib/loadwise"
+    " /etc/systemd/system/loadwise-extender.service"
+    " /etc/systemd/system/loadwise-load-watcher.service"
+    " /etc/kubernetes/loadwise-scheduler-config.yaml 2>/dev/null;"
+    " grep -l loadwise-scheduler-config /etc/kubernetes/manifests/*.yaml 2>/dev/null; true"
 )
 
 
