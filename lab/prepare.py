@@ -46,7 +46,7 @@ REALNODE_PROGRAMS = (
     "kube-proxy", "burner",
 )  # fmt: skip
 # The tools only the test suite and the benchmarks use.
-TEST_TOOLS = ("prometheus", "trimaran-scheduler")
+TEST_TOOLS = ("prometheus", "promtool", "trimaran-scheduler")
 
 # purpose -> (programs, node image?, real-node image?)
 PURPOSES: dict[str, tuple[tuple[str, ...], bool, bool]] = {
