@@ -289,6 +289,41 @@ def test_a_second_site_run_changes_nothing(real_host):
     assert run.changed == {CP: 0}, run.tail(120)
 
 
+def test_a_hung_extender_is_restarted_by_its_watchdog(real_host):
+    """The extender's unit is Type=notify with WatchdogSec (extender/sdnotify.py sends
+    WATCHDOG=1 from its event loop). Frozen with SIGSTOP, as a deadlocked loop looks to
+    systemd, it stops sending; the node's real systemd kills it and starts it again, and the
+    new process is active only once it said READY=1 again."""
+
+    def unit() -> dict[str, str]:
+        props = "MainPID,NRestarts,Type,WatchdogUSec,ActiveState"
+        out = real_host.sh(f"systemctl show loadwise-extender -p {props}")
+        return dict(line.split("=", 1) for line in out.split())
+
+    before = unit()
+    assert (before["Type"], before["WatchdogUSec"], before["ActiveState"]) == (
+        "notify", "30s", "active",
+    ), before  # fmt: skip
+    real_host.sh(f"kill -STOP {before['MainPID']}")
+    t0 = time.monotonic()
+    after = wait_for(
+        "systemd to restart the frozen extender",
+        lambda: (
+            (u := unit())["NRestarts"] != before["NRestarts"]
+            and u["ActiveState"] == "active"
+            and u["MainPID"] not in ("0", before["MainPID"])
+            and u
+        ),
+        120,
+        interval=2,
+    )
+    took = time.monotonic() - t0
+    journal = real_host.sh("journalctl -u loadwise-extender --no-pager -n 100")
+    print(f"\nfrozen pid {before['MainPID']} replaced by {after['MainPID']} after {took:.0f}s")
+    assert "Watchdog timeout" in journal, journal[-3000:]
+    assert int(after["NRestarts"]) == int(before["NRestarts"]) + 1, after
+
+
 def test_a_config_the_scheduler_rejects_is_restored(real_host, real_kube):
     """On the converged node: a config the real kube-scheduler refuses (an unknown score
     plugin). The kubelet restarts the scheduler from the edited manifest, the scheduler exits;
