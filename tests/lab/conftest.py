@@ -114,7 +114,8 @@ def real_without_loadwise(real_host, real_kube):
     assert real_host.sh(LOADWISE_ON_NODE).strip() == ""
     assert cluster_objects(real_kube) == []
     cm = real_kube.core().read_namespaced_config_map("kubeadm-config", "kube-system")
-    assert "loadwise" not in cm.data["ClusterConfiguration"]
+    # (not "loadwise": the lab names its cluster loadwise-lab)
+    assert "loadwise-scheduler-config" not in cm.data["ClusterConfiguration"]
 
     def stock_scheduler_ready() -> bool:
         pod = real_kube.core().read_namespaced_pod(
