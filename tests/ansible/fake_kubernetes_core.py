@@ -5,13 +5,18 @@ LOADWISE_FAKE_API at a JSON document {"objects": [...]}: the cluster's objects a
 server would return them. `k8s` answers like the real module (kubernetes.core 6.x
 plugins/module_utils/k8s/runner.py): the applied objects as the server has them, which for a
 service-account-token Secret the token controller has filled, data.token included; with
-`state: patched` it merges the patch into the stored object and writes the file. `k8s_info`
-returns the stored objects matching kind/namespace/name. The modules also record the
-kubeconfig and context each call received.
+`state: patched` it merges the patch into the stored object and writes the file; with
+`state: absent` it removes the matching objects (given by `definition` or by
+kind/namespace/name) and writes the file. `k8s_info` returns the stored objects matching
+kind/namespace/name. `k8s_log` returns the lines stored under "logs" for
+"<namespace>/<pod>/<container>". The modules also record the kubeconfig and context each call
+received.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 _COMMON = """#!/usr/bin/python
@@ -52,11 +57,23 @@ def main():
     module = _module()
     _record(module)
     stored = _state()["objects"]
-    definition = module.params.get("definition") or []
+    p = module.params
+    definition = p.get("definition") or []
     if isinstance(definition, dict):
         definition = [definition]
-    p = module.params
+    if not definition and p.get("kind"):
+        definition = [{"kind": p["kind"], "metadata": {"name": p.get("name"),
+                                                        "namespace": p.get("namespace")}}]
     results = []
+    if p.get("state") == "absent":
+        gone = [o for doc in definition for o in stored if _matches(
+            o, doc.get("kind"), doc.get("metadata", {}).get("namespace"),
+            doc.get("metadata", {}).get("name"))]
+        if gone and not module.check_mode:
+            kept = {**_state(), "objects": [o for o in stored if o not in gone]}
+            with open(os.environ["LOADWISE_FAKE_API"], "w") as handle:
+                json.dump(kept, handle)
+        module.exit_json(changed=bool(gone), result={"results": [{"result": o} for o in gone]})
     for doc in definition:
         meta = doc.get("metadata", {})
         kind = doc.get("kind") or p.get("kind")
@@ -70,8 +87,9 @@ def main():
                     found[0][key].update(value)
                 elif key not in ("apiVersion", "kind", "metadata"):
                     found[0][key] = value
+            patched = {**_state(), "objects": stored}
             with open(os.environ["LOADWISE_FAKE_API"], "w") as handle:
-                json.dump({"objects": stored}, handle)
+                json.dump(patched, handle)
         results.append({"changed": True, "method": "update" if found else "create",
                         "result": found[0] if found else doc})
     module.exit_json(changed=True, result={"results": results})
@@ -98,12 +116,34 @@ main()
 """
 )
 
+_K8S_LOG = (
+    _COMMON
+    + """
+
+def main():
+    module = _module()
+    _record(module)
+    p = module.params
+    key = "/".join(str(p.get(k) or "") for k in ("namespace", "name", "container"))
+    lines = _state().get("logs", {}).get(key, [])
+    tail = p.get("tail_lines")
+    if tail:
+        lines = lines[-int(tail):]
+    module.exit_json(changed=False, log="".join(line + "\\n" for line in lines),
+                     log_lines=lines)
+
+
+main()
+"""
+)
+
 _RUNTIME = """---
 requires_ansible: ">=2.15.0"
 action_groups:
   k8s:
     - k8s
     - k8s_info
+    - k8s_log
 """
 
 
@@ -118,4 +158,16 @@ def install(root: Path) -> Path:
     (collection / "galaxy.yml").write_text("namespace: kubernetes\nname: core\nversion: 0.0.0\n")
     (modules / "k8s.py").write_text(_K8S)
     (modules / "k8s_info.py").write_text(_K8S_INFO)
+    (modules / "k8s_log.py").write_text(_K8S_LOG)
     return base
+
+
+def environment(root: Path, state: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of an ansible-playbook run against the fake: `base` (default: this
+    process's) with the fake collection under ``root`` and the objects in ``state``."""
+    return {
+        **(os.environ if base is None else base),
+        "ANSIBLE_COLLECTIONS_PATH": str(install(root)),
+        "ANSIBLE_LOCAL_TEMP": str(root / "ansible-tmp"),
+        "LOADWISE_FAKE_API": str(state),
+    }

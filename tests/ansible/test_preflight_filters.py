@@ -9,10 +9,7 @@ from types import ModuleType
 
 import pytest
 
-PLUGIN = (
-    Path(__file__).resolve().parents[2]
-    / "roles/loadwise_preflight/filter_plugins/loadwise_preflight.py"
-)
+PLUGIN = Path(__file__).resolve().parents[2] / "plugins/filter/loadwise_preflight.py"
 PEM = "-----BEGIN CERTIFICATE-----\nQUJD\nREVG\n-----END CERTIFICATE-----\n"
 
 

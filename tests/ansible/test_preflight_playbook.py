@@ -266,6 +266,32 @@ def _kubeconfig(path: Path, server: str, ca: str, *, by_file: bool) -> None:
     path.write_text(yaml.safe_dump(doc))
 
 
+def k3s_scheduler_kubeconfig(tmp_path: Path, ca: str) -> Path:
+    """A k3s server's scheduler kubeconfig trusting `ca`, which it names by an absolute path
+    (server/tls/server-ca.crt on a real server)."""
+    ca_file = tmp_path / "server-ca.crt"
+    ca_file.write_text(ca)
+    path = tmp_path / "scheduler.kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [
+                    {
+                        "name": "local",
+                        "cluster": {
+                            "server": "https://127.0.0.1:6444",
+                            "certificate-authority": str(ca_file),
+                        },
+                    }
+                ],
+                "contexts": [{"name": "local", "context": {"cluster": "local", "user": "user"}}],
+                "current-context": "local",
+            }
+        )
+    )
+    return path
+
+
 @pytest.mark.parametrize(
     ("same_cluster", "naming"),
     [(True, "loadwise"), (False, "loadwise"), (True, "k3s-ansible"), (False, "k3s-ansible")],
@@ -276,27 +302,7 @@ def test_preflight_proves_the_controllers_api_is_the_inventorys_cluster(
     """naming k3s-ansible: the kubeconfig and context come from k3s-ansible's own inventory
     variables (kubeconfig, cluster_context), not loadwise's."""
     node_ca = _cert("node-cluster-ca")
-    node_ca_file = tmp_path / "server-ca.crt"
-    node_ca_file.write_text(node_ca)
-    # k3s's scheduler kubeconfig names its CA by an absolute path.
-    node_kubeconfig = tmp_path / "scheduler.kubeconfig"
-    node_kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "clusters": [
-                    {
-                        "name": "local",
-                        "cluster": {
-                            "server": "https://127.0.0.1:6444",
-                            "certificate-authority": str(node_ca_file),
-                        },
-                    }
-                ],
-                "contexts": [{"name": "local", "context": {"cluster": "local", "user": "user"}}],
-                "current-context": "local",
-            }
-        )
-    )
+    node_kubeconfig = k3s_scheduler_kubeconfig(tmp_path, node_ca)
     controller = tmp_path / "controller.kubeconfig"
     _kubeconfig(
         controller,

@@ -1,4 +1,4 @@
-"""roles/loadwise_rollout/filter_plugins/loadwise_rollout.py: has an add-on rolled out; if not, why.
+"""plugins/filter/loadwise_rollout.py: has an add-on rolled out; if not, why.
 
 The documents are shaped as the API server returns them (apps/v1 Deployment status, v1 Pod
 status as the kubelet writes it); the failure texts are the ones the kubelet and containerd
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "roles/loadwise_rollout/filter_plugins/loadwise_rollout.py"
+PLUGIN = ROOT / "plugins/filter/loadwise_rollout.py"
 IMAGE = "registry.example/load-watcher:v0.2.4"
 
 

@@ -27,10 +27,17 @@ The crashed container's log (`previous_log`, for k8s_log's `previous`): with a `
 state the crashed instance is the current one (False); the kubelet keeps one dead instance per
 container, so the one before it is already gone. With `waiting: CrashLoopBackOff` it is the
 last one (True).
+
+loadwise_rollout_started_unready(pods) and loadwise_rollout_log_verdict(verdict, log_lines,
+failure, where): a container that runs but never gets ready (metrics-server that cannot verify
+the kubelets' serving certificates answers /readyz with 500 and logs `x509: ...` on every
+scrape) is a failure as soon as its log shows the pattern the including role gives, with the
+role's advice, instead of after the whole timeout.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 # Waiting reasons that never clear by themselves (the kubelet backs off and retries the same thing).
@@ -252,6 +259,53 @@ def explain(result: dict[str, Any], log_lines: list[str] | None = None, timeout:
     return reason
 
 
+def started_unready(pods: list[dict[str, Any]] | None) -> dict[str, str]:
+    """The first container that runs but is not ready ({"pod", "container"}; {} when none):
+    where a program that starts but cannot do its work says why, in its log."""
+    for pod in pods or []:
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            if (cs.get("state") or {}).get("running") and not cs.get("ready"):
+                return {
+                    "pod": (pod.get("metadata") or {}).get("name", "?"),
+                    "container": cs.get("name", "?"),
+                }
+    return {}
+
+
+def log_verdict(
+    result: dict[str, Any],
+    log_lines: list[str] | None,
+    failure: dict[str, str] | None,
+    where: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A rollout still waiting is failed when the unready container's log has a line matching
+    ``failure["pattern"]`` (a regular expression): a failure that waiting does not clear, named
+    with ``failure["explain"]`` (what to do) and the lines that say it."""
+    pattern = (failure or {}).get("pattern") or ""
+    if result.get("state") != "waiting" or not pattern:
+        return result
+    said = [line.strip() for line in log_lines or [] if line.strip() and re.search(pattern, line)]
+    if not said:
+        return result
+    pod = (where or {}).get("pod", "?")
+    return {
+        **result,
+        "state": "failed",
+        "pod": pod,
+        "container": (where or {}).get("container", "?"),
+        "reason": f"{result.get('reason', '')}; pod {pod} runs but is not ready, its log says: "
+        + " | ".join(said[-3:])
+        + (f". {failure['explain']}" if (failure or {}).get("explain") else ""),
+    }
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"loadwise_rollout_verdict": verdict, "loadwise_rollout_explain": explain}
+        return {
+            "loadwise_rollout_verdict": verdict,
+            "loadwise_rollout_explain": explain,
+            "loadwise_rollout_started_unready": started_unready,
+            "loadwise_rollout_log_verdict": log_verdict,
+        }
