@@ -19,7 +19,14 @@ tests (tests/lab/), which import it from here.
 from lab.cluster import Lab, session
 from lab.components import BUILD, COMPONENTS, PORTS, build_binaries
 from lab.fakenodes import DEFAULT_NODES, USAGE_CPU, USAGE_MEMORY, NodeSpec, parse_quantity
-from lab.hosts import EXTENDER_URL, ControlPlaneHost, PlaybookRun, destroy, node_image
+from lab.hosts import (
+    EXTENDER_HEALTH_URL,
+    EXTENDER_URL,
+    ControlPlaneHost,
+    PlaybookRun,
+    destroy,
+    node_image,
+)
 from lab.processes import HOST, LabError, port_open
 from lab.workloads import (
     delete,
@@ -35,6 +42,7 @@ __all__ = [
     "BUILD",
     "COMPONENTS",
     "DEFAULT_NODES",
+    "EXTENDER_HEALTH_URL",
     "EXTENDER_URL",
     "HOST",
     "PORTS",

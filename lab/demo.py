@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lab import realnodes
 from lab.cluster import Lab
-from lab.hosts import EXTENDER_URL, ControlPlaneHost, node_image
+from lab.hosts import EXTENDER_HEALTH_URL, ControlPlaneHost, node_image
 from lab.prepare import prepare
 from lab.processes import LabError
 from lab.progress import clock
@@ -90,7 +90,7 @@ def _run(lab: Lab, replicas: int, phases: Phases) -> int:
         return 1
     lab.log("waiting for the extender's first load snapshot (load-watcher collects once a minute)")
     try:
-        lab.log(f"extender ready: {wait_ready(EXTENDER_URL)}")
+        lab.log(f"extender ready: {wait_ready(EXTENDER_HEALTH_URL)}")
     except TimeoutError as exc:
         lab.log(str(exc))
         return 1
@@ -172,7 +172,7 @@ def _run_real(replicas: int, phases: Phases) -> int:
         return 1
     _say(f"making {HOT} hot: the burner spends {BURN_MILLICORES}m of real CPU, requesting 10m")
     _say("(metrics-server scrapes every 15 s, load-watcher once a minute: about two minutes)")
-    hot = realnodes.make_hot(cluster, HOT, BURN_MILLICORES, EXTENDER_URL)
+    hot = realnodes.make_hot(cluster, HOT, BURN_MILLICORES, EXTENDER_HEALTH_URL)
     phases.end("real load measured")
     cool = realnodes.node_cpu_millicores(cluster, COOL)
     name = f"demo-{int(time.time()) % 100000}"

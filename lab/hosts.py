@@ -37,11 +37,17 @@ REPO = HERE.parent
 BUILD_NODE_IMAGE = HERE / "nodes" / "build-node-image"
 PREPARE_NODE = HERE / "nodes" / "prepare-node.yml"
 VENV_BIN = Path(sys.executable).parent
-# Where the playbooks' extender listens on each host (roles/loadwise/defaults/main.yml).
-EXTENDER_URL = (
-    "http://"
-    + yaml.safe_load((REPO / "roles/loadwise/defaults/main.yml").read_text())["loadwise_listen"]
+_DEFAULTS = yaml.safe_load((REPO / "roles/loadwise/defaults/main.yml").read_text())
+_EXTENDER_DEFAULTS = yaml.safe_load(
+    (REPO / "roles/loadwise_extender/defaults/main.yml").read_text()
 )
+# Where the playbooks' extender serves kube-scheduler on each host (roles/loadwise/defaults):
+# HTTPS for the scheduler's client certificate only, by default (loadwise_extender_tls_enabled).
+_SCHEME = "https://" if _DEFAULTS["loadwise_extender_tls_enabled"] else "http://"
+EXTENDER_URL = _SCHEME + _DEFAULTS["loadwise_listen"]
+# Its plain-HTTP listener for /healthz, /readyz and /metrics (roles/loadwise_extender/defaults),
+# which is where the tests and the demo read its state: no client certificate needed.
+EXTENDER_HEALTH_URL = "http://" + _EXTENDER_DEFAULTS["loadwise_extender_health_listen"]
 # Inventory groups per flavour, as operators' own inventories have them (issue #11 point 4):
 # k3s-ansible's server group under k3s_cluster, kubespray's kube_control_plane under
 # k8s_cluster. The playbooks find both with no loadwise variable; loadwise's own default

@@ -32,7 +32,15 @@ import urllib.request
 import pytest
 import yaml
 
-from lab import EXTENDER_URL, ControlPlaneHost, NodeSpec, node_image, place, wait_ready
+from lab import (
+    EXTENDER_HEALTH_URL,
+    EXTENDER_URL,
+    ControlPlaneHost,
+    NodeSpec,
+    node_image,
+    place,
+    wait_ready,
+)
 from tests.lab.e2e import (
     COOL,
     HOT,
@@ -160,10 +168,16 @@ def test_site_rewires_the_real_scheduler_and_installs_the_cluster_side(host, lab
 def test_the_scheduler_calls_the_extender_and_avoids_the_hog(host, lab):
     """Through the playbook's wiring: a 30-replica Deployment, none on the node whose memory
     a hog no pod requests fills."""
-    wait_ready(EXTENDER_URL)
-    before = request_count(EXTENDER_URL, "prioritize"), request_count(EXTENDER_URL, "filter")
+    wait_ready(EXTENDER_HEALTH_URL)
+    before = (
+        request_count(EXTENDER_HEALTH_URL, "prioritize"),
+        request_count(EXTENDER_HEALTH_URL, "filter"),
+    )
     where = place(lab, f"site-{host.flavour}", 30)
-    after = request_count(EXTENDER_URL, "prioritize"), request_count(EXTENDER_URL, "filter")
+    after = (
+        request_count(EXTENDER_HEALTH_URL, "prioritize"),
+        request_count(EXTENDER_HEALTH_URL, "filter"),
+    )
     assert after[0] > before[0] and after[1] > before[1], f"extender requests {before} -> {after}"
     assert where[HOT] == 0, f"pods landed on the memory hog: {dict(where)}"
     assert set(where) <= COOL

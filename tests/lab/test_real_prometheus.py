@@ -20,7 +20,7 @@ import time
 import pytest
 import yaml
 
-from lab import EXTENDER_URL, realnodes
+from lab import EXTENDER_HEALTH_URL, realnodes
 from lab import prometheus as lab_prometheus
 from lab.processes import wait_for
 from lab.workloads import create_deployment, delete
@@ -80,12 +80,12 @@ def test_the_extender_reads_the_nodes_from_prometheus(prometheus, real_host):
     # no query or node label configured: the extender's defaults, the rules' names
     assert (source["kind"], source["url"]) == ("prometheus", prometheus.url), source
     assert "prometheus" not in source, source
-    status, body = realnodes.node_get(CP, f"{EXTENDER_URL}/readyz")
+    status, body = realnodes.node_get(CP, f"{EXTENDER_HEALTH_URL}/readyz")
     print(f"\nreadyz: {status} {body.strip()}")
     assert status == 200 and "3 nodes from prometheus" in body, body
     # what the extender holds: a fresh snapshot of the three nodes
     held = {
-        name: realnodes.extender_metric(CP, EXTENDER_URL, f"loadwise_extender_{name}")
+        name: realnodes.extender_metric(CP, EXTENDER_HEALTH_URL, f"loadwise_extender_{name}")
         for name in ("nodes_with_load", "load_stale", "source_errors_total")
     }
     print(f"extender: {held}")

@@ -31,7 +31,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from lab import EXTENDER_URL, realnodes
+from lab import EXTENDER_HEALTH_URL, realnodes
 from lab.processes import wait_for
 from lab.workloads import create_deployment, delete, placements, scored_events
 from tests.lab.e2e import another_clusters_kubeconfig, cluster_objects
@@ -172,7 +172,7 @@ def test_site_rewires_the_kubelets_scheduler_and_the_add_ons_run(real_host, real
 
     wait_for("NodeMetrics for every node", node_metrics, timeout=120)
     # The extender (systemd on the node) reads load-watcher through its Service.
-    status, body = realnodes.node_get(CP, f"{EXTENDER_URL}/readyz")
+    status, body = realnodes.node_get(CP, f"{EXTENDER_HEALTH_URL}/readyz")
     assert status == 200 and "3 nodes from load-watcher" in body, body
     assert real_host.sh("stat -c '%U %a' /etc/loadwise/extender.kubeconfig").split() == [
         "loadwise-extender", "600"]  # fmt: skip
@@ -250,7 +250,7 @@ def hot_node(real_host, real_kube):
     """The burner on HOT until the end of the module, from when the extender's load shows it;
     what metrics-server measured on each worker then."""
     try:
-        hot = realnodes.make_hot(real_kube, HOT, BURN_MILLICORES, EXTENDER_URL)
+        hot = realnodes.make_hot(real_kube, HOT, BURN_MILLICORES, EXTENDER_HEALTH_URL)
         yield {HOT: hot, COOL: realnodes.node_cpu_millicores(real_kube, COOL)}
     finally:
         delete(real_kube, "burner")
@@ -277,7 +277,7 @@ def test_a_node_hot_with_real_load_gets_no_new_pods(real_host, real_kube, hot_no
 def request_count_on(real_host, verb: str) -> float:
     """The extender's served requests of ``verb``, read inside the node."""
     name = f'loadwise_extender_request_duration_seconds_count{{verb="{verb}"}}'
-    return realnodes.extender_metric(CP, EXTENDER_URL, name) or 0.0
+    return realnodes.extender_metric(CP, EXTENDER_HEALTH_URL, name) or 0.0
 
 
 def test_a_second_site_run_changes_nothing(real_host):
