@@ -35,8 +35,14 @@ PODMAN_GROUP = "podman"  # the molecule scenarios and the real-node cluster
 # tryfirst: xdist's own hook reads xdist_group marks to assign the groups; mark before it.
 # The real-node modules share one cluster (tests/lab/conftest.py) and run in this order: the
 # site tests start from kubeadm's own cluster and end with loadwise rolled back, so the next
-# modules need no reset; test_real_nodes edits the scheduler's manifest by hand, so it goes last.
-REALNODE_ORDER = ("test_real_site.py", "test_real_prometheus.py", "test_real_nodes.py")
+# modules need no reset; test_real_nodes edits the scheduler's manifest by hand; the installer
+# checks prove their own clean start (a reset) and roll back what they install.
+REALNODE_ORDER = (
+    "test_real_site.py",
+    "test_real_prometheus.py",
+    "test_real_nodes.py",
+    "test_real_installer.py",
+)
 
 
 def _realnode_rank(item: pytest.Item) -> int:
