@@ -439,7 +439,11 @@ def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_re
     manifest again from kubeadm-config, which names loadwise's file and mount, so the kubelet's
     scheduler keeps loadwise. Rollback then leaves kubeadm-config without loadwise (the rest as
     the upgrade stored it) and on the node the manifest kubeadm renders from that."""
-    run = real_host.playbook("playbooks/site.yml", "--tags", "loadwise_scheduler_config")
+    # with the extender's tag too: the scheduler's client certificate (TLS, on by default) is
+    # the extender role's, and the rollbacks before this test removed it
+    run = real_host.playbook(
+        "playbooks/site.yml", "--tags", "loadwise_extender,loadwise_scheduler_config"
+    )
     assert run.rc == 0, run.tail()
     written = real_host.sh(f"cat {MANIFEST}")
     real_host.sh(
