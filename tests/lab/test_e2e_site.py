@@ -344,7 +344,9 @@ def test_what_changed_after_site_survives_rollback(host, lab):
     """Last in the module. site.yml, then a later drop-in without "+" that drops loadwise's
     entry: the running scheduler lost loadwise's --config, and the next site.yml refuses
     before any change and says which file did it. Rollback keeps the operator's files."""
-    site = ("playbooks/site.yml", "--tags", "loadwise_scheduler_config")
+    # with the extender's tag too: the scheduler's client certificate (TLS, on by default) is
+    # the extender role's, which an earlier rollback in this module may have removed
+    site = ("playbooks/site.yml", "--tags", "loadwise_extender,loadwise_scheduler_config")
     rollback = ("playbooks/rollback.yml", "--tags", "loadwise_scheduler_config")
     run = host.playbook(*site)
     assert run.rc == 0, run.tail()
