@@ -439,11 +439,10 @@ def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_re
     manifest again from kubeadm-config, which names loadwise's file and mount, so the kubelet's
     scheduler keeps loadwise. Rollback then leaves kubeadm-config without loadwise (the rest as
     the upgrade stored it) and on the node the manifest kubeadm renders from that."""
-    # with the extender's tag too: the scheduler's client certificate (TLS, on by default) is
-    # the extender role's, and the rollbacks before this test removed it
-    run = real_host.playbook(
-        "playbooks/site.yml", "--tags", "loadwise_extender,loadwise_scheduler_config"
-    )
+    # All of site.yml: the scheduler's client certificate (TLS, on by default) is the extender
+    # role's, the extender needs its load source to be ready (load-watcher, which reads
+    # metrics-server), and the rollbacks before this test removed all three.
+    run = real_host.playbook("playbooks/site.yml")
     assert run.rc == 0, run.tail()
     written = real_host.sh(f"cat {MANIFEST}")
     real_host.sh(
@@ -456,7 +455,9 @@ def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_re
     assert rendered != written, "kubeadm did not write the scheduler's manifest again"
     container = scheduler_container(yaml.safe_load(rendered))
     assert CONFIG_FLAG in container["command"], container
-    assert CONFIG in [m["mountPath"] for m in container["volumeMounts"]], container
+    mounts = [m["mountPath"] for m in container["volumeMounts"]]
+    # kubeadm-config carries the certificates' directory too, so its render keeps it
+    assert CONFIG in mounts and "/etc/loadwise/tls/scheduler" in mounts, container
     wait_for(
         "the kubelet's scheduler after the upgrade, with loadwise's flag, ready",
         lambda: (
