@@ -118,9 +118,35 @@ class Heartbeat:
                 self.reporter.write_line(self.line(now))  # type: ignore[attr-defined]
 
 
+class GroupTimes:
+    """At the end, the time each xdist group and each worker spent (setup, call and teardown
+    of their tests): the figures to balance the groups by (the module docstring), printed in
+    every CI log. Under --dist loadgroup a test's node id ends in "@<group>"."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, list[float]] = {}
+        self.workers: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        group = report.nodeid.rpartition("@")[2] if "@" in report.nodeid else "(no group)"
+        seconds, tests = self.groups.setdefault(group, [0.0, 0])
+        self.groups[group] = [seconds + report.duration, tests + (report.when == "call")]
+        node = getattr(report, "node", None)
+        worker = node.gateway.id if node is not None else "main"
+        self.workers[worker] = self.workers.get(worker, 0.0) + report.duration
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        terminalreporter.section("time per xdist group and per worker")
+        for group, (seconds, tests) in sorted(self.groups.items(), key=lambda kv: -kv[1][0]):
+            terminalreporter.write_line(f"{seconds / 60:6.1f} min  {int(tests):4d} tests  {group}")
+        for worker, seconds in sorted(self.workers.items()):
+            terminalreporter.write_line(f"{seconds / 60:6.1f} min  worker {worker}")
+
+
 # trylast: the terminal reporter registers itself in its own pytest_configure
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not hasattr(config, "workerinput"):
         config.pluginmanager.register(Heartbeat(reporter), "loadwise-heartbeat")
+        config.pluginmanager.register(GroupTimes(), "loadwise-group-times")

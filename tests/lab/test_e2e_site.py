@@ -14,6 +14,10 @@ scheduler -> second run -> rollback.yml -> second-scheduler mode ->
 a cluster without a metrics API (refused on k3s, which bundles metrics-server) ->
 an operator's later drop-in that drops loadwise, refused by the next site.yml.
 
+Only `make test-full` runs the tests marked `full` here: the steps that are the same on both
+flavours (refusals, second-scheduler mode) or that molecule's k3s scenario already runs on this
+stand-in (a second run, a rollback with nothing to do); each says where the default run has it.
+
 Not repeated here: a scheduler config the scheduler rejects is restored automatically, and a
 second rollback changes nothing. The molecule k3s scenario runs exactly that
 (molecule/shared/side_effect.yml and verify.yml: the same roles, the same real kube-scheduler
@@ -101,6 +105,9 @@ def test_check_mode_shows_the_edit_and_changes_nothing(host, lab):
     assert all(CONFIG_FLAG not in c for c in host.scheduler_cmdlines())
 
 
+# full: preflight refuses it before any flavour-specific task; the default run proves it on the
+# real kubeadm node (test_real_site.py, test_a_controller_pointed_at_another_cluster_is_refused).
+@pytest.mark.full
 def test_a_controller_pointed_at_another_cluster_is_refused_before_any_change(host, lab, workdir):
     """Issue #11 point 3 on a real host: the node's scheduler kubeconfig trusts the lab's
     CA, the controller's kubeconfig another one; site.yml stops in preflight, naming both."""
@@ -114,6 +121,9 @@ def test_a_controller_pointed_at_another_cluster_is_refused_before_any_change(ho
     assert cluster_objects(lab) == []
 
 
+# full: the arguments' validation is the same on both flavours; the default run has it on the
+# real kubeadm node (test_real_site.py) and for every variable in tests/ansible.
+@pytest.mark.full
 @pytest.mark.parametrize(
     ("bad", "named"),
     [
@@ -134,6 +144,9 @@ def test_a_bad_variable_is_refused_before_any_change(host, lab, bad, named):
     assert cluster_objects(lab) == []
 
 
+# full: the default run has it on the real kubeadm node (test_real_site.py) and on the k3s
+# stand-in in molecule's k3s scenario (its rollback runs twice, the second changing nothing).
+@pytest.mark.full
 def test_rollback_where_site_never_ran_changes_nothing(host, lab):
     """An operator may run rollback.yml first (or twice): it must succeed and touch nothing."""
     run = host.playbook("playbooks/rollback.yml")
@@ -185,6 +198,9 @@ def test_the_scheduler_calls_the_extender_and_avoids_the_hog(host, lab):
     assert _events(lab, "LoadwiseScored"), "no LoadwiseScored Event: events RBAC or token broken"
 
 
+# full: the default run has it for k3s in molecule's k3s scenario (its idempotence step, then
+# verify) and for kubeadm on the real node (test_real_site.py).
+@pytest.mark.full
 def test_a_second_site_run_changes_nothing(host):
     run = host.playbook("playbooks/site.yml")
     assert run.rc == 0, run.tail()
@@ -234,6 +250,9 @@ CONTROL_PLANE_LABELS = {
 }
 
 
+# full: the mode touches no file of the flavour's; the default run proves it on the real kubeadm
+# node, where a real kubelet runs the second scheduler and it binds pods (test_real_site.py).
+@pytest.mark.full
 def test_second_scheduler_mode_leaves_the_control_plane_alone(host, lab):
     """The cautious mode: a second kube-scheduler Deployment, no file on the node touched.
 

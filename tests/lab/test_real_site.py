@@ -14,7 +14,7 @@ The tests run in order against one cluster: check mode -> another cluster's kube
 refused -> bad variables refused -> rollback before any site.yml -> site.yml -> real load
 steers placement -> second run -> rollback (and the stock scheduler's control) ->
 second-scheduler mode -> `kubeadm upgrade apply` re-renders loadwise's flag, and rollback
-after it leaves what kubeadm renders without loadwise.
+after it leaves what kubeadm renders without loadwise (that last one only in `make test-full`).
 
 Marked `lab`, but in the xdist group "realnodes" with the other real-node tests, not the lab's
 (its nodes use no lab port or process; tests/conftest.py). Alone:
@@ -34,6 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from lab import EXTENDER_HEALTH_URL, realnodes
 from lab.processes import wait_for
 from lab.workloads import create_deployment, delete, placements, scored_events
+from tests.lab import leaks
 from tests.lab.e2e import another_clusters_kubeconfig, cluster_objects
 from tests.lab.kubeadm_render import render_scheduler, scheduler_container
 
@@ -134,8 +135,20 @@ def test_rollback_where_site_never_ran_changes_nothing(real_host, real_kube, pri
 
 
 def test_site_rewires_the_kubelets_scheduler_and_the_add_ons_run(real_host, real_kube):
-    run = real_host.playbook("playbooks/site.yml")
+    # At -vvv, where Ansible prints every task's result: none may show a key of the node's
+    # (scheduler.conf, admin.conf, pki, loadwise's TLS) or a token loadwise's run made.
+    before = leaks.secrets_on_node(real_host)
+    assert "/etc/kubernetes/scheduler.conf" in before and "/etc/kubernetes/admin.conf" in before
+    run = real_host.playbook("playbooks/site.yml", "-vvv")
     assert run.rc == 0, run.tail()
+    out = run.stdout + run.stderr
+    # the tasks that read the credentials ran (and said so, censored)
+    assert "Preflight | Read the node's scheduler kubeconfig" in out
+    assert "the output has been hidden due to the fact that" in out
+    tokens = leaks.loadwise_tokens(real_kube)
+    assert "loadwise-extender-token" in tokens, tokens
+    printed = leaks.printed(out, {**before, **leaks.secrets_on_node(real_host)}, tokens)
+    assert not printed, f"printed at -vvv: {printed} (log: {real_host.workdir})"
 
     # The kubelet restarted kube-scheduler from the edited manifest: the mirror pod shows the
     # flag and the hostPath of loadwise's file, and the process runs with the flag.
@@ -328,9 +341,12 @@ def test_a_config_the_scheduler_rejects_is_restored(real_host, real_kube):
     """On the converged node: a config the real kube-scheduler refuses (an unknown score
     plugin). The kubelet restarts the scheduler from the edited manifest, the scheduler exits;
     the role sees it, puts the previous files back, and the kubelet runs the scheduler with
-    them again. The run fails naming the scheduler's own error."""
+    them again. The run fails naming the scheduler's own error. (Only the scheduler config's
+    tag, as an operator re-runs one part: the add-ons before it are converged already.)"""
     converged = real_host.sh(FILES)
-    run = real_host.playbook("playbooks/site.yml", extra=BROKEN)
+    run = real_host.playbook(
+        "playbooks/site.yml", "--tags", "loadwise_scheduler_config", extra=BROKEN
+    )
     assert run.rc != 0, run.tail()
     assert "restored the previous files" in run.said, run.tail()
     assert "LoadwiseNoSuchPlugin" in run.said, run.tail()
@@ -430,6 +446,11 @@ def test_second_scheduler_mode_binds_pods_and_leaves_the_node_alone(real_host, r
 UPGRADE_IGNORED = (*realnodes.IGNORED_PREFLIGHT, "CoreDNSUnsupportedPlugins", "CoreDNSMigration")
 
 
+# full (about 10 min: all of site.yml, then the upgrade): the default run has kubeadm's own render
+# of the edited and the restored kubeadm-config, upgrade included, with the real kubeadm
+# binary (tests/lab/test_kubeadm_render.py), and the rollback's choice of bytes after an upgrade
+# (tests/ansible/test_filter_rollback.py).
+@pytest.mark.full
 def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_render(
     real_host, real_kube, pristine
 ):
