@@ -135,6 +135,7 @@ def test_the_tarball_holds_the_installer_and_the_source_of_the_wheel(
         "playbooks/control_plane.yml",
         "plugins/filter/loadwise_preflight.py",
         "plugins/filter/loadwise_rollout.py",
+        "plugins/filter/loadwise_manifest.py",
         "roles/loadwise_preflight/tasks/main.yml",
         "roles/loadwise_extender/files/wheel_target.py",
         # loadwise_extender builds the extender's wheel from the collection's root
@@ -214,13 +215,9 @@ def test_the_installed_roles_find_their_filters(installed: dict[str, Path]) -> N
     """Preflight evaluates the collection's filter plugins (unknown variables, here a misspelt
     one, with its suggestion): a role inside a collection finds no role-level filter_plugins,
     only the collection's plugins/filter, by their full names."""
-    variables = _stand_in(
-        installed,
-        # default-scheduler's foreign-config check uses loadwise_scheduler_config's own
-        # filter_plugins, which are not collection plugins yet
-        loadwise_scheduler_config_mode="second-scheduler",
-        loadwise_extender_polcy="least-used",
-    )
+    # default-scheduler mode: its foreign-config check (loadwise_scheduler_config's
+    # foreign.yml, always run) evaluates the manifest filters of plugins/filter too
+    variables = _stand_in(installed, loadwise_extender_polcy="least-used")
     inv = str(INVENTORIES / "plain.ini")
     run = _playbook(
         installed,
@@ -316,3 +313,28 @@ def test_sanity_equivalents_that_need_no_network(installed: dict[str, Path]) -> 
     assert SpecifierSet(runtime["requires_ansible"]) == SpecifierSet(needed)
     assert __import__("ansible.release").release.__version__ in SpecifierSet(needed)
     assert sorted(p.name for p in (root / "plugins").iterdir()) == ["filter"]
+
+
+def test_the_installed_default_mode_reads_the_schedulers_config_with_its_filters(
+    installed: dict[str, Path],
+) -> None:
+    """default-scheduler mode's foreign-config check (loadwise_scheduler_config's foreign.yml,
+    included by preflight) merges k3s's kube-scheduler-arg with the collection's manifest
+    filters (plugins/filter/loadwise_manifest.py), reached by their full names."""
+    variables = _stand_in(installed)
+    inv = str(INVENTORIES / "plain.ini")
+    run = _playbook(
+        installed,
+        "loadwise.loadwise.site",
+        "-i",
+        inv,
+        "--tags",
+        "loadwise_preflight",
+        "-e",
+        variables,
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert "No filter named" not in out, out
+    assert "Work out the kube-scheduler-arg list k3s would use" in out, out
+    assert "cp-1: k3s 1.31.4, scheduler config kubescheduler.config.k8s.io/v1" in out, out

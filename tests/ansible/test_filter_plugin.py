@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "roles/loadwise_scheduler_config/filter_plugins/loadwise_manifest.py"
+PLUGIN = ROOT / "plugins/filter/loadwise_manifest.py"
 MANIFEST = ROOT / "lab/nodes/kube-scheduler.yaml"
 CONFIG = "/etc/kubernetes/loadwise-scheduler-config.yaml"
 SHA = "0" * 63 + "1"
