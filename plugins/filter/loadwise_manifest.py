@@ -135,22 +135,39 @@ def _dump(data):
     return yaml.safe_dump(data, indent=2, width=256, default_flow_style=False, allow_unicode=True)
 
 
-def _rollback(current_text, left_sha256, pristine_text, inverse):
-    """{"content": text to write, "how": "pristine" | "inverse" | "untouched"}."""
+def _rollback(current_text, left_sha256, pristine_text, inverse, forward):
+    """{"content": text to write, "how": "pristine" | "inverse" | "untouched"}.
+
+    The pristine bytes only when the current text is what loadwise left AND loadwise's edit is
+    all that separates it from the pristine copy. A later site.yml records a new "written"
+    sha256 but keeps the first pristine copy, so after `kubeadm upgrade apply` and a re-run the
+    text is what loadwise left, yet on a base with the new image tag: the old bytes would
+    downgrade the scheduler. Then the inverse edit of the current text is what goes back."""
     current_text = str(current_text)
-    if (
-        left_sha256
-        and pristine_text is not None
-        and _sha256(current_text) == str(left_sha256).strip()
-    ):
-        return {"content": str(pristine_text), "how": "pristine"}
     current = yaml.safe_load(current_text)
     if not isinstance(current, dict):
         raise ValueError("the current text is not a YAML mapping")
     reverted = inverse(current)
+    if (
+        left_sha256
+        and pristine_text is not None
+        and _sha256(current_text) == str(left_sha256).strip()
+        and _same_base(current, pristine_text, lambda obj: inverse(forward(obj)))
+    ):
+        return {"content": str(pristine_text), "how": "pristine"}
     if reverted == current:
         return {"content": current_text, "how": "untouched"}
     return {"content": _dump(reverted), "how": "inverse"}
+
+
+def _same_base(current, pristine_text, canonical):
+    """Whether the current object and the pristine text differ only by loadwise's edit
+    (compared after the edit and its inverse, which also sort what the edit sorts)."""
+    try:
+        pristine = yaml.safe_load(str(pristine_text))
+    except yaml.YAMLError:
+        return False
+    return isinstance(pristine, dict) and canonical(pristine) == canonical(current)
 
 
 def loadwise_rollback_manifest(current_text, config_path, left_sha256="", pristine_text=None):
@@ -159,6 +176,7 @@ def loadwise_rollback_manifest(current_text, config_path, left_sha256="", pristi
         left_sha256,
         pristine_text,
         lambda pod: loadwise_scheduler_manifest(pod, config_path, present=False),
+        lambda pod: loadwise_scheduler_manifest(pod, config_path),
     )
 
 
@@ -170,6 +188,7 @@ def loadwise_rollback_cluster_configuration(
         left_sha256,
         pristine_text,
         lambda cfg: loadwise_cluster_configuration(cfg, config_path, present=False),
+        lambda cfg: loadwise_cluster_configuration(cfg, config_path),
     )
 
 

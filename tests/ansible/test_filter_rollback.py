@@ -104,6 +104,29 @@ def test_manifest_after_an_upgrade_keeps_the_new_version_and_the_operators_flag(
     assert pod == expected
 
 
+@pytest.mark.parametrize("tls_dir", ["", TLS_DIR], ids=["plain", "tls"])
+def test_manifest_after_an_upgrade_and_a_rerun_keeps_the_new_version(tls_dir: str) -> None:
+    """kubeadm upgrade apply, then site.yml again: the re-run edits the upgraded manifest and
+    records its sha256 as what loadwise left, while the pristine copy (taken once, never
+    overwritten) still has the old tag. Rollback must not write those old bytes back."""
+    pristine = _pristine_manifest()
+    rerun = _dump(
+        plugin.loadwise_scheduler_manifest(
+            yaml.safe_load(_upgraded(_left_by_loadwise(pristine, tls_dir))),
+            CONFIG,
+            SHA,
+            tls_dir=tls_dir,
+        )
+    )
+    out = plugin.loadwise_rollback_manifest(rerun, CONFIG, _sha(rerun), pristine)
+    assert out["how"] == "inverse", out
+    container = _scheduler(yaml.safe_load(out["content"]))
+    assert container["image"] == f"registry.k8s.io/kube-scheduler:{NEW}"
+    assert "--profiling=false" in container["command"]
+    assert not [a for a in container["command"] if a.startswith("--config")]
+    assert OLD not in out["content"]
+
+
 def test_manifest_without_a_record_is_never_replaced_by_the_old_bytes() -> None:
     """An install from before the record existed: the inverse edit, not the pristine copy."""
     pristine = _pristine_manifest()
@@ -157,6 +180,22 @@ def test_cluster_configuration_after_an_upgrade_keeps_the_new_version(
         for k, v in yaml.safe_load(pristine).items()
         if k not in ("kubernetesVersion", "scheduler")
     }
+
+
+@pytest.mark.parametrize("text", [V1BETA3, V1BETA4], ids=["v1beta3", "v1beta4"])
+def test_cluster_configuration_after_an_upgrade_and_a_rerun_keeps_the_new_version(
+    text: str,
+) -> None:
+    """The same for kubeadm-config: the upgrade stored the new kubernetesVersion, the re-run
+    recorded its own patch of that as what loadwise left."""
+    cfg = plugin.loadwise_cluster_configuration(yaml.safe_load(text), CONFIG)
+    cfg["kubernetesVersion"] = "v1.30.1"
+    rerun = _dump(plugin.loadwise_cluster_configuration(cfg, CONFIG))
+    out = plugin.loadwise_rollback_cluster_configuration(rerun, CONFIG, _sha(rerun), text)
+    assert out["how"] == "inverse", out
+    back = yaml.safe_load(out["content"])
+    assert back["kubernetesVersion"] == "v1.30.1"
+    assert CONFIG not in out["content"]
 
 
 @pytest.mark.parametrize("tls_dir", ["", TLS_DIR], ids=["plain", "tls"])
