@@ -380,3 +380,37 @@ def test_kubeadm_config_is_patched_once_every_node_runs_loadwise(tmp_path: Path)
     mounts = {v["name"]: (v["hostPath"], v["pathType"]) for v in scheduler["extraVolumes"]}
     assert mounts["loadwise-scheduler-tls"] == (f"{tmp_path}/cp-2-tls/scheduler", "Directory")
     assert yaml.safe_load(stored)["kubernetesVersion"] == "v1.31.2"
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (
+            "/opt/loadwise-test/no-such/kube-scheduler --config %s",
+            "loadwise_scheduler_config_validate_command could not run on localhost",
+        ),
+        ("sh -c 'echo unknown plugin LoadwiseX >&2; exit 1' %s", "The scheduler rejects"),
+    ],
+    ids=["missing-program", "rejected"],
+)
+def test_validate_tells_a_missing_program_from_the_schedulers_refusal(
+    tmp_path: Path, command: str, said: str
+) -> None:
+    """A validate command whose program is not on the node is named as such, not reported as
+    the scheduler rejecting the configuration; a real refusal quotes the program's words."""
+    out = _play(
+        tmp_path,
+        "validate",
+        {
+            "loadwise_scheduler_config_validate_command": command,
+            "loadwise_scheduler_config_text": "apiVersion: kubescheduler.config.k8s.io/v1\n",
+        },
+    )
+    assert out.startswith("rc=2"), out
+    flat = " ".join(out.split())
+    assert said in flat, out
+    if "rejects" in said:
+        assert "unknown plugin LoadwiseX" in flat and "could not run" not in flat, out
+    else:
+        assert "/opt/loadwise-test/no-such/kube-scheduler was not found" in flat, out
+        assert "rejects" not in flat, out

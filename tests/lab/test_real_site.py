@@ -412,6 +412,10 @@ def test_second_scheduler_mode_binds_pods_and_leaves_the_node_alone(real_host, r
     apps = client.AppsV1Api(real_kube.api_client())
     dep = apps.read_namespaced_deployment("loadwise-scheduler", "kube-system")
     assert dep.status.available_replicas == 1, dep.status
+    # confined as the add-ons are (the kubelet runs it so: available above)
+    container = dep.spec.template.spec.containers[0]
+    assert container.resources.limits == {"memory": "512Mi"}, container.resources
+    assert container.security_context.seccomp_profile.type == "RuntimeDefault"
     pods = real_kube.core().list_namespaced_pod(
         "kube-system", label_selector="app.kubernetes.io/name=loadwise-scheduler"
     )
