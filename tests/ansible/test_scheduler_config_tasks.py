@@ -414,3 +414,27 @@ def test_validate_tells_a_missing_program_from_the_schedulers_refusal(
     else:
         assert "/opt/loadwise-test/no-such/kube-scheduler was not found" in flat, out
         assert "rejects" not in flat, out
+
+
+@pytest.mark.parametrize(
+    ("timeout", "ok"),
+    [("5s", True), ("1m30s", True), ("500ms", True), ("1.5h", True), ("0s", False), ("5 s", False)],
+)
+def test_the_rendered_configurations_timeout_is_read_as_preflight_reads_it(
+    tmp_path: Path, timeout: str, ok: bool
+) -> None:
+    """The check before any change reads httpTimeout as Go's time.ParseDuration does, the
+    reading preflight applies to loadwise_scheduler_config_http_timeout: a value preflight
+    let through (1m30s) is not refused here after the add-ons have changed."""
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": "/etc/kubernetes/scheduler.conf"},
+        "extenders": [
+            {"urlPrefix": "https://127.0.0.1:8888", "weight": 10, "httpTimeout": timeout}
+        ],
+    }
+    out = _play(tmp_path, "check", {"loadwise_scheduler_config_text": yaml.safe_dump(config)})
+    assert out.startswith("rc=0" if ok else "rc=2"), out
+    if not ok:
+        assert "The generated scheduler configuration is not valid" in " ".join(out.split())
