@@ -231,12 +231,18 @@ class AnsibleHost:
         env["K8S_AUTH_KUBECONFIG"] = self.kubeconfig
         return env
 
-    def playbook(self, playbook: str, *args: str, extra: dict[str, object] | None = None,
-                 timeout: float = 900) -> PlaybookRun:  # fmt: skip
+    def playbook_argv(self, playbook: str, *args: str,
+                      extra: dict[str, object] | None = None) -> list[str]:  # fmt: skip
+        """ansible-playbook's command line for this host (run it in REPO with env())."""
         argv = [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), str(REPO / playbook),
                 *args]  # fmt: skip
         if extra:
             argv += ["-e", yaml.safe_dump(extra, default_flow_style=True, width=10_000)]
+        return argv
+
+    def playbook(self, playbook: str, *args: str, extra: dict[str, object] | None = None,
+                 timeout: float = 900) -> PlaybookRun:  # fmt: skip
+        argv = self.playbook_argv(playbook, *args, extra=extra)
         proc = subprocess.run(argv, cwd=REPO, env=self.env(), capture_output=True, text=True,
                               timeout=timeout)  # fmt: skip
         self.runs += 1

@@ -497,3 +497,36 @@ def test_k3s_running_line_before_hundreds_of_scheduler_lines(
     )
     run = _wait(*_fast(url, unit="k3s", timeout=10), f"--expect-arg={K3S_OURS}", env=env)
     assert run.rc == 0, run.out + run.err
+
+
+def test_restart_stops_the_running_scheduler_and_proves_the_next(
+    health: HealthServer, scheduler: NamedProcess
+) -> None:
+    """--restart (files in place that no run proved): the running scheduler gets SIGTERM, and
+    only the process the kubelet starts after it counts; here the test plays the kubelet."""
+    _, url = health
+    name, old = scheduler
+    waiter = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--since", str(time.time()), "--restart"]
+        + _fast(url, name, timeout=15, stable=1),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert old.wait(timeout=10) == -15  # SIGTERM
+    new = start_named(name)
+    try:
+        out, _ = waiter.communicate(timeout=20)
+    finally:
+        new.kill()
+        new.wait()
+    assert waiter.returncode == 0, out
+    assert out.splitlines() == [
+        f"restarted: stopped pid {old.pid} for the kubelet to start it again",
+        f"healthy: pid {new.pid} answered 200 on {url} for 1s",
+    ]
+
+
+def test_restart_needs_a_process_not_a_unit(health: HealthServer) -> None:
+    _, url = health
+    run = _wait("--restart", *_fast(url, unit="k3s"))
+    assert run.rc == 2 and "--restart needs --process" in run.err, run

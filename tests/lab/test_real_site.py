@@ -11,7 +11,8 @@ address, the controller holds the cluster's admin kubeconfig, the inventory has 
 layout and the variables an operator of this cluster sets (lab/realnodes.py SITE_VARS).
 
 The tests run in order against one cluster: check mode -> another cluster's kubeconfig
-refused -> bad variables refused -> rollback before any site.yml -> site.yml -> real load
+refused -> bad variables refused -> rollback before any site.yml -> a site.yml killed before
+its proof, proven by the next -> site.yml (at -vvv, nothing secret printed) -> real load
 steers placement -> second run -> rollback (and the stock scheduler's control) ->
 second-scheduler mode -> `kubeadm upgrade apply` re-renders loadwise's flag, and rollback
 after it leaves what kubeadm renders without loadwise (that last one only in `make test-full`).
@@ -23,7 +24,10 @@ Marked `lab`, but in the xdist group "realnodes" with the other real-node tests,
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
 import time
 
 import pytest
@@ -32,6 +36,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from lab import EXTENDER_HEALTH_URL, realnodes
+from lab.hosts import REPO
 from lab.processes import wait_for
 from lab.workloads import create_deployment, delete, placements, scored_events
 from tests.lab import leaks
@@ -132,6 +137,56 @@ def test_rollback_where_site_never_ran_changes_nothing(real_host, real_kube, pri
     assert run.rc == 0, run.tail()
     assert run.changed == {CP: 0}, run.tail(120)
     assert_untouched(real_host, real_kube, pristine)
+
+
+PROOF = f"/var/lib/loadwise/backup/written{MANIFEST}.sha256"
+
+
+def scheduler_pid(real_host) -> str:
+    """The pid of the node's kube-scheduler process(es), read from /proc."""
+    return real_host.sh(
+        "for p in /proc/[0-9]*; do read -r c < $p/comm 2>/dev/null || continue;"
+        ' [ "$c" = kube-scheduler ] && echo ${p#/proc/}; done; true'
+    ).strip()
+
+
+def test_a_site_run_killed_before_its_proof_is_proven_by_the_next(real_host, real_kube):
+    """The first site.yml is killed (SIGKILL to ansible-playbook and its workers, as a lost
+    controller leaves a node) once the kubelet's manifest names loadwise's config and before
+    the run proved that scheduler healthy and recorded it in written/. The next run finds
+    the files right but unproven: it says so, restarts the scheduler, proves it and records
+    it, instead of seeing nothing to change."""
+    proc = subprocess.Popen(
+        real_host.playbook_argv("playbooks/site.yml"),
+        cwd=REPO,
+        env=real_host.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(
+            "site.yml to write the scheduler's manifest",
+            lambda: proc.poll() is not None or CONFIG_FLAG in real_host.sh(f"cat {MANIFEST}"),
+            600,
+            interval=0.5,
+        )
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, f"site.yml ended by itself: rc {proc.returncode}"
+    assert real_host.sh(f"ls {PROOF} 2>/dev/null || true") == "", "killed after its proof"
+
+    before = scheduler_pid(real_host)
+    run = real_host.playbook("playbooks/site.yml", "--tags", "loadwise_scheduler_config")
+    assert run.rc == 0, run.tail()
+    assert "no run proved the scheduler healthy with it" in run.said, run.tail()
+    assert run.changed[CP] > 0, run.tail()
+    after = scheduler_pid(real_host)
+    assert after and after != before, (before, after)
+    assert CONFIG_FLAG in " ".join(real_host.scheduler_cmdlines())
+    assert scheduler_ready(real_kube)
+    assert real_host.sh(f"ls {PROOF}").strip() == PROOF
 
 
 def test_site_rewires_the_kubelets_scheduler_and_the_add_ons_run(real_host, real_kube):

@@ -16,6 +16,10 @@ argument must (or must not) be in its command line, read from /proc/<pid>/cmdlin
 "Running kube-scheduler ..." line k3s logs since --since (k3s-io/k3s pkg/daemons/executor
 logs each embedded component's arguments that way).
 
+With --restart (--process only) it first stops the scheduler it found with SIGTERM, for the
+kubelet to start it again (restartPolicy Always): the proof for files already in place that
+no run proved, as an interrupted run leaves them.
+
 On timeout it prints the reason and the scheduler's own last error lines, taken from the
 newest file matching --log-glob or from the journal of --unit, and exits 1.
 Standard library only: it runs on the node's system Python.
@@ -27,6 +31,7 @@ import argparse
 import glob
 import os
 import re
+import signal
 import ssl
 import subprocess
 import sys
@@ -180,9 +185,17 @@ def main() -> int:
     ap.add_argument("--log-unit")
     ap.add_argument("--expect-arg", action="append", default=[], help="must be in its arguments")
     ap.add_argument("--refuse-arg", action="append", default=[], help="must not be in them")
+    ap.add_argument("--restart", action="store_true", help="stop the running one first")
     a = ap.parse_args()
     if not (a.process or a.unit):
         ap.error("give --process or --unit")
+    if a.restart:
+        if not a.process:
+            ap.error("--restart needs --process (a unit is restarted by systemd)")
+        old = find_pid(a.process, a.exclude, None)
+        if old is not None:
+            os.kill(old, signal.SIGTERM)
+            print(f"restarted: stopped pid {old} for the kubelet to start it again")
 
     t0 = time.monotonic()
     deadline = t0 + a.timeout
