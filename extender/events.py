@@ -19,7 +19,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import msgspec
 
@@ -271,7 +271,7 @@ def _named(decision: Decision) -> Decision:
 
 
 def _now_rfc3339(now: float) -> str:
-    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def build_event(
@@ -450,7 +450,7 @@ class EventRecorder:
             ) - time.monotonic()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=max(0.01, wait))
-            except TimeoutError:
+            except asyncio.TimeoutError:
                 pass
 
     def start(self) -> None:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -57,6 +58,14 @@ from .exceptions import QuantityError, WireError
 from .service import Extender
 from .throttle import LogThrottle
 from .wire import ExtenderArgs, PrioritizeArgs, decode_args, encode
+
+# asyncio.timeout is Python 3.11's; on 3.10 (Ubuntu 22.04's python3) the aio-libs package it
+# came from, which aiohttp itself requires there. Either raises asyncio.TimeoutError, the
+# builtin TimeoutError on 3.11 but a class of its own on 3.10, hence that name below.
+if sys.version_info >= (3, 11):
+    from asyncio import timeout
+else:  # pragma: no cover
+    from async_timeout import timeout
 
 __all__ = [
     "BODY_DEADLINE_SECONDS",
@@ -271,9 +280,9 @@ async def _read_body(request: web.Request) -> bytes:
         limits = request.app[_LIMITS_KEY]
         deadline = limits.body_deadline
         try:
-            async with asyncio.timeout(deadline):
+            async with timeout(deadline):
                 body = await _read_all(request, limits.body_bytes)
-        except TimeoutError:
+        except asyncio.TimeoutError:
             raise WireError(
                 f"request body not received within {deadline:g} s",
                 reason="body_timeout",
@@ -287,9 +296,9 @@ async def _read_body(request: web.Request) -> bytes:
 async def _take_turn(limits: _Limits) -> bool:
     """One of the ``BODY_READS`` turns, if one comes free within ``slot_wait``."""
     try:
-        async with asyncio.timeout(limits.slot_wait):
+        async with timeout(limits.slot_wait):
             await limits.reads.acquire()
-    except TimeoutError:
+    except asyncio.TimeoutError:
         return False
     return True
 
@@ -301,10 +310,10 @@ async def _send(request: web.Request, response: web.StreamResponse, deadline: fl
     if request.app[_STATE_KEY].stopping:
         response.force_close()
     try:
-        async with asyncio.timeout(deadline):
+        async with timeout(deadline):
             await response.prepare(request)
             await response.write_eof()
-    except TimeoutError:
+    except asyncio.TimeoutError:
         if request.transport is not None:
             request.transport.close()
 

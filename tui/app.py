@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from textual import on
 from textual.app import App
@@ -21,7 +21,7 @@ __all__ = ["LoadwiseApp", "make_app"]
 
 
 def _utcnow() -> datetime:
-    return datetime.now(UTC)
+    return datetime.now(timezone.utc)
 
 
 class LoadwiseApp(App[None]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from .exceptions import LoadwiseTuiError
@@ -56,10 +56,12 @@ def _source(args: argparse.Namespace) -> ClusterSource:
         cluster = (
             RecordedCluster.from_dir(args.demo)
             if args.demo
-            else synthetic_cluster(nodes=24, pods=400, now=datetime.now(UTC))
+            else synthetic_cluster(nodes=24, pods=400, now=datetime.now(timezone.utc))
         )
         return RecordedSource(
-            cluster, now=lambda: datetime.now(UTC), description=f"demo {args.demo or 'synthetic'}"
+            cluster,
+            now=lambda: datetime.now(timezone.utc),
+            description=f"demo {args.demo or 'synthetic'}",
         )
     from .sources.kubernetes import KubernetesSource, load_api_client
 

@@ -15,6 +15,7 @@ time counts as no later than the fetch.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Generic, TypeVar
 
@@ -158,7 +159,7 @@ class PrometheusSource:
                     )
         except aiohttp.ClientError as exc:
             raise SourceError(f"Prometheus {self.url}: {exc}") from None
-        except TimeoutError:
+        except asyncio.TimeoutError:
             raise SourceError(f"Prometheus {self.url}: timed out") from None
         return body
 

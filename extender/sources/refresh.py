@@ -109,7 +109,7 @@ class Refresher:
                 # After a failure, retry sooner than the normal interval.
                 wait = self.interval if self.last_error is None else min(self.interval, 5.0)
                 await asyncio.wait_for(self._wake.wait(), timeout=wait)
-            except TimeoutError:
+            except asyncio.TimeoutError:
                 pass
 
     def poke(self) -> None:

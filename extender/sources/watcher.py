@@ -14,6 +14,7 @@ and node by node only when some entry does not fit.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Generic, TypeVar
 
@@ -144,7 +145,7 @@ class LoadWatcherSource:
                     raise SourceError(f"GET {self.url}: HTTP {response.status}: {text}")
         except aiohttp.ClientError as exc:
             raise SourceError(f"GET {self.url}: {exc}") from None
-        except TimeoutError:
+        except asyncio.TimeoutError:
             raise SourceError(f"GET {self.url}: timed out") from None
         return parse_watcher(body)
 

@@ -322,15 +322,23 @@ def _python(tmp_path: Path, body: str) -> Path:
     return path
 
 
+def _reporting(tmp_path: Path, version: tuple[int, int, int]) -> Path:
+    """This Python, made to report `version` as that interpreter would."""
+    return _python(
+        tmp_path,
+        f"exec {sys.executable} -c '"
+        f'import sys; sys.version_info = ({", ".join(map(str, version))}, "final", 0); '
+        "code = sys.argv[1]; "
+        'sys.argv = sys.argv[:1]; exec(compile(code, "<c>", "exec"))\' "$2"',
+    )
+
+
 @pytest.mark.parametrize(
     ("interpreter", "found"),
     [
         ("missing", "found: no interpreter it could run at that path"),
-        # Ubuntu 22.04's python3: this Python, made to report 3.10 as that one would
-        (
-            "3.10",
-            "found: Python 3.10.",
-        ),
+        # Debian 11's python3
+        ("3.9", "found: Python 3.9."),
     ],
 )
 def test_the_node_python_refusal_says_what_it_found(
@@ -339,18 +347,22 @@ def test_the_node_python_refusal_says_what_it_found(
     if interpreter == "missing":
         python = tmp_path / "no-such-python3"
     else:
-        python = _python(
-            tmp_path,
-            f"exec {sys.executable} -c '"
-            'import sys; sys.version_info = (3, 10, 12, "final", 0); code = sys.argv[1]; '
-            'sys.argv = sys.argv[:1]; exec(compile(code, "<c>", "exec"))\' "$2"',
-        )
+        python = _reporting(tmp_path, (3, 9, 2))
     run = _run(tmp_path, INVENTORIES / "plain.ini", "-e", f"loadwise_node_python={python}")
     said = " ".join(run.stdout.split())
     assert run.returncode != 0, said
     assert found in said, said
     assert "got: ." not in said
-    assert "loadwise_node_python=/usr/bin/python3.11" in said
+    assert "must be Python 3.10 or newer" in said and "set loadwise_node_python to it" in said
+
+
+def test_ubuntu_2204s_python_310_is_accepted(tmp_path: Path) -> None:
+    """Ubuntu 22.04's python3 (3.10.12) passes the check the 3.9 above fails."""
+    python = _reporting(tmp_path, (3, 10, 12))
+    run = _run(tmp_path, INVENTORIES / "plain.ini", "-e", f"loadwise_node_python={python}")
+    said = " ".join(run.stdout.split())
+    assert "Refuse a node without Python 3.10+ and its venv module" in said, said
+    assert "must be Python 3.10 or newer" not in said, said
 
 
 def test_load_watcher_service_mode_without_cluster_objects_needs_a_kubeconfig(

@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -95,7 +95,7 @@ def load_api_client(kubeconfig: str | None, context: str | None) -> tuple[ApiCli
 
 
 def _now() -> datetime:
-    return datetime.now(UTC)
+    return datetime.now(timezone.utc)
 
 
 def describe(exc: BaseException) -> str:
