@@ -190,7 +190,13 @@ class ClusterWatch:
 
     def _post(self, fn: Callable[..., None], *args: object) -> None:
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(fn, *args)
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:
+            # The loop closed under a watch still in flight (the process is stopping and the
+            # thread is a daemon): nothing is left to apply the result to.
+            if not self._loop.is_closed():
+                raise
 
     def _reflector(self, what: str) -> Reflector:
         def failed(exc: Exception, delay: float) -> None:

@@ -22,6 +22,7 @@ goes to whichever nears its end first, the lab's. Measured durations are in the 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -128,7 +129,9 @@ class GroupTimes:
         self.workers: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        group = report.nodeid.rpartition("@")[2] if "@" in report.nodeid else "(no group)"
+        # (a test's own parameters may hold an "@" too: a group name is a plain word)
+        suffix = re.search(r"@([\w.-]+)$", report.nodeid)
+        group = suffix.group(1) if suffix else "(no group)"
         seconds, tests = self.groups.setdefault(group, [0.0, 0])
         self.groups[group] = [seconds + report.duration, tests + (report.when == "call")]
         node = getattr(report, "node", None)

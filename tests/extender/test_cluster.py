@@ -218,3 +218,26 @@ async def test_unreachable_api_is_not_ready_but_serves(tmp_path):
         assert not ready and "no load snapshot" in why and "watch not synced" in why
     finally:
         await ext.stop()
+
+
+def test_a_watch_that_fails_after_the_loop_closed_stays_quiet():
+    """At shutdown the watch threads (daemons) can still be in a request when the event loop
+    closes; the failure they then report has nowhere to go and must not raise in the thread
+    (it did: RuntimeError "Event loop is closed", as an unhandled thread exception)."""
+    from extender.cluster import ClusterWatch
+
+    watch = ClusterWatch(None, estimator=None, tlp=None, placements=None)  # type: ignore[arg-type]
+    loop = asyncio.new_event_loop()
+    watch._loop = loop
+    loop.close()
+    watch._post(lambda: None)  # no RuntimeError
+    running = asyncio.new_event_loop()
+    try:
+        watch._loop = running
+        seen = []
+        watch._post(seen.append, "applied")
+        running.call_soon(running.stop)
+        running.run_forever()
+        assert seen == ["applied"]
+    finally:
+        running.close()
