@@ -10,10 +10,11 @@ PY := $(VENV)/bin/python
 setup:
 	scripts/setup
 
-# Two workers: the lab on one, the molecule scenarios on the other, the fast suites wherever
-# there is room (tests/conftest.py). Both slow suites mostly wait on daemons, so side by side
-# they take about as long as the longer one. PYTEST_WORKERS=0 runs everything in one process.
-# --durations lists the slowest tests, so a CI log shows where the 40-minute budget goes.
+# Two workers: the real-node cluster's group on one, the lab's on the other, then molecule's
+# and the ungrouped suites wherever there is room (tests/conftest.py).
+# PYTEST_WORKERS=0 runs everything in one process.
+# --durations lists the slowest tests and tests/conftest.py the time per group and worker, so a
+# CI log shows where the time goes (README.md, "How long it takes").
 PYTEST_WORKERS ?= 2
 
 # The first build (every Go program and node image the suite needs, ~40 min on a cold 2-core
