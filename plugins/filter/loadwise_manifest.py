@@ -135,24 +135,25 @@ def _dump(data):
     return yaml.safe_dump(data, indent=2, width=256, default_flow_style=False, allow_unicode=True)
 
 
-def _rollback(current_text, left_sha256, pristine_text, inverse, forward):
+def _rollback(current_text, left_sha256, pristine_text, edit):
     """{"content": text to write, "how": "pristine" | "inverse" | "untouched"}.
 
     The pristine bytes only when the current text is what loadwise left AND loadwise's edit is
     all that separates it from the pristine copy. A later site.yml records a new "written"
     sha256 but keeps the first pristine copy, so after `kubeadm upgrade apply` and a re-run the
     text is what loadwise left, yet on a base with the new image tag: the old bytes would
-    downgrade the scheduler. Then the inverse edit of the current text is what goes back."""
+    downgrade the scheduler. Then the inverse edit of the current text is what goes back.
+    edit(obj, present) is loadwise's edit (present=True) or its inverse (present=False)."""
     current_text = str(current_text)
     current = yaml.safe_load(current_text)
     if not isinstance(current, dict):
         raise ValueError("the current text is not a YAML mapping")
-    reverted = inverse(current)
+    reverted = edit(current, False)
     if (
         left_sha256
         and pristine_text is not None
         and _sha256(current_text) == str(left_sha256).strip()
-        and _same_base(current, pristine_text, lambda obj: inverse(forward(obj)))
+        and _same_base(current, pristine_text, lambda obj: edit(edit(obj, True), False))
     ):
         return {"content": str(pristine_text), "how": "pristine"}
     if reverted == current:
@@ -175,8 +176,7 @@ def loadwise_rollback_manifest(current_text, config_path, left_sha256="", pristi
         current_text,
         left_sha256,
         pristine_text,
-        lambda pod: loadwise_scheduler_manifest(pod, config_path, present=False),
-        lambda pod: loadwise_scheduler_manifest(pod, config_path),
+        lambda pod, present: loadwise_scheduler_manifest(pod, config_path, present=present),
     )
 
 
@@ -187,8 +187,7 @@ def loadwise_rollback_cluster_configuration(
         current_text,
         left_sha256,
         pristine_text,
-        lambda cfg: loadwise_cluster_configuration(cfg, config_path, present=False),
-        lambda cfg: loadwise_cluster_configuration(cfg, config_path),
+        lambda cfg, present: loadwise_cluster_configuration(cfg, config_path, present=present),
     )
 
 

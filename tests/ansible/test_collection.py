@@ -211,6 +211,24 @@ def _stand_in(installed: dict[str, Path], **extra: object) -> str:
     return f"@{path}"
 
 
+def _preflight(
+    installed: dict[str, Path], variables: str
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """loadwise.loadwise.site's preflight tag on the stand-in (plain inventory); the run and
+    its whole output."""
+    run = _playbook(
+        installed,
+        "loadwise.loadwise.site",
+        "-i",
+        str(INVENTORIES / "plain.ini"),
+        "--tags",
+        "loadwise_preflight",
+        "-e",
+        variables,
+    )
+    return run, run.stdout + run.stderr
+
+
 def test_the_installed_roles_find_their_filters(installed: dict[str, Path]) -> None:
     """Preflight evaluates the collection's filter plugins (unknown variables, here a misspelt
     one, with its suggestion): a role inside a collection finds no role-level filter_plugins,
@@ -218,18 +236,7 @@ def test_the_installed_roles_find_their_filters(installed: dict[str, Path]) -> N
     # default-scheduler mode: its foreign-config check (loadwise_scheduler_config's
     # foreign.yml, always run) evaluates the manifest filters of plugins/filter too
     variables = _stand_in(installed, loadwise_extender_polcy="least-used")
-    inv = str(INVENTORIES / "plain.ini")
-    run = _playbook(
-        installed,
-        "loadwise.loadwise.site",
-        "-i",
-        inv,
-        "--tags",
-        "loadwise_preflight",
-        "-e",
-        variables,
-    )
-    out = run.stdout + run.stderr
+    run, out = _preflight(installed, variables)
     assert run.returncode != 0, out
     said = " ".join(out.split())
     assert (
@@ -322,18 +329,7 @@ def test_the_installed_default_mode_reads_the_schedulers_config_with_its_filters
     included by preflight) merges k3s's kube-scheduler-arg with the collection's manifest
     filters (plugins/filter/loadwise_manifest.py), reached by their full names."""
     variables = _stand_in(installed)
-    inv = str(INVENTORIES / "plain.ini")
-    run = _playbook(
-        installed,
-        "loadwise.loadwise.site",
-        "-i",
-        inv,
-        "--tags",
-        "loadwise_preflight",
-        "-e",
-        variables,
-    )
-    out = run.stdout + run.stderr
+    run, out = _preflight(installed, variables)
     assert run.returncode == 0, out
     assert "No filter named" not in out, out
     assert "Work out the kube-scheduler-arg list k3s would use" in out, out
