@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.placement import report, scenario
 from benchmarks.placement.exceptions import PlacementError
-from benchmarks.placement.runner import RunResult, cleanup, log_line, run
+from benchmarks.placement.runner import RunResult, cleanup, log_line, provenance, run
 from lab import session
 
 
@@ -42,6 +42,7 @@ def measure(
     *,
     append: bool = False,
     workdir: Path | None = None,
+    allow_mixed_commits: bool = False,
 ) -> tuple[str, list[str], list[RunResult]]:
     """Run; with `append`, keep the results already in `results_file` for the pairs of
     scenario and contender not run again (e.g. a contender whose build came later)."""
@@ -60,6 +61,9 @@ def measure(
         rerun = {(s.name, n) for s in scenarios for n in names}
         results = [r for r in old if (r.scenario, r.contender) not in rerun]
         notes = [n for n in notes if not any(n.startswith(f"{c} not run") for c in names)]
+        # Refuse now rather than after the lab ran: the report would refuse the mixture.
+        now = RunResult("", "", commit=provenance().commit)
+        report.check_commits([*results, now], allow_mixed=allow_mixed_commits or not results)
     with (
         session(log_line) as lab,
         tempfile.TemporaryDirectory(prefix="placement-") as tmp,
@@ -100,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         help="keep each run's configs and logs (scheduler, extender, descheduler) here",
     )
     ap.add_argument("--note", action="append", default=[], help="a line for the report's notes")
+    ap.add_argument(
+        "--allow-mixed-commits",
+        action="store_true",
+        help="report results measured at different commits together (refused otherwise)",
+    )
     a = ap.parse_args(argv)
     try:
         if a.from_results:
@@ -114,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 a.out / "placement" / "results.json",
                 append=a.append,
                 workdir=a.workdir,
+                allow_mixed_commits=a.allow_mixed_commits,
             )
             order = [s.name for s in scenarios]
             scenarios += [
@@ -121,7 +131,14 @@ def main(argv: list[str] | None = None) -> int:
                 for s in scenario.select(dict.fromkeys(r.scenario for r in results))
                 if s.name not in order
             ]
-        md = report.write(a.out, scenarios, results, started=started, notes=notes + a.note)
+        md = report.write(
+            a.out,
+            scenarios,
+            results,
+            started=started,
+            notes=notes + a.note,
+            allow_mixed_commits=a.allow_mixed_commits,
+        )
     except PlacementError as exc:
         print(f"placement: {exc}", file=sys.stderr)
         return 2

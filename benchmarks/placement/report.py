@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.placement.exceptions import PlacementError
 from benchmarks.placement.measures import (
     Bound,
     NodeLoad,
@@ -252,6 +253,72 @@ def commit() -> str:
     return rev + (" (with uncommitted changes)" if dirty else "")
 
 
+# ------------------------------------------------------------------ provenance
+
+
+class MixedCommitsError(PlacementError):
+    """Results measured at different commits were given to one report."""
+
+
+def _short(c: str | None) -> str:
+    return "unknown" if c is None else c[:7]
+
+
+def by_commit(results: Sequence[RunResult]) -> dict[str | None, list[RunResult]]:
+    """The results per commit they were measured at, in first-seen order; None for results
+    from before the commit was recorded."""
+    out: dict[str | None, list[RunResult]] = {}
+    for r in results:
+        out.setdefault(r.commit, []).append(r)
+    return out
+
+
+def check_commits(results: Sequence[RunResult], *, allow_mixed: bool = False) -> None:
+    """Refuse results from more than one commit ("unknown" counts as one): a table that
+    stitches them compares code that never ran side by side (issue #24)."""
+    groups = by_commit(results)
+    if len(groups) > 1 and not allow_mixed:
+        which = "; ".join(
+            f"{_short(c)}: {len(rs)} runs ({', '.join(sorted({r.scenario for r in rs}))})"
+            for c, rs in groups.items()
+        )
+        raise MixedCommitsError(
+            f"results from {len(groups)} commits ({which}); rerun them at one commit, or pass "
+            "--allow-mixed-commits to report them together"
+        )
+
+
+def _loads(values: Sequence[Sequence[float] | None]) -> str:
+    """The 1-minute load averages' range, or "unknown" when none was recorded."""
+    ones = [v[0] for v in values if v]
+    if not ones:
+        return "unknown"
+    lo, hi = min(ones), max(ones)
+    return f"{lo:.1f}" if lo == hi else f"{lo:.1f}-{hi:.1f}"
+
+
+def provenance_lines(results: Sequence[RunResult]) -> list[str]:
+    """One line per commit: how many runs, whether the tree was dirty, when, and the
+    1-minute load average at the runs' starts and ends."""
+    out = []
+    for c, rs in by_commit(results).items():
+        dirty = sum(1 for r in rs if r.clean is False)
+        unknown = sum(1 for r in rs if r.clean is None)
+        tree = (
+            f"**tree dirty** (uncommitted changes) in {dirty} of {len(rs)} runs"
+            if dirty
+            else ("tree state unknown" if unknown == len(rs) else "clean tree")
+        )
+        times = sorted(r.ran_at for r in rs if r.ran_at)
+        when = f"{times[0]} to {times[-1]}" if times else "time unknown"
+        out.append(
+            f"- commit {_short(c)}: {len(rs)} runs, {tree}, {when}; load average (1 min) "
+            f"at start {_loads([r.load_start for r in rs])}, "
+            f"at end {_loads([r.load_end for r in rs])}"
+        )
+    return out
+
+
 def _f(x: float | None, scale: float = 100, fmt: str = "{:.1f}") -> str:
     return "-" if x is None else fmt.format(scale * x)
 
@@ -377,6 +444,7 @@ def render(
         "Versions of the schedulers and the lab's components: lab/VERSIONS.md.",
         "",
     ]
+    out += ["Provenance of the runs:", "", *provenance_lines(results), ""]
     if notes:
         out += [*("- " + " ".join(n.split()) for n in notes), ""]
     for sc in scenarios:
@@ -521,8 +589,11 @@ def write(
     *,
     started: str,
     notes: Sequence[str] = (),
+    allow_mixed_commits: bool = False,
 ) -> Path:
-    """Write out/placement.md and out/placement/*.png; return the markdown's path."""
+    """Write out/placement.md and out/placement/*.png; return the markdown's path. Results
+    from more than one commit are refused unless `allow_mixed_commits`."""
+    check_commits(results, allow_mixed=allow_mixed_commits)
     pdir = out / "placement"
     pdir.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import os
 import ssl
 import subprocess
 import threading
@@ -97,6 +98,15 @@ class RunResult:
     scheduler_started: float | None = None
     # Pods left unbound at the end: their PodScheduled condition's message -> how many.
     pending: dict[str, int] = field(default_factory=dict)
+    # Provenance (issue #24): None in results written before it was recorded ("unknown").
+    commit: str | None = None  # full hash of HEAD when the run started
+    clean: bool | None = None  # `git status --porcelain` printed nothing
+    ran_at: str | None = None  # UTC start, ISO 8601
+    load_start: list[float] | None = None  # os.getloadavg() at the start: 1, 5, 15 min
+    load_end: list[float] | None = None
+    # Which of the invocation's repeats this run was (0-based) and the order's seed.
+    repeat: int | None = None
+    seed: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,11 +123,54 @@ class RunResult:
             "evictions": self.evictions,
             "scheduler_started": self.scheduler_started,
             "pending": self.pending,
+            "commit": self.commit,
+            "clean": self.clean,
+            "ran_at": self.ran_at,
+            "load_start": self.load_start,
+            "load_end": self.load_end,
+            "repeat": self.repeat,
+            "seed": self.seed,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RunResult:
+        # Keys missing from older files take the dataclass defaults (None: unknown).
         return cls(**d)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a run was measured on: the checkout and when, not the machine's load."""
+
+    commit: str | None
+    clean: bool | None
+    ran_at: str
+
+
+def _git(*args: str) -> str | None:
+    try:
+        p = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+def provenance() -> Provenance:
+    """HEAD and whether the whole tree is clean (untracked files count: a new module the
+    benchmark imports changes what ran as much as an edit does)."""
+    status = _git("status", "--porcelain")
+    return Provenance(
+        commit=_git("rev-parse", "HEAD"),
+        clean=None if status is None else status == "",
+        ran_at=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+
+
+def stamp(result: RunResult, prov: Provenance, load_start: list[float]) -> RunResult:
+    """Record where and when `result` ran, with the load average now as its end."""
+    result.commit, result.clean, result.ran_at = prov.commit, prov.clean, prov.ran_at
+    result.load_start, result.load_end = load_start, list(os.getloadavg())
+    return result
 
 
 def log_line(msg: str) -> None:
@@ -691,6 +744,7 @@ def run(
 ) -> RunResult:
     """One scenario against one contender, from a freshly reset lab. In backlog mode the
     pods are created before the contender's scheduler starts."""
+    prov, load_start = provenance(), list(os.getloadavg())
     reset(lab, scenario, log)
     # Event times have whole seconds: truncated, so that events of this run's first second count.
     since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
@@ -723,6 +777,7 @@ def run(
         watch.stop()
     result.contender = contender.name
     result.scheduler_started = started if scenario.backlog else None
+    stamp(result, prov, load_start)
     with contextlib.suppress(Exception):  # evidence for the analysis, not a measure
         save_events(lab, scenario, wd / "events.txt", since)
     bound = len(result.bindings)

@@ -1,0 +1,90 @@
+"""Provenance of placement runs (issue #24): each result records its commit, tree state,
+time and load; old results still load; the report refuses to mix commits unless told to."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from benchmarks.placement import report
+from benchmarks.placement.__main__ import main
+from benchmarks.placement.runner import RunResult, provenance, stamp
+from benchmarks.placement.scenario import select
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "placement" / "results.json"
+A, B = "a" * 40, "b" * 40
+
+
+def hog(contender: str, commit: str | None, *, clean: bool | None = True) -> RunResult:
+    r = RunResult("hog", contender, commit=commit, clean=clean, ran_at="2026-11-26T04:00:00Z")
+    for i in range(30):
+        r.bindings[f"web-{i + 1:04d}"] = ("hog-a", "hog-b")[i % 2]
+        r.created[f"web-{i + 1:04d}"] = i * 0.01
+        r.bound_at[f"web-{i + 1:04d}"] = i * 0.01 + 0.05
+    r.load_start, r.load_end = [0.5, 0.6, 0.7], [1.5, 1.0, 0.8]
+    return r
+
+
+def test_results_written_before_provenance_load_as_unknown():
+    doc = json.loads(RESULTS.read_text())
+    old = [RunResult.from_json(r) for r in doc["results"]]
+    assert old and all(r.commit is None and r.clean is None and r.ran_at is None for r in old)
+    lines = report.provenance_lines(old)
+    assert lines == [
+        f"- commit unknown: {len(old)} runs, tree state unknown, time unknown; "
+        "load average (1 min) at start unknown, at end unknown"
+    ]
+
+
+def test_a_result_round_trips_through_json_with_its_provenance():
+    r = hog("stock", A, clean=False)
+    back = RunResult.from_json(json.loads(json.dumps(r.to_json())))
+    assert back == r
+
+
+def test_provenance_of_this_checkout_names_head():
+    p = provenance()
+    assert p.commit is not None and re.fullmatch(r"[0-9a-f]{40}", p.commit)
+    assert p.clean in (True, False)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", p.ran_at)
+    r = stamp(RunResult("hog", "stock"), p, [9.0, 9.0, 9.0])
+    assert r.commit == p.commit and r.load_start == [9.0, 9.0, 9.0]
+    assert r.load_end is not None and len(r.load_end) == 3
+
+
+def test_the_report_refuses_two_commits_and_names_them(tmp_path):
+    (sc,) = select(["hog"])
+    mixed = [hog("stock", A), hog("loadwise-least-used", B)]
+    with pytest.raises(report.MixedCommitsError, match="aaaaaaa: 1 runs .*bbbbbbb: 1 runs"):
+        report.write(tmp_path, [sc], mixed, started="t")
+    # Unknown (results from before provenance) is a commit of its own.
+    with pytest.raises(report.MixedCommitsError, match="unknown"):
+        report.check_commits([hog("stock", A), hog("loadwise-least-used", None)])
+    md = report.write(tmp_path, [sc], mixed, started="t", allow_mixed_commits=True).read_text()
+    assert "- commit aaaaaaa: 1 runs, clean tree" in md
+    assert "- commit bbbbbbb: 1 runs, clean tree" in md
+
+
+def test_a_dirty_tree_is_shown(tmp_path):
+    (sc,) = select(["hog"])
+    runs = [hog("stock", A), hog("loadwise-least-used", A, clean=False)]
+    md = report.write(tmp_path, [sc], runs, started="t").read_text()
+    assert (
+        "- commit aaaaaaa: 2 runs, **tree dirty** (uncommitted changes) in 1 of 2 runs, "
+        "2026-11-26T04:00:00Z to 2026-11-26T04:00:00Z; load average (1 min) at start 0.5, "
+        "at end 1.5" in md
+    ), md
+
+
+def test_the_command_line_refuses_mixed_results_and_accepts_the_flag(tmp_path, capsys):
+    doc = {"started": "t", "notes": [], "results": [hog("stock", A).to_json()]}
+    doc["results"].append(hog("loadwise-least-used", B).to_json())
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    assert main(["--from-results", str(path), "--out", str(tmp_path)]) == 2
+    assert "2 commits (aaaaaaa" in capsys.readouterr().err
+    args = ["--from-results", str(path), "--out", str(tmp_path), "--allow-mixed-commits"]
+    assert main(args) == 0
