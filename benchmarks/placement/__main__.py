@@ -1,9 +1,11 @@
 """python -m benchmarks.placement [--scenarios A B] [--contenders X Y] [--out docs]
+    [--repeats N] [--seed S] [--allow-mixed-commits]
 
-Runs every selected scenario against every selected contender on the lab (one at a time,
-from freshly reset node state), then writes <out>/placement.md, <out>/placement/*.png and
-<out>/placement/results.json (the raw timings and bindings; `--from-results` renders the
-report again from such a file without a lab). It is a measurement: the exit status is 0
+Runs every selected scenario against every selected contender on the lab N times (default
+5; one run at a time, from freshly reset node state, in rounds shuffled by the seed),
+then writes <out>/placement.md, <out>/placement/*.png and <out>/placement/results.json
+(the raw timings and bindings; `--from-results` renders the report again from such a file
+without a lab). It is a measurement: the exit status is 0
 when goals are missed (the report says so), non-zero only when something broke.
 
 Use the lab lock: `flock /tmp/loadwise-lab.lock python -m benchmarks.placement`.
@@ -20,13 +22,27 @@ from pathlib import Path
 
 from benchmarks.placement import report, scenario
 from benchmarks.placement.exceptions import PlacementError
-from benchmarks.placement.runner import RunResult, cleanup, log_line, provenance, run
+from benchmarks.placement.runner import (
+    RunResult,
+    cleanup,
+    log_line,
+    provenance,
+    run,
+    run_order,
+)
 from lab import session
 
 
 def _save(path: Path, started: str, notes: list[str], results: list[RunResult]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"started": started, "notes": notes, "results": [r.to_json() for r in results]}
+    # The seeds are also in each result; here for a reader of the file.
+    seeds = sorted({r.seed for r in results if r.seed is not None})
+    doc = {
+        "started": started,
+        "notes": notes,
+        "seeds": seeds,
+        "results": [r.to_json() for r in results],
+    }
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
@@ -43,9 +59,12 @@ def measure(
     append: bool = False,
     workdir: Path | None = None,
     allow_mixed_commits: bool = False,
+    repeats: int = 5,
+    seed: int = 0,
 ) -> tuple[str, list[str], list[RunResult]]:
-    """Run; with `append`, keep the results already in `results_file` for the pairs of
-    scenario and contender not run again (e.g. a contender whose build came later)."""
+    """Run every pair `repeats` times in rounds shuffled by `seed` (runner.run_order); with
+    `append`, keep the results already in `results_file` for the pairs of scenario and
+    contender not run again (e.g. a contender whose build came later)."""
     from benchmarks.placement.contenders import CONTENDERS, available
 
     started = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (commit {report.commit()})"
@@ -74,19 +93,29 @@ def measure(
             if isinstance(can.get(name), str):
                 notes.append(f"{name} not run: {can[name]}")
                 print(f"placement: {notes[-1]}", flush=True)
+        pairs = [
+            (sc, c)
+            for sc in scenarios
+            for name in names
+            if not isinstance(c := can.get(name), str) and c is not None
+            if sc.contenders is None or name in sc.contenders
+        ]
         try:
-            for sc in scenarios:
-                for name in names:
-                    c = can.get(name)
-                    if c is None or isinstance(c, str):
-                        continue
-                    if sc.contenders is not None and name not in sc.contenders:
-                        continue
-                    results.append(run(lab, sc, c, work))
-                    _save(results_file, started, notes, results)
+            order = run_order(pairs, repeats, seed)
+            for i, ((sc, c), k) in enumerate(order, 1):
+                log_line(f"run {i} of {len(order)}: {sc.name} x {c.name}, round {k + 1}")
+                results.append(run(lab, sc, c, work, repeat=k, seed=seed))
+                _save(results_file, started, notes, results)
         finally:
             cleanup(lab)
     return started, notes, results
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,6 +133,17 @@ def main(argv: list[str] | None = None) -> int:
         help="keep each run's configs and logs (scheduler, extender, descheduler) here",
     )
     ap.add_argument("--note", action="append", default=[], help="a line for the report's notes")
+    ap.add_argument(
+        "--repeats",
+        type=_positive,
+        default=5,
+        help="runs of each (scenario, contender), in shuffled interleaved rounds (default 5)",
+    )
+    ap.add_argument(
+        "--seed",
+        type=int,
+        help="seed of the run order (default: from the clock; recorded in results.json)",
+    )
     ap.add_argument(
         "--allow-mixed-commits",
         action="store_true",
@@ -124,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                 append=a.append,
                 workdir=a.workdir,
                 allow_mixed_commits=a.allow_mixed_commits,
+                repeats=a.repeats,
+                seed=a.seed if a.seed is not None else time.time_ns() % 2**31,
             )
             order = [s.name for s in scenarios]
             scenarios += [

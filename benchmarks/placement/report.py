@@ -3,11 +3,13 @@ offline bound, and the issue's goals judged PASS or MISSED with the figures behi
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import subprocess
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,12 +22,13 @@ from benchmarks.placement.measures import (
     lower_bound,
     moved_back,
     node_loads,
+    percentile,
     replacements,
     summarise,
     timing,
 )
 from benchmarks.placement.runner import RunResult
-from benchmarks.placement.scenario import Scenario
+from benchmarks.placement.scenario import Goals, Scenario
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -137,84 +140,166 @@ def _hottest(r: Row) -> str:
     )
 
 
-def goals(scenario: Scenario, rows: Sequence[Row], bound: Bound) -> list[Verdict]:
-    """The issue's goals for every loadwise contender of the scenario."""
-    g, total = scenario.goals, scenario.pod_count
-    by = {r.contender: r for r in rows}
-    stock = by.get("stock")
-    trimarans = [r for r in rows if r.contender.startswith("trimaran")]
-    out: list[Verdict] = []
+@dataclass(frozen=True)
+class Group:
+    """One contender's runs of one scenario, one Row per repeat."""
+
+    contender: str
+    runs: tuple[Row, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.runs)
+
+    def complete(self, total: int) -> list[Row]:
+        return [r for r in self.runs if _complete(r, total)]
+
+
+def grouped(rows: Sequence[Row]) -> list[Group]:
+    """The rows by contender, in the order the contenders first appear."""
+    by: dict[str, list[Row]] = {}
     for r in rows:
-        if not r.contender.startswith("loadwise"):
+        by.setdefault(r.contender, []).append(r)
+    return [Group(c, tuple(rs)) for c, rs in by.items()]
+
+
+def median(values: Sequence[float]) -> float:
+    """The lower median (nearest rank 50, measures.percentile): an observed value, so the
+    run a median names exists (its hottest node can be shown) and n=2 picks a real run."""
+    return percentile(values, 50)
+
+
+def representative(done: Sequence[Row]) -> Row:
+    """The complete run whose maximum utilisation is the median one."""
+    peaks = sorted(done, key=lambda r: r.summary.max_util if r.summary else 0.0)
+    return peaks[max(0, math.ceil(len(peaks) / 2) - 1)]
+
+
+def spread(values: Sequence[float], fmt: Callable[[float], str]) -> str:
+    """ "median (min-max)" over the repeats; one run is just its value (n says 1)."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return fmt(values[0])
+    return f"{fmt(median(values))} ({fmt(min(values))}-{fmt(max(values))})"
+
+
+def _judged(values: Sequence[float], fmt: Callable[[float], str] = _pct) -> str:
+    """A judged figure with how many runs it stands for."""
+    if len(values) == 1:
+        return f"{fmt(values[0])} (n=1)"
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return f"{fmt(median(values))} (median of {len(values)}, range {lo}-{hi})"
+
+
+def _peaks(rows: Sequence[Row]) -> list[float]:
+    return [r.summary.max_util for r in rows if r.summary is not None]
+
+
+def goals(scenario: Scenario, rows: Sequence[Row], bound: Bound) -> list[Verdict]:
+    """The issue's goals for every loadwise contender of the scenario, judged on the median
+    over its repeats (`rows` may hold several runs per contender); a contender with a run
+    that left pods unbound misses "all pods bound" and is judged on its complete runs."""
+    g, total = scenario.goals, scenario.pod_count
+    groups = grouped(rows)
+    by = {x.contender: x for x in groups}
+    stock = by.get("stock")
+    stock_done = stock.complete(total) if stock else []
+    trimarans = [x for x in groups if x.contender.startswith("trimaran")]
+    out: list[Verdict] = []
+    for x in groups:
+        if not x.contender.startswith("loadwise"):
             continue
-        c = r.contender
-        if not _complete(r, total):
-            out.append(Verdict(c, "all pods bound", False, r.error or f"{r.bound_pods}/{total}"))
-            continue
-        s = r.summary
-        assert s is not None
+        c = x.contender
+        done = x.complete(total)
+        if len(done) < x.n:
+            bad = [r.error or f"{r.bound_pods}/{total}" for r in x.runs if not _complete(r, total)]
+            why = "; ".join(bad) if x.n == 1 else f"{len(bad)} of {x.n} runs: {'; '.join(bad)}"
+            out.append(Verdict(c, "all pods bound", False, why))
+            if not done:
+                continue
+        rep = representative(done)
+        m = median(_peaks(done))
         if g.beat_stock:
-            if not _complete(stock, total):
+            if not stock_done:
                 out.append(Verdict(c, "max below stock's", None, "stock did not complete"))
             else:
-                assert stock is not None and stock.summary is not None
-                ok = s.max_util < stock.summary.max_util
-                why = f"{_pct(s.max_util)} vs stock {_pct(stock.summary.max_util)}"
+                sm = median(_peaks(stock_done))
+                ok = m < sm
+                why = f"{_judged(_peaks(done))} vs stock {_judged(_peaks(stock_done))}"
                 if not ok:
-                    why += f"; {_hottest(r)}"
-                    if stock.summary.max_util <= bound.overall + 1e-9:
+                    why += f"; {_hottest(rep)}"
+                    if sm <= bound.overall + 1e-9:
                         why += "; stock is already at the lower bound"
                 out.append(Verdict(c, "max below stock's", ok, why))
         if g.no_worse_than_trimaran:
             for t in trimarans:
                 name = f"max <= {t.contender}'s"
-                if not _complete(t, total):
+                tdone = t.complete(total)
+                if not tdone:
                     out.append(Verdict(c, name, None, f"{t.contender} did not complete"))
                     continue
-                assert t.summary is not None
-                ok = s.max_util <= t.summary.max_util + 1e-9
-                why = f"{_pct(s.max_util)} vs {_pct(t.summary.max_util)}"
-                out.append(Verdict(c, name, ok, why if ok else f"{why}; {_hottest(r)}"))
+                ok = m <= median(_peaks(tdone)) + 1e-9
+                why = f"{_judged(_peaks(done))} vs {_judged(_peaks(tdone))}"
+                out.append(Verdict(c, name, ok, why if ok else f"{why}; {_hottest(rep)}"))
         if g.no_pods_on_hot:
-            hot = [x for x in r.loads or [] if x.hot and x.pods]
-            why = ", ".join(f"{x.pods} on {x.name}" for x in hot) or "none"
-            out.append(Verdict(c, "no pod on a hot node", not hot, why))
+            # Every run, not the median: one pod on the hot node in any repeat is a miss.
+            hot = Counter(
+                f"{n.pods} on {n.name}" for r in done for n in r.loads or [] if n.hot and n.pods
+            )
+            why = ", ".join(k if x.n == 1 else f"{k} ({v} of {x.n} runs)" for k, v in hot.items())
+            out.append(Verdict(c, "no pod on a hot node", not hot, why or "none"))
         if g.within_bound is not None:
             lim = (1 + g.within_bound) * bound.overall
-            ok = s.max_util <= lim + 1e-9
-            why = f"{_pct(s.max_util)} vs bound {_pct(bound.overall)} (limit {_pct(lim)})"
+            ok = m <= lim + 1e-9
+            why = f"{_judged(_peaks(done))} vs bound {_pct(bound.overall)} (limit {_pct(lim)})"
             out.append(
                 Verdict(
                     c,
                     f"within {g.within_bound:.0%} of the bound",
                     ok,
-                    why if ok else f"{why}; {_hottest(r)}",
+                    why if ok else f"{why}; {_hottest(rep)}",
                 )
             )
-        for goal, factor in (("throughput", g.throughput_vs_stock), ("p99", g.p99_vs_stock)):
-            if factor is None:
-                continue
-            name = (
-                f"throughput >= {factor}x stock"
-                if goal == "throughput"
-                else f"p99 <= {factor}x stock"
-            )
-            if stock is None or stock.timing is None or r.timing is None:
-                out.append(Verdict(c, name, None, "no timing for stock or this contender"))
-                continue
-            if goal == "throughput":
-                ratio = r.timing.throughput / stock.timing.throughput
-                ok = ratio >= factor
-                mine, theirs = r.timing.throughput, stock.timing.throughput
-                why = f"{mine:.1f} vs {theirs:.1f} pods/s ({ratio:.2f}x)"
-            else:
-                ratio = r.timing.p99 / stock.timing.p99
-                ok = ratio <= factor
-                why = (
-                    f"{1000 * r.timing.p99:.0f} vs {1000 * stock.timing.p99:.0f} ms ({ratio:.2f}x)"
-                )
-            out.append(Verdict(c, name, ok, why))
+        out += _cost_goals(c, g, x.runs, stock.runs if stock else ())
     return out
+
+
+def _cost_goals(c: str, g: Goals, mine: Sequence[Row], stock: Sequence[Row]) -> list[Verdict]:
+    """Throughput and p99 against stock's, median against median."""
+    out: list[Verdict] = []
+    mt = [r.timing for r in mine if r.timing is not None]
+    st = [r.timing for r in stock if r.timing is not None]
+    for goal, factor in (("throughput", g.throughput_vs_stock), ("p99", g.p99_vs_stock)):
+        if factor is None:
+            continue
+        if goal == "throughput":
+            name = f"throughput >= {factor}x stock"
+        else:
+            name = f"p99 <= {factor}x stock"
+        if not mt or not st:
+            out.append(Verdict(c, name, None, "no timing for stock or this contender"))
+            continue
+        if goal == "throughput":
+            mine_v, theirs = [t.throughput for t in mt], [t.throughput for t in st]
+            ratio = median(mine_v) / median(theirs)
+            ok = ratio >= factor
+            why = f"{_judged(mine_v, _rate)} vs {_judged(theirs, _rate)} ({ratio:.2f}x)"
+        else:
+            mine_v, theirs = [t.p99 for t in mt], [t.p99 for t in st]
+            ratio = median(mine_v) / median(theirs)
+            ok = ratio <= factor
+            why = f"{_judged(mine_v, _ms)} vs {_judged(theirs, _ms)} ({ratio:.2f}x)"
+        out.append(Verdict(c, name, ok, why))
+    return out
+
+
+def _rate(x: float) -> str:
+    return f"{x:.1f} pods/s"
+
+
+def _ms(x: float) -> str:
+    return f"{1000 * x:.0f} ms"
 
 
 # ------------------------------------------------------------------ markdown
@@ -319,43 +404,74 @@ def provenance_lines(results: Sequence[RunResult]) -> list[str]:
     return out
 
 
-def _f(x: float | None, scale: float = 100, fmt: str = "{:.1f}") -> str:
-    return "-" if x is None else fmt.format(scale * x)
+def order_line(results: Sequence[RunResult]) -> list[str]:
+    """The repeats and the seed(s) of their order, when recorded."""
+    seeds = sorted({r.seed for r in results if r.seed is not None})
+    rounds = {r.repeat for r in results if r.repeat is not None}
+    if not seeds:
+        return ["- order of the runs: not recorded (results from before repeats)"]
+    return [
+        f"- {len(rounds)} rounds of repeats, each in a shuffled order; seed "
+        + ", ".join(str(x) for x in seeds)
+        + " (`--seed` repeats the order)"
+    ]
+
+
+def _num(scale: float = 100, fmt: str = "{:.1f}") -> Callable[[float], str]:
+    return lambda x: fmt.format(scale * x)
+
+
+def _cells(values: Sequence[float | None], fmt: Callable[[float], str]) -> str:
+    """A table cell over the repeats: median (min-max); "-" when no run has the figure."""
+    return spread([v for v in values if v is not None], fmt)
+
+
+def _bound_cell(g: Group, total: int) -> str:
+    counts = [r.bound_pods for r in g.runs]
+    if len(counts) == 1:
+        return f"{counts[0]}/{total}"
+    return f"{median(counts):.0f}/{total} ({min(counts)}-{max(counts)})"
 
 
 def table(scenario: Scenario, rows: Sequence[Row], bound: Bound) -> list[str]:
-    """The scenario's table; a "moved back" column where the descheduler ran."""
+    """The scenario's table, one line per contender: each figure the median over its n runs
+    and, when n > 1, (min-max); a "moved back" column where the descheduler ran."""
     total = scenario.pod_count
     desched = scenario.descheduler is not None
-    cols = 13 + desched
+    cols = 14 + desched
     out = [
-        "| contender | bound | max CPU % | max mem % | sd CPU | sd mem | nodes > 80 % "
+        "| contender | n | bound | max CPU % | max mem % | sd CPU | sd mem | nodes > 80 % "
         "| pods on hot | evicted | "
         + ("moved back | " if desched else "")
         + "pods/s | p50 ms | p99 ms | created/s |",
         "|" + "---|" * cols,
     ]
-    for r in rows:
-        s, t = r.summary, r.timing
-        if s is None:
-            out.append(
-                f"| {r.contender} | {r.bound_pods}/{total} | "
-                + " | ".join(["-"] * (cols - 2))
-                + " |"
-            )
+    pct, one, ms = _num(), _num(1, "{:.0f}"), _num(1000, "{:.0f}")
+    for g in grouped(rows):
+        head = f"| {g.contender} | {g.n} | {_bound_cell(g, total)} | "
+        ss = [r.summary for r in g.runs if r.summary is not None]
+        if not ss:
+            out.append(head + " | ".join(["-"] * (cols - 3)) + " |")
             continue
-        out.append(
-            f"| {r.contender} | {r.bound_pods}/{total} | {_f(s.max_cpu)} | {_f(s.max_memory)} "
-            f"| {_f(s.std_cpu)} | {_f(s.std_memory)} | {s.over_80} | {s.pods_on_hot} "
-            f"| {r.deleted} | "
-            + (f"{r.moved_back} | " if desched else "")
-            + f"{_f(t.throughput if t else None, 1)} "
-            f"| {_f(t.p50 if t else None, 1000, '{:.0f}')} "
-            f"| {_f(t.p99 if t else None, 1000, '{:.0f}')} "
-            f"| {_f(t.create_rate if t else None, 1)} |"
-        )
+        ts = [r.timing for r in g.runs if r.timing is not None]
+        cells = [
+            _cells([s.max_cpu for s in ss], pct),
+            _cells([s.max_memory for s in ss], pct),
+            _cells([s.std_cpu for s in ss], pct),
+            _cells([s.std_memory for s in ss], pct),
+            _cells([float(s.over_80) for s in ss], one),
+            _cells([float(s.pods_on_hot) for s in ss], one),
+            _cells([float(r.deleted) for r in g.runs], one),
+            *([_cells([float(r.moved_back) for r in g.runs], one)] if desched else []),
+            _cells([t.throughput for t in ts], _num(1)),
+            _cells([t.p50 for t in ts], ms),
+            _cells([t.p99 for t in ts], ms),
+            _cells([t.create_rate for t in ts], _num(1)),
+        ]
+        out.append(head + " | ".join(cells) + " |")
     out.append(
-        f"| *offline lower bound* | | {_f(bound.cpu)} | {_f(bound.memory)} |" + " |" * (cols - 4)
+        f"| *offline lower bound* | | | {pct(bound.cpu)} | {pct(bound.memory)} |"
+        + " |" * (cols - 5)
     )
     return out
 
@@ -420,6 +536,11 @@ it cost. Generated by `make bench-placement` (`python -m benchmarks.placement`);
 - **offline lower bound**: no placement of these pods on these nodes can have a lower
   maximum (water-filling, backgrounds, the largest pod; proof in
   `benchmarks/placement/measures.py`).
+- **n**: how many runs (repeats) of the contender the line stands for. Every figure is the
+  median over them (the lower median: an observed run's figure) and, when n > 1,
+  (min-max); with n = 1 there is no spread to show. The goals compare medians; "no pod on
+  a hot node" counts every run. The repeats ran in a shuffled, interleaved order: each
+  round runs every (scenario, contender) once, in an order drawn from the recorded seed.
 - Each run starts from the same observed state: the scenario's nodes with only their
   background, metrics-server and a freshly restarted load-watcher reporting exactly that.
   One contender runs at a time; kube-scheduler's client QPS/burst are raised to 500/1000.
@@ -444,7 +565,7 @@ def render(
         "Versions of the schedulers and the lab's components: lab/VERSIONS.md.",
         "",
     ]
-    out += ["Provenance of the runs:", "", *provenance_lines(results), ""]
+    out += ["Provenance of the runs:", "", *provenance_lines(results), *order_line(results), ""]
     if notes:
         out += [*("- " + " ".join(n.split()) for n in notes), ""]
     for sc in scenarios:
@@ -460,38 +581,51 @@ def render(
     return "\n".join(out).rstrip() + "\n"
 
 
-def cost_table(scenarios: Sequence[Scenario], results: Sequence[RunResult]) -> list[str]:
-    """Throughput and latency of the cost scenarios (those with a throughput goal) by node
-    count, each against stock's at the same count."""
-    lines: list[tuple[int, str, str, Timing, Timing | None]] = []
+def cost_groups(
+    scenarios: Sequence[Scenario], results: Sequence[RunResult]
+) -> list[tuple[int, Group, Group | None]]:
+    """For the cost scenarios (those with a throughput goal): node count, each contender's
+    complete timed runs, and stock's at the same count (None when it has none)."""
+    out: list[tuple[int, Group, Group | None]] = []
     for sc in scenarios:
         if sc.goals.throughput_vs_stock is None:
             continue
-        mine = [x for x in results if x.scenario == sc.name]
-        rows = {x.contender: row(sc, x) for x in mine}
-        backlog = {x.contender: x.scheduler_started is not None for x in mine}
-        stock = rows.get("stock")
-        base = stock.timing if stock and stock.bound_pods == sc.pod_count else None
-        for name, r in rows.items():
-            if r.timing is not None and r.bound_pods == sc.pod_count:
-                mode = "backlog" if backlog[name] else "stream"
-                lines.append((len(sc.all_nodes()), name, mode, r.timing, base))
+        rows = [row(sc, x) for x in ordered(results, sc.name)]
+        groups = [
+            Group(g.contender, tuple(r for r in g.complete(sc.pod_count) if r.timing))
+            for g in grouped(rows)
+        ]
+        groups = [g for g in groups if g.runs]
+        stock = next((g for g in groups if g.contender == "stock"), None)
+        out += [(len(sc.all_nodes()), g, stock) for g in groups]
+    return out
+
+
+def _timings(g: Group) -> list[Timing]:
+    return [r.timing for r in g.runs if r.timing is not None]
+
+
+def cost_table(scenarios: Sequence[Scenario], results: Sequence[RunResult]) -> list[str]:
+    """Throughput and latency of the cost scenarios by node count, medians (min-max) over
+    the repeats, each against stock's median at the same count."""
+    lines = cost_groups(scenarios, results)
     if not lines:
         return []
     out = [
-        "| nodes | contender | mode | pods/s | x stock | p50 ms | p99 ms | x stock | created/s |",
+        "| nodes | contender | n | pods/s | x stock | p50 ms | p99 ms | x stock | created/s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-
-    def key(x: tuple[int, str, str, Timing, Timing | None]) -> tuple[int, int, str]:
-        return (x[0], ORDER.index(x[1]) if x[1] in ORDER else len(ORDER), x[1])
-
-    for n, name, mode, t, base in sorted(lines, key=key):
-        tx = f"{t.throughput / base.throughput:.2f}" if base else "-"
-        px = f"{t.p99 / base.p99:.2f}" if base else "-"
+    ms = _num(1000, "{:.0f}")
+    for n, g, stock in lines:
+        ts = _timings(g)
+        base = _timings(stock) if stock else []
+        tput, p99 = [t.throughput for t in ts], [t.p99 for t in ts]
+        tx = f"{median(tput) / median([t.throughput for t in base]):.2f}" if base else "-"
+        px = f"{median(p99) / median([t.p99 for t in base]):.2f}" if base else "-"
         out.append(
-            f"| {n} | {name} | {mode} | {t.throughput:.1f} | {tx} | {1000 * t.p50:.0f} "
-            f"| {1000 * t.p99:.0f} | {px} | {t.create_rate:.1f} |"
+            f"| {n} | {g.contender} | {g.n} | {spread(tput, _num(1))} | {tx} "
+            f"| {spread([t.p50 for t in ts], ms)} | {spread(p99, ms)} | {px} "
+            f"| {spread([t.create_rate for t in ts], _num(1))} |"
         )
     return out
 
@@ -499,86 +633,132 @@ def cost_table(scenarios: Sequence[Scenario], results: Sequence[RunResult]) -> l
 # ------------------------------------------------------------------ plots
 
 
+def _band(runs: Sequence[Sequence[float]]) -> tuple[list[float], list[float], list[float]]:
+    """Per position over the runs (equal lengths): median, min and max."""
+    cols = list(zip(*runs, strict=True))
+    return [median(c) for c in cols], [min(c) for c in cols], [max(c) for c in cols]
+
+
+# A fixed size for the line plots (many nodes) and the cost plot, in inches at DPI: wide
+# enough for a legend of six contenders, independent of the node count (issue #24: the
+# old width grew by 0.9 in a node, 40,770 px at 500 nodes).
+LINE_FIGSIZE = (10.0, 7.0)
+BAR_NODES = 20  # up to this many nodes, one bar per node; more, the sorted-line plot
+DPI = 90
+
+
 def plot_utilisation(scenario: Scenario, rows: Sequence[Row], path: Path) -> None:
+    """Per resource: each contender's utilisation per node, the median over its runs with
+    min-max bars (bars for a few nodes; for many, the nodes sorted most utilised first, the
+    median line in a min-max band)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     b = bound_of(scenario)
-    done = [r for r in rows if r.loads]
+    groups = [g for g in grouped(rows) if any(r.loads for r in g.runs)]
     nodes = scenario.all_nodes()
     total = scenario.pod_count
-    fig, axes = plt.subplots(2, 1, figsize=(max(7, 0.9 * len(nodes) + 3), 7), squeeze=False)
+    bars = len(nodes) <= BAR_NODES
+    size = (max(7, 0.9 * len(nodes) + 3), 7.0) if bars else LINE_FIGSIZE
+    fig, axes = plt.subplots(2, 1, figsize=size, squeeze=False)
     for ax, res, lim in zip(axes[:, 0], ("cpu", "memory"), (b.cpu, b.memory), strict=True):
-        if len(nodes) <= 20:
-            width = 0.8 / max(1, len(done))
-            for k, r in enumerate(done):
-                assert r.loads is not None
-                xs = [i + (k - (len(done) - 1) / 2) * width for i in range(len(nodes))]
-                ax.bar(xs, [100 * getattr(n, res) for n in r.loads], width, label=_label(r, total))
+        top = 0.0
+        for k, g in enumerate(groups):
+            runs = [[100 * getattr(n, res) for n in r.loads] for r in g.runs if r.loads]
+            if not bars:
+                runs = [sorted(v, reverse=True) for v in runs]
+            mid, lo, hi = _band(runs)
+            top = max(top, *hi)
+            label = _label(g, total)
+            if bars:
+                width = 0.8 / max(1, len(groups))
+                xs = [i + (k - (len(groups) - 1) / 2) * width for i in range(len(nodes))]
+                err = [
+                    [m - x for m, x in zip(mid, lo, strict=True)],
+                    [x - m for m, x in zip(mid, hi, strict=True)],
+                ]
+                ax.bar(xs, mid, width, label=label, yerr=err if len(runs) > 1 else None, capsize=2)
+            else:
+                xs = list(range(1, len(mid) + 1))
+                (line,) = ax.plot(xs, mid, label=label)
+                if len(runs) > 1:
+                    ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2)
+        if bars:
             ax.set_xticks(
                 range(len(nodes)),
                 [n.name + (" (hot)" if n.hot else "") for n in nodes],
                 rotation=20,
             )
         else:
-            for r in done:
-                assert r.loads is not None
-                ys = sorted((100 * getattr(n, res) for n in r.loads), reverse=True)
-                ax.plot(range(1, len(ys) + 1), ys, label=_label(r, total))
-            ax.set_xlabel("nodes, most utilised first")
+            ax.set_xlabel("nodes, most utilised first (band: min-max over the runs)")
         ax.axhline(
             100 * lim, color="black", linestyle="--", linewidth=1, label="lower bound on max"
         )
         ax.axhline(80, color="red", linestyle=":", linewidth=1)
         ax.set_ylabel(f"{'CPU' if res == 'cpu' else 'memory'} utilisation %")
-        top = max((100 * getattr(n, res) for r in done for n in r.loads or []), default=0)
         ax.set_ylim(0, max(105, top + 5))
     axes[0, 0].set_title(f"{scenario.name}: {scenario.title}", fontsize="medium", wrap=True)
     axes[0, 0].legend(fontsize="small", ncol=3)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
 
 
-def _label(r: Row, total: int) -> str:
-    return r.contender if r.bound_pods == total else f"{r.contender} ({r.bound_pods}/{total} bound)"
+def _label(g: Group, total: int) -> str:
+    """The contender, its run count, and how many of its runs left pods unbound."""
+    short = sum(1 for r in g.runs if r.bound_pods != total)
+    return g.contender + f" (n={g.n}" + (f", {short} incomplete)" if short else ")")
 
 
-def plot_cost(points: dict[str, list[tuple[int, Timing]]], path: Path) -> None:
-    """Throughput and p99 latency against node count, one line per contender."""
+def plot_cost(lines: Sequence[tuple[int, Group, Group | None]], path: Path) -> None:
+    """Throughput and p50/p99 latency per node count and contender: the median as a marker,
+    the min-max over the repeats as a bar; no line between node counts (two counts, each
+    measured separately, are no curve)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, pts in sorted(points.items()):
-        pts = sorted(pts, key=lambda p: p[0])
-        a.plot([n for n, _ in pts], [t.throughput for _, t in pts], marker="o", label=name)
-        (line,) = b.plot(
-            [n for n, _ in pts], [1000 * t.p99 for _, t in pts], marker="o", label=name
-        )
-        b.plot(
-            [n for n, _ in pts],
-            [1000 * t.p50 for _, t in pts],
-            marker="x",
-            linestyle=":",
-            color=line.get_color(),
-        )
-    a.set(xlabel="nodes", ylabel="pods bound per second", title="throughput")
+    counts = sorted({n for n, _, _ in lines})
+    names = list(dict.fromkeys(g.contender for _, g, _ in lines))
+    width = 0.8 / max(1, len(names))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for n, g, _ in lines:
+        k = names.index(g.contender)
+        x = counts.index(n) + (k - (len(names) - 1) / 2) * width
+        ts = _timings(g)
+        color = colors[k % len(colors)]
+        label = g.contender if counts.index(n) == 0 else None
+        for ax, vals, marker, lab in (
+            (a, [t.throughput for t in ts], "o", label),
+            (b, [1000 * t.p99 for t in ts], "o", label),
+            (b, [1000 * t.p50 for t in ts], "x", None),
+        ):
+            m = median(vals)
+            ax.errorbar(
+                [x],
+                [m],
+                yerr=[[m - min(vals)], [max(vals) - m]],
+                fmt=marker,
+                color=color,
+                capsize=4,
+                label=lab,
+            )
+    for ax in (a, b):
+        ax.set_xticks(range(len(counts)), [str(c) for c in counts])
+        ax.set_xlabel("nodes")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize="small")
+    a.set(ylabel="pods bound per second", title="throughput (median, bar: min-max)")
     b.set(
-        xlabel="nodes",
         ylabel="ms",
-        title="creation (backlog: scheduler launch) to binding\np99 (o, solid), p50 (x, dotted)",
+        title="creation (backlog: scheduler launch) to binding\np99 (o), p50 (x); bar: min-max",
     )
-    a.set_ylim(bottom=0)
-    b.set_ylim(bottom=0)
-    a.legend(fontsize="small")
-    b.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
 
 
@@ -597,16 +777,12 @@ def write(
     pdir = out / "placement"
     pdir.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}
-    cost: dict[str, list[tuple[int, Timing]]] = {}
     for sc in scenarios:
         rows = [row(sc, r) for r in ordered(results, sc.name)]
         if any(r.loads for r in rows):
             plot_utilisation(sc, rows, pdir / f"{sc.name}.png")
             plots[sc.name] = f"placement/{sc.name}.png"
-        if sc.goals.throughput_vs_stock is not None:
-            for r in rows:
-                if r.timing is not None and r.bound_pods == sc.pod_count:
-                    cost.setdefault(r.contender, []).append((len(sc.all_nodes()), r.timing))
+    cost = cost_groups(scenarios, results)
     if cost:
         plot_cost(cost, pdir / "cost.png")
         plots["cost"] = "placement/cost.png"

@@ -31,6 +31,7 @@ import contextlib
 import datetime
 import json
 import os
+import random
 import ssl
 import subprocess
 import threading
@@ -38,11 +39,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import yaml
 
@@ -65,6 +66,7 @@ REPO = Path(__file__).resolve().parents[2]
 # What the Ansible role writes, so that the benchmark runs the descheduler an operator gets.
 # How long the replacements of evicted pods may take to be bound once the descheduler stops.
 REPLACEMENT_SECONDS = 60.0
+T = TypeVar("T")
 
 
 class Starter(Protocol):
@@ -171,6 +173,21 @@ def stamp(result: RunResult, prov: Provenance, load_start: list[float]) -> RunRe
     result.commit, result.clean, result.ran_at = prov.commit, prov.clean, prov.ran_at
     result.load_start, result.load_end = load_start, list(os.getloadavg())
     return result
+
+
+def run_order(pairs: Sequence[T], repeats: int, seed: int) -> list[tuple[T, int]]:
+    """`repeats` rounds, each every pair once in an order shuffled by `seed`: the pair and
+    its round. Rounds rather than one shuffle of everything: a slow spell of the shared
+    machine then falls on every contender's n runs alike instead of on one's."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    rng = random.Random(seed)
+    out: list[tuple[T, int]] = []
+    for k in range(repeats):
+        round_ = list(pairs)
+        rng.shuffle(round_)
+        out += [(p, k) for p in round_]
+    return out
 
 
 def log_line(msg: str) -> None:
@@ -741,6 +758,9 @@ def run(
     contender: Starter,
     workdir: Path,
     log: Callable[[str], None] = log_line,
+    *,
+    repeat: int = 0,
+    seed: int | None = None,
 ) -> RunResult:
     """One scenario against one contender, from a freshly reset lab. In backlog mode the
     pods are created before the contender's scheduler starts."""
@@ -748,7 +768,7 @@ def run(
     reset(lab, scenario, log)
     # Event times have whole seconds: truncated, so that events of this run's first second count.
     since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
-    wd = workdir / f"{scenario.name}-{contender.name}"
+    wd = workdir / f"{scenario.name}-{contender.name}-{repeat}"
     wd.mkdir(parents=True, exist_ok=True)
     created: dict[str, float] | None = None
     started: float | None = None
@@ -778,6 +798,7 @@ def run(
     result.contender = contender.name
     result.scheduler_started = started if scenario.backlog else None
     stamp(result, prov, load_start)
+    result.repeat, result.seed = repeat, seed
     with contextlib.suppress(Exception):  # evidence for the analysis, not a measure
         save_events(lab, scenario, wd / "events.txt", since)
     bound = len(result.bindings)

@@ -22,6 +22,17 @@ def result(contender: str, where: dict[str, int], *, t: float = 0.01) -> RunResu
     return r
 
 
+def timed(contender: str, lat: float) -> RunResult:
+    """2000 pods of scale-100 created 1 ms apart, each bound `lat` s after creation."""
+    r = RunResult("scale-100", contender)
+    for i in range(2000):
+        p = f"many-{i + 1:04d}"
+        r.bindings[p] = f"s100-{i % 100 + 1:03d}"
+        r.created[p] = i * 0.001
+        r.bound_at[p] = i * 0.001 + lat
+    return r
+
+
 def test_goals_of_the_hog_scenario_from_hand_made_placements():
     (sc,) = select(["hog"])
     stock = result("stock", {"hog-a": 10, "hog-b": 10, "hog-c": 10})
@@ -34,7 +45,7 @@ def test_goals_of_the_hog_scenario_from_hand_made_placements():
     # loadwise-least-used: only the hog's own 6 GiB.
     beat = got[("loadwise-least-used", "max below stock's")]
     assert beat.passed is True
-    assert "75.0 % vs stock 99.4 %" in beat.detail
+    assert "75.0 % (n=1) vs stock 99.4 % (n=1)" in beat.detail
     assert got[("loadwise-least-used", "no pod on a hot node")].passed is True
     assert got[("loadwise-least-used", "max <= trimaran-tlp's")].passed is True
     # Two pods on the hog: still below stock, but on the hot node and above Trimaran.
@@ -56,24 +67,15 @@ def test_an_incomplete_run_misses_and_the_report_says_so(tmp_path):
     short = result("loadwise-least-used", {"hog-a": 5})
     short.error = "25 of 30 pods not bound after 180s"
     md = report.write(tmp_path, [sc], [stock, short], started="test").read_text()
-    assert "| stock | 30/30 | 50.0 | 99.4 |" in md, md
-    assert "| loadwise-least-used | 5/30 |" in md
+    assert "| stock | 1 | 30/30 | 50.0 | 99.4 |" in md, md
+    assert "| loadwise-least-used | 1 | 5/30 |" in md
     assert "all pods bound: **MISSED** (25 of 30 pods not bound after 180s)" in md
-    assert "| *offline lower bound* | | 43.3 | 75.0 |" in md
+    assert "| *offline lower bound* | | | 43.3 | 75.0 |" in md
     assert (tmp_path / "placement" / "hog.png").stat().st_size > 0
 
 
 def test_cost_goals_and_plot_for_the_scale_scenarios(tmp_path):
     (sc,) = select(["scale-100"])
-
-    def timed(contender: str, lat: float) -> RunResult:
-        r = RunResult("scale-100", contender)
-        for i in range(2000):
-            p = f"many-{i + 1:04d}"
-            r.bindings[p] = f"s100-{i % 100 + 1:03d}"
-            r.created[p] = i * 0.001
-            r.bound_at[p] = i * 0.001 + lat
-        return r
 
     rows = [report.row(sc, timed("stock", 0.1)), report.row(sc, timed("loadwise-least-used", 0.3))]
     got = {v.goal: v for v in report.goals(sc, rows, report.bound_of(sc))}
@@ -84,4 +86,63 @@ def test_cost_goals_and_plot_for_the_scale_scenarios(tmp_path):
     report.write(
         tmp_path, [sc], [timed("stock", 0.1), timed("loadwise-least-used", 0.3)], started="t"
     )
+    assert (tmp_path / "placement" / "cost.png").stat().st_size > 0
+
+
+def test_repeats_are_shown_as_median_and_range_and_judged_on_the_median(tmp_path):
+    (sc,) = select(["hog"])
+    stock = [result("stock", {"hog-a": 10, "hog-b": 10, "hog-c": 10}) for _ in range(3)]
+    # Three runs: 0, 1 and 3 pods on the hog (75.0 %, 77.4 %, 82.3 % memory there).
+    lw = [
+        result("loadwise-least-used", {"hog-a": 15, "hog-b": 15}),
+        result("loadwise-least-used", {"hog-a": 15, "hog-b": 14, "hog-c": 1}),
+        result("loadwise-least-used", {"hog-a": 14, "hog-b": 13, "hog-c": 3}),
+    ]
+    rows = [report.row(sc, r) for r in (*stock, *lw)]
+    got = {(v.contender, v.goal): v for v in report.goals(sc, rows, report.bound_of(sc))}
+    beat = got[("loadwise-least-used", "max below stock's")]
+    assert beat.passed is True
+    assert beat.detail == (
+        "77.4 % (median of 3, range 75.0 %-82.3 %) vs stock 99.4 % (median of 3, "
+        "range 99.4 %-99.4 %)"
+    )
+    # The median run put one pod on the hog; "no pod on a hot node" counts every run.
+    hot = got[("loadwise-least-used", "no pod on a hot node")]
+    assert hot.passed is False
+    assert hot.detail == "1 on hog-c (1 of 3 runs), 3 on hog-c (1 of 3 runs)"
+    md = report.write(tmp_path, [sc], [*stock, *lw], started="t").read_text()
+    assert "| stock | 3 | 30/30 (30-30) | 50.0 (50.0-50.0) | 99.4 (99.4-99.4) |" in md, md
+    assert "| loadwise-least-used | 3 | 30/30 (30-30) | " in md
+    assert "| 77.4 (75.0-82.3) |" in md
+    # nodes > 80 %: 0, 0, 1 (the hog at 82.3 %); pods on hot: 0, 1, 3.
+    assert "| 0 (0-1) | 1 (0-3) |" in md
+    assert (tmp_path / "placement" / "hog.png").stat().st_size > 0
+
+
+def test_one_incomplete_run_of_three_misses_and_the_others_are_judged(tmp_path):
+    (sc,) = select(["hog"])
+    stock = result("stock", {"hog-a": 10, "hog-b": 10, "hog-c": 10})
+    short = result("loadwise-least-used", {"hog-a": 5})
+    short.error = "25 of 30 pods not bound after 180s"
+    good = [result("loadwise-least-used", {"hog-a": 15, "hog-b": 15}) for _ in range(2)]
+    rows = [report.row(sc, r) for r in (stock, short, *good)]
+    got = {(v.contender, v.goal): v for v in report.goals(sc, rows, report.bound_of(sc))}
+    miss = got[("loadwise-least-used", "all pods bound")]
+    assert miss.passed is False
+    assert miss.detail == "1 of 3 runs: 25 of 30 pods not bound after 180s"
+    beat = got[("loadwise-least-used", "max below stock's")]
+    assert beat.passed is True and beat.detail.startswith("75.0 % (median of 2,")
+
+
+def test_cost_table_with_repeats_compares_medians(tmp_path):
+    (sc,) = select(["scale-100"])
+
+    runs = [timed("stock", x) for x in (0.1, 0.2, 0.3)]
+    runs += [timed("loadwise-least-used", x) for x in (0.3, 0.4, 0.9)]
+    lines = report.cost_table([sc], runs)
+    # p99 = the latency: medians 200 and 400 ms, 2.00x.
+    assert lines[2].startswith("| 100 | stock | 3 |"), lines
+    assert "| 200 (100-300) | 1.00 |" in lines[2]
+    assert "| 400 (300-900) | 2.00 |" in lines[3], lines[3]
+    report.write(tmp_path, [sc], runs, started="t")
     assert (tmp_path / "placement" / "cost.png").stat().st_size > 0
