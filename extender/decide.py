@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
@@ -14,10 +13,14 @@ from .policies.base import MAX_SCORE, PRIORITY_OF, NodeScore, Policy, to_extende
 __all__ = [
     "DEFAULT_THRESHOLDS",
     "FilterOutcome",
+    "Over",
     "Ranked",
     "best",
+    "conclude_filter",
     "filter_nodes",
     "node_thresholds",
+    "over_excess",
+    "over_reason",
     "prioritize",
     "to_priorities",
 ]
@@ -80,22 +83,50 @@ def filter_nodes(
         limits = node_thresholds(node.info, thresholds)
         if limits is not thresholds and limits != thresholds:
             own[node.name] = dict(limits)
-        reasons = []
-        worst = -math.inf
+        marks = []
         for resource, threshold in limits.items():
             demand = demand_after(resource, pod, node, filtering=True)
             if demand is None or not demand.allocatable:
                 continue
             rounded = go_round(demand.percent)
             if rounded > threshold:
-                est = ", estimated" if node.estimated else ""
-                reasons.append(f"{resource} {rounded}% > {threshold:g}% threshold{est}")
-                worst = max(worst, rounded - threshold)
-        if reasons:
-            failed[node.name] = "; ".join(reasons)
-            excess[node.name] = worst
+                marks.append((resource, rounded, threshold))
+        if marks:
+            failed[node.name] = over_reason(marks, estimated=node.estimated)
+            excess[node.name] = over_excess(marks)
         else:
             passed.append(node.name)
+    return conclude_filter([n.name for n in nodes], passed, failed, excess, own, exempt=exempt)
+
+
+Over = tuple[str, int, float]
+"""A resource over its threshold: (resource, rounded percent after placement, threshold)."""
+
+
+def over_reason(marks: Sequence[Over], *, estimated: bool) -> str:
+    """Why a node is rejected, as the Event and the answer's FailedNodes say it."""
+    est = ", estimated" if estimated else ""
+    return "; ".join(f"{r} {rounded}% > {t:g}% threshold{est}" for r, rounded, t in marks)
+
+
+def over_excess(marks: Sequence[Over]) -> float:
+    """How far the node is over: its worst resource's excess, in rounded points."""
+    return max(rounded - t for _, rounded, t in marks)
+
+
+def conclude_filter(
+    names: Sequence[str],
+    passed: list[str],
+    failed: dict[str, str],
+    excess: Mapping[str, float],
+    own: dict[str, dict[str, float]],
+    *,
+    exempt: bool,
+) -> FilterOutcome:
+    """The filter's answer from each candidate's verdict (``names``: every candidate,
+    in order; ``passed`` those under their thresholds, in the same order): the "no dead
+    end" rules of :func:`filter_nodes`. Shared with the fast path (``fastpath``), so the
+    two cannot drift apart."""
     if not failed or (passed and not exempt):
         return FilterOutcome(passed, failed, thresholds=own)
     if exempt:
@@ -106,7 +137,7 @@ def filter_nodes(
     let_through = {name: failed.pop(name) for name in list(failed) if name in chosen}
     keep = set(passed) | chosen
     return FilterOutcome(
-        [n.name for n in nodes if n.name in keep],
+        [n for n in names if n in keep],
         failed,
         let_through,
         own,

@@ -17,10 +17,16 @@ nodes are listed as parallel filter checks finish, from a start that rotates,
 and at most numFeasibleNodesToFind of them), so the table is keyed by node;
 the last list's positions are kept only as a shortcut for the same list again.
 
+The filter reads the same table: per pod figure (its request, as the filter counts
+it) and default thresholds a *filter view* keeps every node's verdict (over a
+threshold or not), re-judging only the nodes whose pending request totals changed;
+a request gathers its nodes' verdicts with one C call, and only the nodes over a
+threshold get a reason text (``LeastUsedFastPath.filter``).
+
 It covers the common case (fresh metrics and a known size for every node,
 cpu/memory weights); anything else returns None and the caller takes the
 general path. Equality with the general path is tested
-(tests/extender/test_fastpath.py).
+(tests/extender/test_fastpath.py, tests/extender/test_fastpath_filter.py).
 """
 
 from __future__ import annotations
@@ -28,12 +34,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, islice, repeat
-from operator import attrgetter, eq, getitem, itemgetter
+from operator import attrgetter, eq, getitem, itemgetter, not_
 from typing import Any
 
 import msgspec
 
-from .decide import to_priorities
+from .decide import (
+    FilterOutcome,
+    Over,
+    conclude_filter,
+    node_thresholds,
+    over_excess,
+    over_reason,
+    to_priorities,
+)
 from .estimate import PodFacts, go_round
 from .ledger import Pending
 from .model import LoadSnapshot, NodeInfo, NodeLoad
@@ -187,31 +201,95 @@ def _priorities(
     return _stepped(scores, win, PRIORITY_OF[top]), win
 
 
-class _View:
-    """Every table node's score for one pod shape, with the pending totals in it."""
+class _Synced:
+    """Per-node figures for one pod shape over a table, kept in step with the ledger's
+    pending totals (``sync``). Subclasses say which totals they read (``_CPU_OF``,
+    ``_MEM_OF``: the estimate the scores count, or the request the filter counts) and
+    what a node's new totals change (``rescore``)."""
 
-    __slots__ = (
-        "applied",
-        "cpu",
-        "cpu_used",
-        "keys",
-        "mem",
-        "mem_used",
-        "parts",
-        "pc",
-        "pm",
-        "scores",
-    )
+    __slots__ = ("applied", "cpu", "cpu_used", "keys", "mem", "mem_used", "pc", "pm")
 
-    def __init__(self, table: _Table, pc: float, pm: float) -> None:
+    _CPU_OF: Callable[[Pending], float] = _CPU
+    _MEM_OF: Callable[[Pending], float] = _MEMORY
+
+    def __init__(self, pc: float, pm: float) -> None:
         self.pc, self.pm = pc, pm
         self.cpu_used: list[float] = []
         self.mem_used: list[float] = []
-        self.scores: list[int] = []
         self.applied: dict[str, tuple[float, float]] = {}
         self.keys: list[str] = []
         self.cpu: list[float] = []  # the pending totals sync saw last, by key
         self.mem: list[float] = []
+
+    def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
+        raise NotImplementedError
+
+    def sync(self, table: _Table, recent: Mapping[str, Pending]) -> None:
+        """Re-score the nodes whose pending totals changed.
+
+        Between two requests the ledger's totals (a dict) mostly change a value
+        or two and gain a node or two; comparing keys and values with the last
+        request's as lists (C compares, halving only where they differ:
+        ``_changed``) finds them. Anything else (a node left the window) is found
+        by a full comparison."""
+        keys = list(recent)
+        pendings = list(recent.values())
+        # two plain lists, not one of (cpu, memory) tuples: no tuple per node, and
+        # equal lists compare item by item by identity first (1,000 nodes: 57 us
+        # against 87 us)
+        cpu, mem = list(map(self._CPU_OF, pendings)), list(map(self._MEM_OF, pendings))
+        known = len(self.keys)
+        if known and keys[:known] == self.keys:
+            names = list(map(keys.__getitem__, _changed(cpu, self.cpu, mem, self.mem)))
+            names.extend(keys[known:])
+            self._apply(table, names, recent)
+        else:
+            self._compare(table, recent)
+        self.keys, self.cpu, self.mem = keys, cpu, mem
+
+    def _apply(self, table: _Table, names: list[str], recent: Mapping[str, Pending]) -> None:
+        index, applied = table.index, self.applied
+        for name in names:
+            i = index.get(name)
+            if i is None:
+                continue
+            p = recent[name]
+            c, m = self._CPU_OF(p), self._MEM_OF(p)
+            applied[name] = (c, m)
+            self.rescore(table, i, c + self.pc, m + self.pm)
+
+    def _compare(self, table: _Table, recent: Mapping[str, Pending]) -> None:
+        index, applied = table.index, self.applied
+        changed: list[str] = []
+        matched = 0
+        for name, p in recent.items():
+            if name not in index:
+                continue
+            matched += 1
+            old = applied.get(name)
+            if old is None or old[0] != self._CPU_OF(p) or old[1] != self._MEM_OF(p):
+                changed.append(name)
+        self._apply(table, changed, recent)
+        if matched != len(applied):
+            # some node's placements left the window (or the ledger forgot them)
+            for name in [n for n in applied if n not in recent]:
+                del applied[name]
+                self.rescore(table, index[name], 0.0 + self.pc, 0.0 + self.pm)
+
+    def rebase(self, table: _Table, i: int) -> None:
+        """Node ``i``'s size changed: score it again with what is pending on it."""
+        c, m = self.applied.get(table.names[i], (0.0, 0.0))
+        self.rescore(table, i, c + self.pc, m + self.pm)
+
+
+class _View(_Synced):
+    """Every table node's score for one pod shape, with the pending totals in it."""
+
+    __slots__ = ("parts", "scores")
+
+    def __init__(self, table: _Table, pc: float, pm: float) -> None:
+        super().__init__(pc, pm)
+        self.scores: list[int] = []
         self.parts: dict[int, list[bytes]] = {}
         """Per top step: every node's answer piece for its score (``parts_for``)."""
         self.grow(table)
@@ -235,58 +313,6 @@ class _View:
         self.mem_used.extend(mem)
         self.keys = []
 
-    def sync(self, table: _Table, recent: Mapping[str, Pending]) -> None:
-        """Re-score the nodes whose pending totals changed.
-
-        Between two requests the ledger's totals (a dict) mostly change a value
-        or two and gain a node or two; comparing keys and values with the last
-        request's as lists (C compares, halving only where they differ:
-        ``_changed``) finds them. Anything else (a node left the window) is found
-        by a full comparison."""
-        keys = list(recent)
-        pendings = list(recent.values())
-        # two plain lists, not one of (cpu, memory) tuples: no tuple per node, and
-        # equal lists compare item by item by identity first (1,000 nodes: 57 us
-        # against 87 us)
-        cpu, mem = list(map(_CPU, pendings)), list(map(_MEMORY, pendings))
-        known = len(self.keys)
-        if known and keys[:known] == self.keys:
-            names = list(map(keys.__getitem__, _changed(cpu, self.cpu, mem, self.mem)))
-            names.extend(keys[known:])
-            self._apply(table, names, recent)
-        else:
-            self._compare(table, recent)
-        self.keys, self.cpu, self.mem = keys, cpu, mem
-
-    def _apply(self, table: _Table, names: list[str], recent: Mapping[str, Pending]) -> None:
-        index, applied = table.index, self.applied
-        for name in names:
-            i = index.get(name)
-            if i is None:
-                continue
-            p = recent[name]
-            c, m = p.cpu_millis, p.memory_bytes
-            applied[name] = (c, m)
-            self.rescore(table, i, c + self.pc, m + self.pm)
-
-    def _compare(self, table: _Table, recent: Mapping[str, Pending]) -> None:
-        index, applied = table.index, self.applied
-        changed: list[str] = []
-        matched = 0
-        for name, p in recent.items():
-            if name not in index:
-                continue
-            matched += 1
-            old = applied.get(name)
-            if old is None or old[0] != p.cpu_millis or old[1] != p.memory_bytes:
-                changed.append(name)
-        self._apply(table, changed, recent)
-        if matched != len(applied):
-            # some node's placements left the window (or the ledger forgot them)
-            for name in [n for n in applied if n not in recent]:
-                del applied[name]
-                self.rescore(table, index[name], 0.0 + self.pc, 0.0 + self.pm)
-
     def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
         cu = self.cpu_used[i] = table.cpu_base[i] + cpu_extra
         mu = self.mem_used[i] = table.mem_base[i] + mem_extra
@@ -307,10 +333,77 @@ class _View:
             parts = self.parts[step] = list(map(getitem, table.pieces, map(look, self.scores)))
         return parts
 
+
+_REQUEST_CPU = attrgetter("request_cpu_millis")
+_REQUEST_MEMORY = attrgetter("request_memory_bytes")
+_NO_MARKS: list[Over] = []
+
+
+class _FilterView(_Synced):
+    """Every table node's filter verdict for one pod's figure and the default thresholds:
+    ``over`` is True where a resource's rounded use after placement is over the node's
+    threshold (``decide.filter_nodes``, before its "no dead end" rules). The pending pods
+    count at the filter's figure (the ledger's request totals, ``estimate.filter_usage``)."""
+
+    __slots__ = ("default", "limits", "over", "own", "owners")
+
+    _CPU_OF = _REQUEST_CPU
+    _MEM_OF = _REQUEST_MEMORY
+
+    def __init__(self, table: _Table, pc: float, pm: float, default: Mapping[str, float]) -> None:
+        super().__init__(pc, pm)
+        self.default = default
+        self.limits: list[Mapping[str, float]] = []
+        self.own: list[dict[str, float] | None] = []
+        """Per node: its thresholds when they differ from the default, else None."""
+        self.owners = 0  # how many of ``own`` are not None: 0 spares a request the scan
+        self.over: list[bool] = []
+        self.grow(table)
+
+    def _limits(self, info: NodeInfo) -> tuple[Mapping[str, float], dict[str, float] | None]:
+        limits = node_thresholds(info, self.default)
+        differs = limits is not self.default and limits != self.default
+        return limits, dict(limits) if differs else None
+
+    def grow(self, table: _Table) -> None:
+        start, pc, pm = len(self.over), self.pc, self.pm
+        for limits, own in map(self._limits, table.infos[start:]):
+            self.limits.append(limits)
+            self.own.append(own)
+            self.owners += own is not None
+        # the same sums, in the same order, as estimate.demand_after (pending 0.0)
+        self.cpu_used.extend(b + (0.0 + pc) for b in table.cpu_base[start:])
+        self.mem_used.extend(b + (0.0 + pm) for b in table.mem_base[start:])
+        self.over.extend(bool(self.marks(table, i)) for i in range(start, len(table.names)))
+        self.keys = []
+
+    def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
+        self.cpu_used[i] = table.cpu_base[i] + cpu_extra
+        self.mem_used[i] = table.mem_base[i] + mem_extra
+        self.over[i] = bool(self.marks(table, i))
+
     def rebase(self, table: _Table, i: int) -> None:
-        """Node ``i``'s size changed: score it again with what is pending on it."""
-        c, m = self.applied.get(table.names[i], (0.0, 0.0))
-        self.rescore(table, i, c + self.pc, m + self.pm)
+        self.owners -= self.own[i] is not None
+        self.limits[i], self.own[i] = self._limits(table.infos[i])
+        self.owners += self.own[i] is not None
+        super().rebase(table, i)
+
+    def marks(self, table: _Table, i: int) -> list[Over]:
+        """Node ``i``'s resources over its thresholds, as ``decide.filter_nodes`` finds
+        them from ``estimate.demand_after``: a resource without a reading or with no
+        allocatable is skipped; anything but cpu reads as memory, as there."""
+        marks = _NO_MARKS
+        for resource, threshold in self.limits[i].items():
+            if resource == "cpu":
+                known, used, alloc = table.cpu_known[i], self.cpu_used[i], table.cpu_alloc[i]
+            else:
+                known, used, alloc = table.mem_known[i], self.mem_used[i], table.mem_alloc[i]
+            if not known or not alloc:
+                continue
+            rounded = go_round(100 * used / alloc)
+            if rounded > threshold:
+                marks = [*marks, (resource, rounded, threshold)]
+        return marks
 
 
 class _Table:
@@ -330,6 +423,7 @@ class _Table:
         "score",
         "snapshot",
         "version",
+        "filters",
         "views",
         "wc",
         "wm",
@@ -350,6 +444,7 @@ class _Table:
         self.mem_known: list[bool] = []
         self.pieces: list[list[bytes]] = []
         self.views: dict[tuple[float, float], _View] = {}
+        self.filters: dict[tuple[float, float, tuple[tuple[str, float], ...]], _FilterView] = {}
         self.version = 0  # bumped whenever a node is added or resized
 
     def _load(self, name: str) -> NodeLoad | None:
@@ -383,6 +478,8 @@ class _Table:
             self.pieces.append([host + score for score in _SCORE_BYTES])
         for view in self.views.values():
             view.grow(self)
+        for verdicts in self.filters.values():
+            verdicts.grow(self)
         return True
 
     def _size(self, i: int, info: NodeInfo, load: NodeLoad) -> None:
@@ -398,6 +495,8 @@ class _Table:
         self._size(i, info, load)
         for view in self.views.values():
             view.rebase(self, i)
+        for verdicts in self.filters.values():
+            verdicts.rebase(self, i)
 
     def view(self, pc: float, pm: float) -> _View:
         key = (pc, pm)
@@ -407,6 +506,15 @@ class _Table:
                 del self.views[next(iter(self.views))]
             view = self.views[key] = _View(self, pc, pm)
         return view
+
+    def filter_view(self, pc: float, pm: float, default: Mapping[str, float]) -> _FilterView:
+        key = (pc, pm, tuple(default.items()))
+        verdicts = self.filters.get(key)
+        if verdicts is None:
+            if len(self.filters) >= _VIEWS:
+                del self.filters[next(iter(self.filters))]
+            verdicts = self.filters[key] = _FilterView(self, pc, pm, default)
+        return verdicts
 
 
 def _gather(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
@@ -549,6 +657,46 @@ class LeastUsedFastPath:
                 )
 
         return FastAnswer(scores, win, body, look)
+
+    def filter(
+        self,
+        pod: PodFacts,
+        names: Sequence[str],
+        infos: Mapping[str, NodeInfo],
+        snapshot: LoadSnapshot,
+        recent: Mapping[str, Pending],
+        thresholds: Mapping[str, float],
+        *,
+        exempt: bool,
+    ) -> FilterOutcome | None:
+        """``decide.filter_nodes`` over fresh measurements, or None when a node lacks a
+        size or fresh data (the general path handles it: a node the snapshot does not
+        hold is estimated there, one of unknown size is read in percent of capacity,
+        rare cases not worth a second copy of those rules). ``recent``: the ledger's
+        placements since the snapshot's window, as the general path reads them."""
+        known = self._positions(names, infos, snapshot)
+        if known is None:
+            return None
+        table, positions, listed = known.table, known.positions, known.names
+        own_use = pod.load.request if pod.load is not None else pod.usage  # demand_after's
+        verdicts = table.filter_view(own_use.cpu_millis, own_use.memory_bytes, thresholds)
+        verdicts.sync(table, recent)
+        own: dict[str, dict[str, float]] = {}
+        if verdicts.owners:  # some node of the table has thresholds of its own
+            for name, limits in zip(listed, known.get(verdicts.own), strict=True):
+                if limits is not None:
+                    own[name] = dict(limits)
+        over: tuple[bool, ...] = known.get(verdicts.over)
+        if True not in over:  # the usual case: one C scan, no per-node work
+            return FilterOutcome(list(listed), {}, thresholds=own)
+        failed: dict[str, str] = {}
+        excess: dict[str, float] = {}
+        for k in compress(range(len(over)), over):
+            marks = verdicts.marks(table, positions[k])
+            failed[listed[k]] = over_reason(marks, estimated=False)  # fresh readings only
+            excess[listed[k]] = over_excess(marks)
+        passed = list(compress(listed, map(not_, over)))
+        return conclude_filter(listed, passed, failed, excess, own, exempt=exempt)
 
     def scores(
         self,

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import msgspec
 
@@ -22,7 +23,7 @@ from .estimate import PodFacts, demand_after, go_round, pod_facts
 from .events import Decision, EventRecorder, Scored
 from .exemptions import exemption, ignored
 from .fastpath import FastAnswer, LeastUsedFastPath
-from .ledger import HORIZON_SECONDS, REPORT_INTERVAL_SECONDS, Ledger
+from .ledger import HORIZON_SECONDS, REPORT_INTERVAL_SECONDS, Ledger, Pending
 from .metrics import Metrics
 from .model import LoadSnapshot, NodeInfo, NodeState, usable_node_info
 from .nodestate import build_states
@@ -56,6 +57,16 @@ NEUTRAL_PRIORITY = to_extender_priority(MAX_SCORE // 2)
 _hosts = msgspec.json.Decoder(list[HostPriority])
 _shape_encoder = msgspec.json.Encoder()
 _SHAPES = 256  # pod resource specs whose facts are kept
+
+
+class _FastInputs(NamedTuple):
+    """What the fast path reads for one request (``Extender._fast_inputs``)."""
+
+    fast: LeastUsedFastPath
+    snap: LoadSnapshot
+    recent: Mapping[str, Pending]
+    names: list[str]
+    infos: Mapping[str, NodeInfo]
 
 
 def _general_scored(pod: PodFacts, states: list[NodeState], ranked: list[Ranked]) -> Scored:
@@ -384,12 +395,28 @@ class Extender:
         assert args.pod is not None
         pod = self._facts(args)
         exempt = exemption(args.pod)
-        names, infos = self._infos(args)
+        stale = False
+        outcome: FilterOutcome | None = None
         if self.settings.filter.enabled:  # (a node's own thresholds apply even with none set)
-            states, stale = self._states(names, infos)
-            outcome = filter_nodes(pod, states, self.thresholds, exempt=exempt is not None)
+            got = self._fast_inputs(args, self.clock())
+            if got is not None:
+                names, infos = got.names, got.infos
+                outcome = got.fast.filter(
+                    pod,
+                    names,
+                    infos,
+                    got.snap,
+                    got.recent,
+                    self.thresholds,
+                    exempt=exempt is not None,
+                )
+            if outcome is None:
+                names, infos = self._infos(args)
+                states, stale = self._states(names, infos)
+                outcome = filter_nodes(pod, states, self.thresholds, exempt=exempt is not None)
         else:  # the filter is switched off (filter.enabled: false)
-            stale, outcome = False, FilterOutcome(list(names), {})
+            names = self._infos(args)[0]
+            outcome = FilterOutcome(list(names), {})
         if outcome.all_over:
             self.metrics.all_over_threshold.inc()
         # Observe-only: every node passes; the Event says what would have been rejected.
@@ -417,13 +444,20 @@ class Extender:
         if len(passed) == 1:
             # kube-scheduler skips prioritize when one node is left: it goes there.
             self._assume(pod, next(iter(passed)), self.clock())
+        # Nothing rejected (filter_nodes: every candidate passes): the list as it came,
+        # without a membership test per node.
+        everyone = not failed
         if args.nodes is not None and args.nodes.items is not None:
             # Answer with the very Node objects we were given (names are in item order).
-            items = [
-                raw for raw, name in zip(args.nodes.items, names, strict=True) if name in passed
-            ]
+            items = (
+                list(args.nodes.items)
+                if everyone
+                else [
+                    raw for raw, name in zip(args.nodes.items, names, strict=True) if name in passed
+                ]
+            )
             return FilterResult(nodes=NodeListOut(items=items), failed_and_unresolvable=failed)
-        kept = [name for name in names if name in passed]
+        kept = list(names) if everyone else [name for name in names if name in passed]
         # Unresolvable: preemption cannot lower measured load (docs/contracts.md).
         return FilterResult(node_names=kept, failed_and_unresolvable=failed)
 
@@ -432,17 +466,14 @@ class Extender:
         :meth:`prioritize_json`, the same answer already encoded."""
         return _hosts.decode(self.prioritize_json(args))
 
-    def _fast_answer(
-        self, pod: PodFacts, args: ExtenderArgs | PrioritizeArgs, now: float
-    ) -> tuple[FastAnswer, list[str], Mapping[str, NodeInfo]] | None:
-        """least-used's fast path (see ``fastpath``) when it applies, else None."""
+    def _fast_inputs(self, args: ExtenderArgs | PrioritizeArgs, now: float) -> _FastInputs | None:
+        """What the fast path (see ``fastpath``) reads, when it applies, else None."""
         snap = self._snapshot()
         # (the policy may have been swapped since, in tests)
         fast = self.fast_path if self.fast_path and self.fast_path.policy is self.policy else None
         if fast is None or snap is None or not self.refresher.fresh(now):
             return None
         recent = self.ledger.recent(snap.window_end - snap.settle_seconds)
-        figures = self.recorder is not None
         infos: Mapping[str, NodeInfo]
         if args.node_names is not None and args.nodes is None:
             # Look sizes up where the watch keeps them, without copying them per request.
@@ -450,8 +481,18 @@ class Extender:
             infos = self.cluster.nodes if self.cluster is not None else self._seen
         else:
             names, infos = self._infos(args)
-        answer = fast.answer(pod, names, infos, snap, recent, figures=figures)
-        return None if answer is None else (answer, names, infos)
+        return _FastInputs(fast, snap, recent, names, infos)
+
+    def _fast_answer(
+        self, pod: PodFacts, args: ExtenderArgs | PrioritizeArgs, now: float
+    ) -> tuple[FastAnswer, list[str], Mapping[str, NodeInfo]] | None:
+        """least-used's fast path (see ``fastpath``) when it applies, else None."""
+        got = self._fast_inputs(args, now)
+        if got is None:
+            return None
+        figures = self.recorder is not None
+        answer = got.fast.answer(pod, got.names, got.infos, got.snap, got.recent, figures=figures)
+        return None if answer is None else (answer, got.names, got.infos)
 
     def prioritize_json(self, args: ExtenderArgs | PrioritizeArgs) -> msgspec.Raw:
         if self._ignored(args):
