@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.placement.measures import (
+    exact_optimum,
     lower_bound,
     node_loads,
+    optimum_work,
     percentile,
     summarise,
     timing,
     water_level,
 )
-from benchmarks.placement.scenario import Node, Resources
+from benchmarks.placement.scenario import Node, Resources, select
 
 GI = 2.0**30
 
@@ -131,3 +134,77 @@ def test_timing_from_client_side_timestamps():
     assert t.create_rate == pytest.approx(4 / 1.0)
     assert (t.p50, t.p99) == (1.0, 1.0)  # latencies 0.25, 1.0, 1.0
     assert timing(created, {}) is None
+
+
+def brute_optimum(nodes: list[Node], pods: list[Resources]) -> float:
+    """The least max(CPU, memory) utilisation over every assignment of the pods."""
+    best = math.inf
+    for assign in itertools.product(range(len(nodes)), repeat=len(pods)):
+        cpu = [n.background.cpu for n in nodes]
+        mem = [n.background.memory for n in nodes]
+        for p, i in zip(pods, assign, strict=True):
+            cpu[i] += p.cpu
+            mem[i] += p.memory
+        best = min(
+            best,
+            max(
+                max(c / n.capacity.cpu, m / n.capacity.memory)
+                for n, c, m in zip(nodes, cpu, mem, strict=True)
+            ),
+        )
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    nodes=st.lists(
+        st.tuples(st.integers(1, 8), st.integers(1, 8), st.integers(0, 4), st.integers(0, 4)),
+        min_size=1,
+        max_size=3,
+    ),
+    pods=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 3)).map(lambda t: Resources(*t)),
+        min_size=0,
+        max_size=6,
+    ),
+)
+def test_exact_optimum_matches_brute_force_over_both_resources(nodes, pods):
+    """Small random instances, up to 3 nodes and 6 pods of up to 6 shapes (several shapes
+    exercise the dynamic programme, one shape the count per node)."""
+    ns = [
+        Node(f"n{i}", Resources(c, m), Resources(bc % (c + 1), bm % (m + 1)))
+        for i, (c, m, bc, bm) in enumerate(nodes)
+    ]
+    got = exact_optimum(ns, pods)
+    assert got is not None
+    best = brute_optimum(ns, pods)
+    assert got.value == pytest.approx(best, abs=1e-8)
+    # The witness is a placement of exactly these pods with that maximum.
+    shapes = Counter(pods)
+    for k, shape in enumerate(got.shapes):
+        assert sum(c[k] for c in got.counts) == shapes[shape]
+    assert got.value == max(got.max_cpu, got.max_memory)
+    assert got.value >= lower_bound(ns, pods).overall - 1e-9
+
+
+def test_exact_optimum_of_strong_weak_is_the_issues_76_25_percent():
+    # 8 cores / 16 Gi (0.5 / 1 Gi background) and four 2 / 4 Gi (0.3 / 1 Gi); 48 pods of
+    # 200m / 400 Mi. 28 on the strong node: CPU (0.5 + 5.6) / 8 = 76.25 %; five on each weak
+    # one: memory (1024 + 2000) / 4096 = 73.8 %. 27 would push a sixth pod onto a weak node
+    # (memory 83.6 %). The lower bound is memory's water level, 74.2 %.
+    (sc,) = select(["strong-weak"])
+    usage = list(sc.pod_usage().values())
+    got = exact_optimum(sc.all_nodes(), usage)
+    assert got is not None
+    assert got.value == pytest.approx(0.7625)
+    assert sorted(c for (c,) in got.counts) == [5, 5, 5, 5, 28]
+    assert lower_bound(sc.all_nodes(), usage).overall == pytest.approx(0.7422, abs=1e-4)
+
+
+def test_exact_optimum_refuses_what_it_cannot_enumerate():
+    # Two shapes of 40 pods on 3 nodes: 41 states, 3 x 41^2 = 5043 steps a check.
+    nodes = [node(f"n{i}", 4, 8) for i in range(3)]
+    pods = [Resources(0.1, GI)] * 40 + [Resources(0.2, GI / 2)] * 40
+    assert optimum_work(nodes, pods) == 3 * 41 * 41
+    assert exact_optimum(nodes, pods, work=5000) is None
+    assert exact_optimum(nodes, pods, work=5043) is not None

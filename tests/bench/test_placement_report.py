@@ -146,3 +146,23 @@ def test_cost_table_with_repeats_compares_medians(tmp_path):
     assert "| 400 (300-900) | 2.00 |" in lines[3], lines[3]
     report.write(tmp_path, [sc], runs, started="t")
     assert (tmp_path / "placement" / "cost.png").stat().st_size > 0
+
+
+def test_the_exact_optimum_is_reported_beside_the_bound(tmp_path):
+    sw, hog = select(["strong-weak", "hog"])
+    md = report.write(tmp_path, [hog], [result("stock", {"hog-a": 30})], started="t")
+    text = md.read_text()
+    assert "| *exact optimum* | | |  | 75.00 |" in text
+    assert "**75.00 %**, against the lower bound's 75.00 %" in text
+    # strong-weak: the 76.25 % (CPU of the strong node), above the bound's 74.22 %.
+    lines = report.table(sw, [], report.bound_of(sw), report.optimum_of(sw))
+    assert lines[-1].startswith("| *exact optimum* | | | 76.25 |  |")
+    said = report.optimum_lines(sw, report.bound_of(sw), report.optimum_of(sw))
+    assert said[0].startswith(
+        "Exact optimum (whole pods, the maximum over CPU and memory): **76.25 %**, against "
+        "the lower bound's 74.22 %; a placement reaching it: sw-strong 28, sw-weak-001 5"
+    )
+    # Where it is not computed the report says so and keeps the bound.
+    (gone,) = report.optimum_lines(sw, report.bound_of(sw), None)
+    assert gone.startswith("Exact optimum: not computed (a feasibility check would take 5 ")
+    assert gone.endswith("the lower bound stands alone.")
