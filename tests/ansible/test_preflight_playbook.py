@@ -202,6 +202,14 @@ LOAD_WATCHER = {"loadwise_extender_source": "load-watcher"}
             "a certificate cannot outlive the CA that signed it",
         ),
         ({"loadwise_extender_tls_valid_days": "a year"}, "loadwise_extender_tls_valid_days"),
+        (
+            {"loadwise_scheduler_config_second_memory_limit": "512MB"},
+            "loadwise_scheduler_config_second_memory_limit must be a positive Kubernetes memory",
+        ),
+        (
+            {"loadwise_scheduler_config_second_memory_limit": "0Mi"},
+            "loadwise_scheduler_config_second_memory_limit must be a positive Kubernetes memory",
+        ),
     ],
 )
 def test_a_bad_variable_fails_in_preflight_naming_it(
