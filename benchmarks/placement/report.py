@@ -12,9 +12,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.placement.exceptions import PlacementError
 from benchmarks.placement.measures import (
+    HOT_THRESHOLD,
     OPTIMUM_WORK,
     Bound,
     NodeLoad,
@@ -33,6 +35,9 @@ from benchmarks.placement.measures import (
 )
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Goals, Scenario
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -693,22 +698,40 @@ BAR_NODES = 20  # up to this many nodes, one bar per node; more, the sorted-line
 DPI = 90
 
 
+HOT_LABEL = f"{100 * HOT_THRESHOLD:.0f} % (the 'nodes > 80 %' column)"
+OPTIMUM_LABEL = "exact optimum (max of CPU and memory)"
+BOUND_LABEL = "lower bound on max"
+
+
 def plot_utilisation(scenario: Scenario, rows: Sequence[Row], path: Path) -> None:
+    _save(utilisation_figure(scenario, rows), path)
+
+
+def _save(fig: Figure, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
+def utilisation_figure(scenario: Scenario, rows: Sequence[Row]) -> Figure:
     """Per resource: each contender's utilisation per node, the median over its runs with
     min-max bars (bars for a few nodes; for many, the nodes sorted most utilised first, the
-    median line in a min-max band)."""
+    median line in a min-max band); the lower bound, the exact optimum on the resource it
+    is reached in, and the 80 % line, each labelled."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     b = bound_of(scenario)
+    opt = optimum_of(scenario)
     groups = [g for g in grouped(rows) if any(r.loads for r in g.runs)]
     nodes = scenario.all_nodes()
     total = scenario.pod_count
     bars = len(nodes) <= BAR_NODES
     size = (max(7, 0.9 * len(nodes) + 3), 7.0) if bars else LINE_FIGSIZE
-    fig, axes = plt.subplots(2, 1, figsize=size, squeeze=False)
+    fig, axes = plt.subplots(2, 1, figsize=size, squeeze=False, layout="constrained")
     for ax, res, lim in zip(axes[:, 0], ("cpu", "memory"), (b.cpu, b.memory), strict=True):
         top = 0.0
         for k, g in enumerate(groups):
@@ -739,17 +762,30 @@ def plot_utilisation(scenario: Scenario, rows: Sequence[Row], path: Path) -> Non
             )
         else:
             ax.set_xlabel("nodes, most utilised first (band: min-max over the runs)")
-        ax.axhline(
-            100 * lim, color="black", linestyle="--", linewidth=1, label="lower bound on max"
-        )
-        ax.axhline(80, color="red", linestyle=":", linewidth=1)
+        ax.axhline(100 * lim, color="black", linestyle="--", linewidth=1, label=BOUND_LABEL)
+        if opt is not None and (opt.max_cpu >= opt.max_memory) == (res == "cpu"):
+            ax.axhline(
+                100 * opt.value, color="dimgray", linestyle="-.", linewidth=1, label=OPTIMUM_LABEL
+            )
+        ax.axhline(100 * HOT_THRESHOLD, color="red", linestyle=":", linewidth=1, label=HOT_LABEL)
         ax.set_ylabel(f"{'CPU' if res == 'cpu' else 'memory'} utilisation %")
         ax.set_ylim(0, max(105, top + 5))
-    axes[0, 0].set_title(f"{scenario.name}: {scenario.title}", fontsize="medium", wrap=True)
-    axes[0, 0].legend(fontsize="small", ncol=3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    fig.suptitle(f"{scenario.name}: {scenario.title}", fontsize="medium", wrap=True)
+    # One legend under both axes, outside them so that it hides no bar: each label once
+    # (the bound and the 80 % line are drawn on both).
+    seen: dict[str, Any] = {}
+    for ax in axes[:, 0]:
+        for h, t in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(t, h)
+    fig.legend(
+        list(seen.values()),
+        list(seen),
+        loc="outside lower center",
+        # Three columns need about 9 in at this font (the longest label is 2.6 in).
+        ncol=3 if size[0] >= 9 else 2,
+        fontsize="small",
+    )
+    return fig
 
 
 def _label(g: Group, total: int) -> str:
@@ -759,6 +795,16 @@ def _label(g: Group, total: int) -> str:
 
 
 def plot_cost(lines: Sequence[tuple[int, Group, Group | None]], path: Path) -> None:
+    _save(cost_figure(lines), path)
+
+
+def _cost_label(name: str, lines: Sequence[tuple[int, Group, Group | None]]) -> str:
+    """The contender with its run count (a range when node counts differ)."""
+    ns = [g.n for _, g, _ in lines if g.contender == name]
+    return f"{name} (n={min(ns)})" if min(ns) == max(ns) else f"{name} (n={min(ns)}-{max(ns)})"
+
+
+def cost_figure(lines: Sequence[tuple[int, Group, Group | None]]) -> Figure:
     """Throughput and p50/p99 latency per node count and contender: the median as a marker,
     the min-max over the repeats as a bar; no line between node counts (two counts, each
     measured separately, are no curve)."""
@@ -772,12 +818,14 @@ def plot_cost(lines: Sequence[tuple[int, Group, Group | None]], path: Path) -> N
     width = 0.8 / max(1, len(names))
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    labelled: set[str] = set()
     for n, g, _ in lines:
         k = names.index(g.contender)
         x = counts.index(n) + (k - (len(names) - 1) / 2) * width
         ts = _timings(g)
         color = colors[k % len(colors)]
-        label = g.contender if counts.index(n) == 0 else None
+        label = None if g.contender in labelled else _cost_label(g.contender, lines)
+        labelled.add(g.contender)
         for ax, vals, marker, lab in (
             (a, [t.throughput for t in ts], "o", label),
             (b, [1000 * t.p99 for t in ts], "o", label),
@@ -804,8 +852,7 @@ def plot_cost(lines: Sequence[tuple[int, Group, Group | None]], path: Path) -> N
         title="creation (backlog: scheduler launch) to binding\np99 (o), p50 (x); bar: min-max",
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    return fig
 
 
 def write(
