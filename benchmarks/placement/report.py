@@ -476,7 +476,7 @@ def table(
     desched = scenario.descheduler is not None
     cols = 14 + desched
     out = [
-        "| contender | n | bound | max CPU % | max mem % | sd CPU | sd mem | nodes > 80 % "
+        "| contender | bound | n | max CPU % | max mem % | sd CPU | sd mem | nodes > 80 % "
         "| pods on hot | evicted | "
         + ("moved back | " if desched else "")
         + "pods/s | p50 ms | p99 ms | created/s |",
@@ -484,7 +484,8 @@ def table(
     ]
     pct, one, ms = _num(), _num(1, "{:.0f}"), _num(1000, "{:.0f}")
     for g in grouped(rows):
-        head = f"| {g.contender} | {g.n} | {_bound_cell(g, total)} | "
+        # n after the bound count: tests/lab/test_placement_smoke.py reads "| name | 10/10 |".
+        head = f"| {g.contender} | {_bound_cell(g, total)} | {g.n} | "
         ss = [r.summary for r in g.runs if r.summary is not None]
         if not ss:
             out.append(head + " | ".join(["-"] * (cols - 3)) + " |")

@@ -67,8 +67,8 @@ def test_an_incomplete_run_misses_and_the_report_says_so(tmp_path):
     short = result("loadwise-least-used", {"hog-a": 5})
     short.error = "25 of 30 pods not bound after 180s"
     md = report.write(tmp_path, [sc], [stock, short], started="test").read_text()
-    assert "| stock | 1 | 30/30 | 50.0 | 99.4 |" in md, md
-    assert "| loadwise-least-used | 1 | 5/30 |" in md
+    assert "| stock | 30/30 | 1 | 50.0 | 99.4 |" in md, md
+    assert "| loadwise-least-used | 5/30 | 1 |" in md
     assert "all pods bound: **MISSED** (25 of 30 pods not bound after 180s)" in md
     assert "| *offline lower bound* | | | 43.3 | 75.0 |" in md
     assert (tmp_path / "placement" / "hog.png").stat().st_size > 0
@@ -111,8 +111,8 @@ def test_repeats_are_shown_as_median_and_range_and_judged_on_the_median(tmp_path
     assert hot.passed is False
     assert hot.detail == "1 on hog-c (1 of 3 runs), 3 on hog-c (1 of 3 runs)"
     md = report.write(tmp_path, [sc], [*stock, *lw], started="t").read_text()
-    assert "| stock | 3 | 30/30 (30-30) | 50.0 (50.0-50.0) | 99.4 (99.4-99.4) |" in md, md
-    assert "| loadwise-least-used | 3 | 30/30 (30-30) | " in md
+    assert "| stock | 30/30 (30-30) | 3 | 50.0 (50.0-50.0) | 99.4 (99.4-99.4) |" in md, md
+    assert "| loadwise-least-used | 30/30 (30-30) | 3 | " in md
     assert "| 77.4 (75.0-82.3) |" in md
     # nodes > 80 %: 0, 0, 1 (the hog at 82.3 %); pods on hot: 0, 1, 3.
     assert "| 0 (0-1) | 1 (0-3) |" in md
