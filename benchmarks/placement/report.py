@@ -430,8 +430,13 @@ def provenance_lines(results: Sequence[RunResult]) -> list[str]:
         )
         times = sorted(r.ran_at for r in rs if r.ran_at)
         when = f"{times[0]} to {times[-1]}" if times else "time unknown"
+        what = (
+            f"commit {_short(c)}"
+            if c
+            else "commit unknown (recorded before issue #24; such runs may span commits)"
+        )
         out.append(
-            f"- commit {_short(c)}: {len(rs)} runs, {tree}, {when}; load average (1 min) "
+            f"- {what}: {len(rs)} runs, {tree}, {when}; load average (1 min) "
             f"at start {_loads([r.load_start for r in rs])}, "
             f"at end {_loads([r.load_end for r in rs])}"
         )

@@ -34,7 +34,8 @@ def test_results_written_before_provenance_load_as_unknown():
     assert old and all(r.commit is None and r.clean is None and r.ran_at is None for r in old)
     lines = report.provenance_lines(old)
     assert lines == [
-        f"- commit unknown: {len(old)} runs, tree state unknown, time unknown; "
+        "- commit unknown (recorded before issue #24; such runs may span commits): "
+        f"{len(old)} runs, tree state unknown, time unknown; "
         "load average (1 min) at start unknown, at end unknown"
     ]
 
