@@ -89,3 +89,20 @@ def test_the_command_line_refuses_mixed_results_and_accepts_the_flag(tmp_path, c
     assert "2 commits (aaaaaaa" in capsys.readouterr().err
     args = ["--from-results", str(path), "--out", str(tmp_path), "--allow-mixed-commits"]
     assert main(args) == 0
+
+
+def test_append_refuses_results_of_another_commit_before_the_lab_starts(tmp_path, monkeypatch):
+    import benchmarks.placement.__main__ as entry
+
+    def no_lab(*_a, **_k):
+        raise AssertionError("the lab was started")
+
+    monkeypatch.setattr(entry, "session", no_lab)
+    path = tmp_path / "results.json"
+    old = hog("stock", A)  # not this checkout's HEAD
+    path.write_text(json.dumps({"started": "t", "notes": [], "results": [old.to_json()]}))
+    scs = select(["burst"])  # hog's results are kept, burst would be run
+    with pytest.raises(report.MixedCommitsError, match="aaaaaaa: 1 runs"):
+        entry.measure(scs, ["stock"], path, append=True)
+    with pytest.raises(AssertionError, match="the lab was started"):
+        entry.measure(scs, ["stock"], path, append=True, allow_mixed_commits=True)
