@@ -208,3 +208,13 @@ def test_exact_optimum_refuses_what_it_cannot_enumerate():
     assert optimum_work(nodes, pods) == 3 * 41 * 41
     assert exact_optimum(nodes, pods, work=5000) is None
     assert exact_optimum(nodes, pods, work=5043) is not None
+
+
+def test_the_optimal_placement_shown_is_evened_out():
+    # hog: the optimum is the hog's own 75 % memory; the programme alone fills hog-a to the
+    # level first (19 and 11 pods); evened out it is least-used's placement, 15 and 15.
+    (sc,) = select(["hog"])
+    got = exact_optimum(sc.all_nodes(), list(sc.pod_usage().values()))
+    assert got is not None
+    assert got.counts == ((15,), (15,), (0,))
+    assert got.value == pytest.approx(0.75)
