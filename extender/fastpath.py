@@ -20,8 +20,8 @@ the last list's positions are kept only as a shortcut for the same list again.
 The filter reads the same table: per pod figure (its request, as the filter counts
 it) and default thresholds a *filter view* keeps every node's verdict (over a
 threshold or not), re-judging only the nodes whose pending request totals changed;
-a request gathers its nodes' verdicts with one C call, and only the nodes over a
-threshold get a reason text (``LeastUsedFastPath.filter``).
+a request gathers its nodes' verdicts, and the reasons of those over, with C calls
+(``LeastUsedFastPath.filter``).
 
 It covers the common case (fresh metrics and a known size for every node,
 cpu/memory weights); anything else returns None and the caller takes the
@@ -345,7 +345,7 @@ class _FilterView(_Synced):
     threshold (``decide.filter_nodes``, before its "no dead end" rules). The pending pods
     count at the filter's figure (the ledger's request totals, ``estimate.filter_usage``)."""
 
-    __slots__ = ("default", "limits", "over", "own", "owners")
+    __slots__ = ("default", "excess", "limits", "over", "own", "owners", "why")
 
     _CPU_OF = _REQUEST_CPU
     _MEM_OF = _REQUEST_MEMORY
@@ -358,6 +358,10 @@ class _FilterView(_Synced):
         """Per node: its thresholds when they differ from the default, else None."""
         self.owners = 0  # how many of ``own`` are not None: 0 spares a request the scan
         self.over: list[bool] = []
+        # per node over a threshold: its reason and excess (decide.over_reason and
+        # over_excess), kept so a request gathers them without formatting any
+        self.why: list[str] = []
+        self.excess: list[float] = []
         self.grow(table)
 
     def _limits(self, info: NodeInfo) -> tuple[Mapping[str, float], dict[str, float] | None]:
@@ -374,13 +378,24 @@ class _FilterView(_Synced):
         # the same sums, in the same order, as estimate.demand_after (pending 0.0)
         self.cpu_used.extend(b + (0.0 + pc) for b in table.cpu_base[start:])
         self.mem_used.extend(b + (0.0 + pm) for b in table.mem_base[start:])
-        self.over.extend(bool(self.marks(table, i)) for i in range(start, len(table.names)))
+        for i in range(start, len(table.names)):
+            self.over.append(False)
+            self.why.append("")
+            self.excess.append(0.0)
+            self._judge(table, i)
         self.keys = []
 
     def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
         self.cpu_used[i] = table.cpu_base[i] + cpu_extra
         self.mem_used[i] = table.mem_base[i] + mem_extra
-        self.over[i] = bool(self.marks(table, i))
+        self._judge(table, i)
+
+    def _judge(self, table: _Table, i: int) -> None:
+        marks = self.marks(table, i)
+        self.over[i] = bool(marks)
+        if marks:  # fresh readings only: never "estimated" (see LeastUsedFastPath.filter)
+            self.why[i] = over_reason(marks, estimated=False)
+            self.excess[i] = over_excess(marks)
 
     def rebase(self, table: _Table, i: int) -> None:
         self.owners -= self.own[i] is not None
@@ -677,7 +692,7 @@ class LeastUsedFastPath:
         known = self._positions(names, infos, snapshot)
         if known is None:
             return None
-        table, positions, listed = known.table, known.positions, known.names
+        table, listed = known.table, known.names
         own_use = pod.load.request if pod.load is not None else pod.usage  # demand_after's
         verdicts = table.filter_view(own_use.cpu_millis, own_use.memory_bytes, thresholds)
         verdicts.sync(table, recent)
@@ -689,12 +704,9 @@ class LeastUsedFastPath:
         over: tuple[bool, ...] = known.get(verdicts.over)
         if True not in over:  # the usual case: one C scan, no per-node work
             return FilterOutcome(list(listed), {}, thresholds=own)
-        failed: dict[str, str] = {}
-        excess: dict[str, float] = {}
-        for k in compress(range(len(over)), over):
-            marks = verdicts.marks(table, positions[k])
-            failed[listed[k]] = over_reason(marks, estimated=False)  # fresh readings only
-            excess[listed[k]] = over_excess(marks)
+        rejected = list(compress(listed, over))
+        failed = dict(zip(rejected, compress(known.get(verdicts.why), over), strict=True))
+        excess = dict(zip(rejected, compress(known.get(verdicts.excess), over), strict=True))
         passed = list(compress(listed, map(not_, over)))
         return conclude_filter(listed, passed, failed, excess, own, exempt=exempt)
 

@@ -457,7 +457,8 @@ class Extender:
                 ]
             )
             return FilterResult(nodes=NodeListOut(items=items), failed_and_unresolvable=failed)
-        kept = list(names) if everyone else [name for name in names if name in passed]
+        # (outcome.passed is in the candidates' order: FilterOutcome.passed)
+        kept = list(names) if everyone else list(outcome.passed)
         # Unresolvable: preemption cannot lower measured load (docs/contracts.md).
         return FilterResult(node_names=kept, failed_and_unresolvable=failed)
 
