@@ -3,6 +3,12 @@
 
     .venv/bin/python benchmarks/prioritize.py            # full run, ~3 minutes on 2 cores
     .venv/bin/python benchmarks/prioritize.py --quick    # ~30 s
+    .venv/bin/python benchmarks/prioritize.py --verbs filter   # the filter cells alone
+
+The filter cells (``--verbs filter``, part of the default run) put the filter's fast
+path and its general path side by side: two extenders with the same config and
+requests, one with ``LeastUsedFastPath`` switched off in its process
+(``--general-extender``), taking turns with the floor in every round.
 
 What runs (all on loopback, three processes so client and servers don't share a GIL):
 
@@ -48,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +75,15 @@ HEADER_N = "X-Bench-Nodes"
 # --------------------------------------------------------------------------- floor
 
 
+class _FloorArgs(msgspec.Struct):
+    # Raw captures ``null`` as its bytes (msgspec takes no ``Raw | None``)
+    Nodes: msgspec.Raw = msgspec.Raw(b"null")
+    NodeNames: msgspec.Raw = msgspec.Raw(b"[]")
+
+
+_floor_args = msgspec.json.Decoder(_FloorArgs)
+
+
 def floor_server(listen: str) -> None:
     """The floor: aiohttp, read the body, answer a canned list of N hosts."""
     from aiohttp import web
@@ -86,11 +102,22 @@ def floor_server(listen: str) -> None:
         n = int(request.headers.get(HEADER_N, "0"))
         return web.Response(body=answer(n), content_type="application/json")
 
+    async def filter_(request: web.Request) -> web.Response:
+        # every node passes: the candidates echoed back as they came (names, or the
+        # Node objects, scanned but not decoded), as a filter answer must
+        given = _floor_args.decode(await request.read())
+        if bytes(given.Nodes) != b"null":
+            body = b'{"Nodes":' + bytes(given.Nodes) + b',"FailedNodes":{}}'
+        else:
+            body = b'{"NodeNames":' + bytes(given.NodeNames) + b',"FailedNodes":{}}'
+        return web.Response(body=body, content_type="application/json")
+
     async def healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok\n")
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/scheduler/prioritize", prioritize)
+    app.router.add_post("/scheduler/filter", filter_)
     app.router.add_get("/readyz", healthz)
     host, _, port = listen.rpartition(":")
     web.run_app(app, host=host, port=int(port), access_log=None, print=None)
@@ -375,19 +402,64 @@ class BadAnswer(RuntimeError):
     pass
 
 
-def check_answer(who: str, status: int, body: bytes, names: list[str]) -> None:
+def _decoded(who: str, status: int, body: bytes, decoder: msgspec.json.Decoder, what: str):  # type: ignore[no-untyped-def]
+    """The answer, decoded; BadAnswer for any status but 200 or a body that is not ``what``."""
     if status != 200:
         raise BadAnswer(f"{who}: HTTP {status}: {body[:300]!r}")
     try:
-        answer = _answer_decoder.decode(body)
+        return decoder.decode(body)
     except msgspec.DecodeError as exc:
-        raise BadAnswer(f"{who}: not a [{{Host,Score}}] list: {exc}: {body[:300]!r}") from None
+        raise BadAnswer(f"{who}: not {what}: {exc}: {body[:300]!r}") from None
+
+
+def check_answer(who: str, status: int, body: bytes, names: list[str]) -> None:
+    answer = _decoded(who, status, body, _answer_decoder, "a [{Host,Score}] list")
     hosts = [a.Host for a in answer]
     if len(hosts) != len(names) or set(hosts) != set(names):
         raise BadAnswer(f"{who}: answered {len(hosts)} hosts, expected the {len(names)} asked")
     for a in answer:
         if type(a.Score) is not int or not 0 <= a.Score <= 10:
             raise BadAnswer(f"{who}: score {a.Score!r} for {a.Host} not an integer 0..10")
+
+
+class _Meta(msgspec.Struct):
+    name: str
+
+
+class _NamedNode(msgspec.Struct):
+    metadata: _Meta
+
+
+class _NodeList(msgspec.Struct):
+    items: list[_NamedNode]
+
+
+class FilterAnswer(msgspec.Struct, forbid_unknown_fields=True):
+    Nodes: _NodeList | None = None
+    NodeNames: list[str] | None = None
+    FailedNodes: dict[str, str] = {}
+    FailedAndUnresolvableNodes: dict[str, str] = {}
+    Error: str = ""
+
+
+_filter_decoder = msgspec.json.Decoder(FilterAnswer)
+REJECTED: Counter[str] = Counter()  # nodes rejected, by server (for the report)
+
+
+def check_filter(who: str, status: int, body: bytes, names: list[str]) -> None:
+    """A filter answer: HTTP 200, no error, every node asked either kept or rejected."""
+    answer = _decoded(who, status, body, _filter_decoder, "a filter result")
+    if answer.Nodes is not None:
+        kept = [node.metadata.name for node in answer.Nodes.items]
+    else:
+        kept = answer.NodeNames or []
+    failed = {**answer.FailedNodes, **answer.FailedAndUnresolvableNodes}
+    if answer.Error or len(kept) + len(failed) != len(names) or {*kept, *failed} != set(names):
+        raise BadAnswer(f"{who}: kept {len(kept)} and rejected {len(failed)} of {len(names)}")
+    REJECTED[who] += len(failed)
+
+
+CHECKS = {"prioritize": check_answer, "filter": check_filter}
 
 
 # --------------------------------------------------------------------------- processes
@@ -454,7 +526,11 @@ def start_floor(workdir: Path) -> Server:
     return Server("floor", f"http://127.0.0.1:{port}", proc, log)
 
 
-def start_extender(workdir: Path, n: int) -> Server:
+def start_extender(
+    workdir: Path, n: int, *, name: str = "extender", general: bool = False, extra: str = ""
+) -> Server:
+    """The real extender; with ``general`` its least-used fast path is switched off
+    (``general_extender``), everything else alike. ``extra``: more config lines."""
     port = free_port()
     load = workdir / f"watcher-{n}.json"
     load.write_bytes(make_watcher(n, random.Random(n)))
@@ -467,12 +543,17 @@ def start_extender(workdir: Path, n: int) -> Server:
         f"  file: {load}\n"
         "  refresh_seconds: 30\n"
         "  stale_after_seconds: 0   # never stale: the benchmark's data must stay usable\n"
-        f"max_nodes: {n}   # full Node requests of n nodes, without a kubeconfig\n"
+        f"max_nodes: {n}   # full Node requests of n nodes, without a kubeconfig\n" + extra
     )
-    log = workdir / f"extender-{n}.log"
+    log = workdir / f"{name}-{n}.log"
+    command = (
+        [sys.executable, os.path.abspath(__file__), "--general-extender"]
+        if general
+        else extender_command(sys.executable)
+    )
     proc = subprocess.Popen(
         [
-            *extender_command(sys.executable),
+            *command,
             "--config",
             str(cfg),
             "--load-file",
@@ -483,7 +564,18 @@ def start_extender(workdir: Path, n: int) -> Server:
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
-    return Server("extender", f"http://127.0.0.1:{port}", proc, log)
+    return Server(name, f"http://127.0.0.1:{port}", proc, log)
+
+
+def general_extender(argv: list[str]) -> int:
+    """``loadwise-extender ARGV`` with the least-used fast path switched off: every
+    request takes the general path (per-node states), as before the fast path. Only
+    for measuring it side by side; the shipped extender has no such switch."""
+    from extender.cli import main as extender_main
+    from extender.fastpath import LeastUsedFastPath
+
+    LeastUsedFastPath.for_policy = classmethod(lambda cls, policy: None)  # type: ignore[method-assign, assignment]
+    return extender_main(argv)
 
 
 # --------------------------------------------------------------------------- measuring
@@ -509,40 +601,57 @@ def pct(values: list[float], p: float) -> float:
     return s[k]
 
 
-SENT = {"floor": 0, "extender": 0}  # requests sent, by server (extender: per cell)
+SENT: Counter[str] = Counter()  # requests sent, by server (extender: per cell)
 
 
-async def one(session, server: Server, bodies: Bodies, mode: str) -> float:  # type: ignore[no-untyped-def]
+async def one(  # type: ignore[no-untyped-def]
+    session, server: Server, bodies: Bodies, mode: str, verb: str = "prioritize"
+) -> float:
     body = bodies.body(mode)
     SENT[server.name] += 1
     headers = {"Content-Type": "application/json", HEADER_N: str(bodies.n)}
     t0 = time.perf_counter()
-    async with session.post(server.url + "/scheduler/prioritize", data=body, headers=headers) as r:
+    async with session.post(f"{server.url}/scheduler/{verb}", data=body, headers=headers) as r:
         answer = await r.read()
         status = r.status
     dt = time.perf_counter() - t0
-    check_answer(server.name, status, answer, bodies.names)
+    CHECKS[verb](server.name, status, answer, bodies.names)
     return dt
 
 
-async def latency_round(session, server: Server, bodies: Bodies, mode: str, count: int, out):  # type: ignore[no-untyped-def]
+async def latency_round(  # type: ignore[no-untyped-def]
+    session, server: Server, bodies: Bodies, mode: str, count: int, out, verb: str = "prioritize"
+):
     for _ in range(count):
-        out.append(await one(session, server, bodies, mode))
+        out.append(await one(session, server, bodies, mode, verb))
 
 
-async def throughput_round(session, server: Server, bodies: Bodies, mode: str, seconds: float):  # type: ignore[no-untyped-def]
+async def throughput_round(  # type: ignore[no-untyped-def]
+    session, server: Server, bodies: Bodies, mode: str, seconds: float, verb: str = "prioritize"
+):
     deadline = time.perf_counter() + seconds
     done = 0
 
     async def worker() -> None:
         nonlocal done
         while time.perf_counter() < deadline:
-            await one(session, server, bodies, mode)
+            await one(session, server, bodies, mode, verb)
             done += 1
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
     return done, time.perf_counter() - t0
+
+
+async def throughput_turns(  # type: ignore[no-untyped-def]
+    session, order, bodies: Bodies, mode: str, seconds: float, cell, verb: str = "prioritize"
+) -> None:
+    """A throughput round per server of ``order``, added to ``cell.done``/``cell.busy``."""
+    for server in order:
+        done, took = await throughput_round(session, server, bodies, mode, seconds, verb)
+        cell.done[server.name] += done
+        cell.busy[server.name] += took
+        gc.collect()
 
 
 @dataclass
@@ -602,16 +711,138 @@ async def run_cell(  # type: ignore[no-untyped-def]
                 await latency_round(session, server, bodies, mode, per_round, cell.lat[server.name])
         cell.per_round = per_round
         for _ in range(plan.tput_rounds):
-            for server in (floor, ext, ext, floor):  # ABBA
-                done, took = await throughput_round(
-                    session, server, bodies, mode, plan.tput_seconds
-                )
-                cell.done[server.name] += done
-                cell.busy[server.name] += took
-                gc.collect()
+            order = (floor, ext, ext, floor)  # ABBA
+            await throughput_turns(session, order, bodies, mode, plan.tput_seconds, cell)
     finally:
         gc.enable()
     return cell
+
+
+FILTER_NODE_COUNTS = (100, 500)
+# The filter cells' thresholds: the generated readings go up to 85 %, so with the pod
+# on them a few nodes of every answer are over and get a reason (the default 90 %
+# would reject none).
+FILTER_CONFIG = "filter:\n  thresholds: {cpu: 84, memory: 84}\n"
+FILTER_SERVERS = ("floor", "fast", "general")
+
+
+@dataclass
+class FilterPlan:
+    requests: dict[tuple[str, int], int]  # sequential requests per server per cell
+    rounds: int
+    warmup: int
+    tput_seconds: float
+
+
+FILTER_FULL = FilterPlan(
+    requests={("names", 100): 1500, ("names", 500): 900, ("full", 100): 600, ("full", 500): 120},
+    rounds=6,
+    warmup=30,
+    tput_seconds=1.0,
+)
+FILTER_QUICK = FilterPlan(
+    requests={("names", 100): 300, ("names", 500): 180, ("full", 100): 120, ("full", 500): 24},
+    rounds=3,
+    warmup=10,
+    tput_seconds=0.4,
+)
+
+
+@dataclass
+class FilterCell:
+    n: int
+    mode: str
+    lat: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in FILTER_SERVERS})
+    done: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FILTER_SERVERS, 0))
+    busy: dict[str, float] = field(default_factory=lambda: dict.fromkeys(FILTER_SERVERS, 0.0))
+    body_bytes: int = 0
+    rejected: float = 0.0  # nodes the fast extender rejected per answer, on average
+
+
+async def run_filter_cell(  # type: ignore[no-untyped-def]
+    session, servers: list[Server], bodies: Bodies, mode: str, plan: FilterPlan
+) -> FilterCell:
+    """The floor, the fast path and the general path, each in turn: every round a
+    rotation of the three (floor-fast-general, fast-general-floor, ...) so no server
+    always goes first, then throughput in the order ABC CBA."""
+    cell = FilterCell(bodies.n, mode, body_bytes=len(bodies.body(mode)))
+    count = plan.requests[(mode, bodies.n)]
+    for server in servers:
+        await latency_round(session, server, bodies, mode, plan.warmup, [], "filter")
+    per_round = max(1, count // plan.rounds)
+    REJECTED.clear()
+    SENT.clear()
+    gc.collect()
+    gc.disable()
+    try:
+        for r in range(plan.rounds):
+            k = r % len(servers)
+            for server in servers[k:] + servers[:k]:
+                out = cell.lat[server.name]
+                await latency_round(session, server, bodies, mode, per_round, out, "filter")
+        cell.rejected = REJECTED["fast"] / max(1, SENT["fast"])
+        order = servers + servers[::-1]  # ABCCBA
+        await throughput_turns(session, order, bodies, mode, plan.tput_seconds, cell, "filter")
+    finally:
+        gc.enable()
+    return cell
+
+
+async def filter_cells(  # type: ignore[no-untyped-def]
+    session, floor: Server, workdir: Path, args: argparse.Namespace
+) -> list[FilterCell]:
+    """Filter, fast path against general path, one cell per node count and mode, with
+    a fresh pair of extenders per cell (the same config, the same requests)."""
+    plan = FILTER_QUICK if args.quick else FILTER_FULL
+    pod_template = make_pod_template()
+    cells: list[FilterCell] = []
+    modes = [m for m in MODES if m in args.modes.split(",")]
+    for n in [int(x) for x in args.filter_nodes.split(",")]:
+        bodies = make_bodies(n, pod_template)
+        bodies.vary_order = args.vary_order
+        for mode in modes:
+            pair = [
+                start_extender(workdir, n, name=k, general=k == "general", extra=FILTER_CONFIG)
+                for k in ("fast", "general")
+            ]
+            try:
+                for ext in pair:
+                    await wait_ready(session, ext)
+                    if mode == "names":
+                        await one(session, ext, bodies, "full", "filter")  # node sizes
+                cell = await run_filter_cell(session, [floor, *pair], bodies, mode, plan)
+            finally:
+                for ext in pair:
+                    ext.stop()
+            cells.append(cell)
+            print(
+                f"  filter, {MODE_LABEL[mode]}, {n} nodes: fast p50 "
+                f"{pct(cell.lat['fast'], 50) * 1000:.2f} ms, general p50 "
+                f"{pct(cell.lat['general'], 50) * 1000:.2f} ms; {load_average()}",
+                flush=True,
+            )
+    return cells
+
+
+def filter_report(cells: list[FilterCell]) -> list[str]:
+    head = (
+        f"{'mode':<27} {'nodes':>5} {'body':>9} {'rej':>4} | {'floor p50':>9} {'p99':>7} | "
+        f"{'fast p50':>8} {'p99':>7} {'req/s':>6} | {'general p50':>11} {'p99':>7} "
+        f"{'req/s':>6} | {'gen/fast':>8} {'fast/floor':>10}"
+    )
+    lines = [head, "-" * len(head)]
+    for c in cells:
+        p50 = {s: pct(c.lat[s], 50) for s in FILTER_SERVERS}
+        p99 = {s: pct(c.lat[s], 99) for s in FILTER_SERVERS}
+        rate = {s: c.done[s] / c.busy[s] if c.busy[s] else float("nan") for s in FILTER_SERVERS}
+        lines.append(
+            f"{MODE_LABEL[c.mode]:<27} {c.n:>5} {size(c.body_bytes):>9} {c.rejected:>4.0f} | "
+            f"{fmt_ms(p50['floor']):>9} {fmt_ms(p99['floor']):>7} | "
+            f"{fmt_ms(p50['fast']):>8} {fmt_ms(p99['fast']):>7} {rate['fast']:>6.0f} | "
+            f"{fmt_ms(p50['general']):>11} {fmt_ms(p99['general']):>7} {rate['general']:>6.0f} | "
+            f"{p50['general'] / p50['fast']:>8.2f} {p50['fast'] / p50['floor']:>10.2f}"
+        )
+    return lines
 
 
 # --------------------------------------------------------------------------- report
@@ -712,7 +943,8 @@ async def bench(args: argparse.Namespace) -> int:
     import aiohttp
 
     plan = QUICK if args.quick else FULL
-    counts = [int(x) for x in args.nodes.split(",")]
+    verbs = args.verbs.split(",")
+    counts = [int(x) for x in args.nodes.split(",")] if "prioritize" in verbs else []
     modes = [m for m in MODES if m in args.modes.split(",")]
     started = time.time()
     print(
@@ -741,6 +973,7 @@ async def bench(args: argparse.Namespace) -> int:
     )
     pod_template = make_pod_template()
     cells: list[Cell] = []
+    fcells: list[FilterCell] = []
     workdir = Path(tempfile.mkdtemp(prefix="loadwise-bench-"))
     floor = start_floor(workdir)
     servers = [floor]
@@ -778,6 +1011,8 @@ async def bench(args: argparse.Namespace) -> int:
                         f"{load_average()}",
                         flush=True,
                     )
+            if "filter" in verbs:
+                fcells = await filter_cells(session, floor, workdir, args)
     except BadAnswer as exc:
         print(f"\nBAD ANSWER: {exc}", file=sys.stderr)
         return 1
@@ -785,17 +1020,29 @@ async def bench(args: argparse.Namespace) -> int:
         for s in servers:
             s.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    print()
-    print("\n".join(report(cells)))
+    ok = True
+    if cells:
+        print()
+        print("\n".join(report(cells)))
+        print(
+            "(latency in ms, sequential requests over one keep-alive connection; req/s with "
+            f"{CONCURRENCY} concurrent clients; 'p50 x' = extender p50 / floor p50)"
+        )
+        print()
+        lines, ok = verdicts(cells)
+        print("\n".join(lines))
+    if fcells:
+        print("\nfilter: the fast path against the general path (the same extender with its")
+        print(f"fast path off), side by side; thresholds {FILTER_CONFIG.split(': ', 1)[1].strip()}")
+        print("\n".join(filter_report(fcells)))
+        print(
+            "(latency in ms, sequential; the three servers take turns in every round; req/s "
+            f"with {CONCURRENCY} concurrent clients; 'rej' = nodes rejected per answer; "
+            "'gen/fast' = general p50 / fast p50; 'fast/floor' = fast p50 / floor p50)"
+        )
     print(
-        "(latency in ms, sequential requests over one keep-alive connection; req/s with "
-        f"{CONCURRENCY} concurrent clients; 'p50 x' = extender p50 / floor p50)"
-    )
-    print()
-    lines, ok = verdicts(cells)
-    print("\n".join(lines))
-    print(
-        f"\nall answers checked: HTTP 200, one integer score 0..10 per node asked; "
+        "\nall answers checked: HTTP 200; prioritize: one integer score 0..10 per node asked; "
+        "filter: every node asked kept or rejected; "
         f"run took {time.time() - started:.0f} s; {load_average()} at the end"
     )
     if not ok:
@@ -804,6 +1051,9 @@ async def bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--general-extender"]:
+        return general_extender(argv[1:])
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="a ~30 s run with fewer requests")
     p.add_argument("--nodes", default=",".join(map(str, NODE_COUNTS)), help="node counts")
@@ -819,6 +1069,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="cache-capable requests list the nodes in a rotated order each time, as "
         "kube-scheduler's parallel filter does (default: the same list every time)",
+    )
+    p.add_argument(
+        "--verbs",
+        default="prioritize,filter",
+        help="prioritize: the cells above; filter: the filter's fast path against its "
+        "general path, at --filter-nodes",
+    )
+    p.add_argument(
+        "--filter-nodes",
+        default=",".join(map(str, FILTER_NODE_COUNTS)),
+        help="node counts of the filter cells",
     )
     p.add_argument("--floor-server", metavar="HOST:PORT", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
