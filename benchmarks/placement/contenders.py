@@ -11,7 +11,17 @@ pod meant for another contender is never bound by this one:
   ``extenders:`` entry the Ansible role writes (tests/lab/e2e.py builds the same one);
 - ``trimaran-tlp`` / ``trimaran-lvrb``: kube-scheduler built from sigs.k8s.io/scheduler-plugins
   v0.34.7 (``lab/build trimaran-scheduler``) with TargetLoadPacking or
-  LoadVariationRiskBalancing at their default arguments, reading the same load-watcher.
+  LoadVariationRiskBalancing at their default arguments, reading the same load-watcher;
+- ``null-extender``: the lab's kube-scheduler with the same ``extenders:`` entry as loadwise
+  (verbs, nodeCacheCapable, weight, timeout), pointing at a server on loopback that answers
+  at once: filter keeps every candidate, prioritize scores every node 0. What a backlog costs
+  with the extender protocol alone, the floor any extender's figures stand on;
+- ``stock-nobatch``: stock with ``--feature-gates=OpportunisticBatching=false``. The gate
+  is BETA and on by default in v1.36 (the lab's kube-scheduler ``--help``:
+  ``OpportunisticBatching=true|false (BETA - default=true)``). KEP-5598 "Opportunistic
+  batching" (beta since v1.35): a mechanism "to improve performance of scheduling many
+  compatible pods at once". Stock with and without it shows how much of stock's backlog
+  speed batching gives.
 
 Each scheduler's client QPS and burst are raised (``clientConnection.qps``/``burst``; the
 defaults, 50 and 100 in KubeSchedulerConfiguration v1, would cap every contender's throughput
@@ -22,6 +32,7 @@ kube-scheduler runs before starting its own.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import shutil
 import subprocess
@@ -34,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 import yaml
 
 from lab import Lab
@@ -49,6 +61,8 @@ __all__ = [
     "ContenderError",
     "available",
     "extender_settings",
+    "null_filter",
+    "null_prioritize",
     "scheduler_config",
 ]
 
@@ -64,7 +78,7 @@ TRIMARAN_BINARY = "trimaran-scheduler"
 # The first load document can take a minute: load-watcher collects once a minute (docs/lab.md).
 EXTENDER_READY_SECONDS = 150.0
 
-Kind = Literal["stock", "loadwise", "trimaran"]
+Kind = Literal["stock", "loadwise", "trimaran", "null"]
 
 
 class ContenderError(LabError):
@@ -107,6 +121,8 @@ class Contender:
     scheduler_name: str
     kind: Kind = "stock"
     policy: str | None = None
+    scheduler_args: tuple[str, ...] = ()
+    """More kube-scheduler flags (``stock-nobatch``: a feature gate)."""
 
     @property
     def binary(self) -> str:
@@ -133,10 +149,12 @@ class Contender:
         try:
             if self.kind == "loadwise":
                 extender = _start_extender(self, lab, workdir)
+            elif self.kind == "null":
+                extender = _start_null_extender(self, workdir)
             config = workdir / f"{self.name}.scheduler.yaml"
             cfg = scheduler_config(self, lab.load_watcher_url, lab.scheduler_kubeconfig)
             config.write_text(yaml.safe_dump(cfg, sort_keys=False))
-            args = [f"-v={verbosity}"] if verbosity else []
+            args = [*([f"-v={verbosity}"] if verbosity else []), *self.scheduler_args]
             launched = time.monotonic()
             try:
                 lab.start_scheduler(config, extra_args=args, binary=binary)
@@ -174,7 +192,8 @@ def scheduler_config(
         "leaderElection": {"leaderElect": False},
         "profiles": [profile],
     }
-    if contender.kind == "loadwise":
+    if contender.kind in ("loadwise", "null"):
+        # the null extender stands where loadwise's does, with the same entry
         cfg["extenders"] = [
             {
                 "urlPrefix": f"http://{EXTENDER_HOST}:{EXTENDER_PORT}/scheduler",
@@ -222,6 +241,14 @@ def _start_extender(contender: Contender, lab: Lab, workdir: Path) -> subprocess
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+    return _ready(contender, proc, log)
+
+
+def _ready(
+    contender: Contender, proc: subprocess.Popen[bytes], log: Path
+) -> subprocess.Popen[bytes]:
+    """``proc``, once the extender on EXTENDER_PORT answers ``/readyz`` with 200; else it is
+    stopped and ContenderError says why (its exit and log, or the last answer)."""
     url = f"http://{EXTENDER_HOST}:{EXTENDER_PORT}/readyz"
     deadline, last = time.monotonic() + EXTENDER_READY_SECONDS, ""
     while time.monotonic() < deadline:
@@ -245,6 +272,87 @@ def _start_extender(contender: Contender, lab: Lab, workdir: Path) -> subprocess
         f"{contender.name}: the extender was not ready after {EXTENDER_READY_SECONDS:.0f} s "
         f"({last}); log: {log}"
     )
+
+
+# --------------------------------------------------------------------------- null extender
+
+
+class _Candidates(msgspec.Struct):
+    """The part of ExtenderArgs the null extender reads: the candidates, kept as their JSON
+    (``null`` when absent; msgspec takes no ``Raw | None``). The Pod is skipped unread."""
+
+    Nodes: msgspec.Raw = msgspec.Raw(b"null")
+    NodeNames: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_candidates = msgspec.json.Decoder(_Candidates)
+_names = msgspec.json.Decoder(list[str] | None)
+_node_list = msgspec.json.Decoder(dict[str, Any])
+
+
+def null_filter(body: bytes) -> bytes:
+    """ExtenderFilterResult keeping every candidate, as they came: the names
+    (nodeCacheCapable) or the Node list, echoed without being decoded."""
+    given = _candidates.decode(body)
+    if bytes(given.Nodes) != b"null":
+        return b'{"Nodes":' + bytes(given.Nodes) + b',"FailedNodes":{},"Error":""}'
+    return b'{"NodeNames":' + bytes(given.NodeNames) + b',"FailedNodes":{},"Error":""}'
+
+
+def null_prioritize(body: bytes) -> bytes:
+    """HostPriorityList giving every candidate score 0, which adds nothing to any node's
+    total (kube-scheduler multiplies it by the extender's weight)."""
+    given = _candidates.decode(body)
+    if bytes(given.Nodes) != b"null":
+        items = _node_list.decode(bytes(given.Nodes)).get("items") or []
+        names = [item["metadata"]["name"] for item in items]
+    else:
+        names = _names.decode(bytes(given.NodeNames)) or []
+    return msgspec.json.encode([{"Host": name, "Score": 0} for name in names])
+
+
+def null_app() -> Any:
+    """The null extender's aiohttp app (aiohttp: the stack the real extender serves on, so
+    the two differ by their work, not their HTTP server): the two verbs and ``/readyz``."""
+    from aiohttp import web
+
+    def verb(answer: Any) -> Any:
+        async def handle(request: web.Request) -> web.Response:
+            return web.Response(body=answer(await request.read()), content_type="application/json")
+
+        return handle
+
+    async def readyz(request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    # kube-scheduler's own limit on an extender answer is its concern; a request of full
+    # Nodes (nodeCacheCapable false) can be megabytes
+    app = web.Application(client_max_size=256 * 1024 * 1024)
+    app.router.add_post("/scheduler/filter", verb(null_filter))
+    app.router.add_post("/scheduler/prioritize", verb(null_prioritize))
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+def _start_null_extender(contender: Contender, workdir: Path) -> subprocess.Popen[bytes]:
+    """This module as ``--null-extender HOST:PORT``, a process of its own (as the real
+    extender is), waited for until ``/readyz`` answers 200."""
+    log = workdir / f"{contender.name}.extender.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.placement.contenders",
+                "--null-extender",
+                f"{EXTENDER_HOST}:{EXTENDER_PORT}",
+            ],
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return _ready(contender, proc, log)
 
 
 def _build(name: str) -> str:
@@ -273,6 +381,12 @@ CONTENDERS: dict[str, Contender] = {
         Contender("loadwise-lvrb", "loadwise-lvrb", "loadwise", "load-variation-risk-balancing"),
         Contender("trimaran-tlp", "trimaran-tlp", "trimaran", "TargetLoadPacking"),
         Contender("trimaran-lvrb", "trimaran-lvrb", "trimaran", "LoadVariationRiskBalancing"),
+        Contender("null-extender", "null-extender", "null"),
+        Contender(
+            "stock-nobatch",
+            "stock-nobatch",
+            scheduler_args=("--feature-gates=OpportunisticBatching=false",),
+        ),
     )
 }
 
@@ -291,3 +405,20 @@ def available(lab: Lab) -> dict[str, Contender | str]:
                 reasons[c.binary] = f"{c.binary}: {exc}"
         out[name] = reasons[c.binary] or c
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.placement.contenders --null-extender HOST:PORT``: serve the
+    null extender until SIGTERM (``Contender.start`` stops it)."""
+    p = argparse.ArgumentParser(description="the placement benchmark's null extender")
+    p.add_argument("--null-extender", metavar="HOST:PORT", required=True)
+    args = p.parse_args(argv)
+    from aiohttp import web
+
+    host, _, port = args.null_extender.rpartition(":")
+    web.run_app(null_app(), host=host, port=int(port), access_log=None, print=None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,10 +5,18 @@ as extender/config.py validates it."""
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from ipaddress import ip_address
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from benchmarks.placement.contenders import (
     CONTENDERS,
@@ -19,6 +27,9 @@ from benchmarks.placement.contenders import (
     _build,
     extender_settings,
     extender_weight,
+    null_app,
+    null_filter,
+    null_prioritize,
     scheduler_config,
 )
 from extender.config import load_settings
@@ -32,6 +43,8 @@ WANTED = {
     "loadwise-lvrb",
     "trimaran-tlp",
     "trimaran-lvrb",
+    "null-extender",
+    "stock-nobatch",
 }
 
 
@@ -121,3 +134,95 @@ def test_a_binary_that_cannot_be_built_gives_lab_builds_reason():
     assert msg.startswith("lab/build no-such-scheduler failed:") and "exited 1" in msg
     assert "unknown binary 'no-such-scheduler'" in msg
     assert "trimaran-scheduler" in msg  # lab/build lists the names it knows, tools included
+
+
+def _args(names: list[str] | None = None, nodes: list[str] | None = None) -> bytes:
+    """ExtenderArgs as kube-scheduler sends them: names (nodeCacheCapable) or Node objects."""
+    pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u"}, "spec": {}}
+    items = None if nodes is None else {"items": [{"metadata": {"name": n}} for n in nodes]}
+    return json.dumps({"Pod": pod, "Nodes": items, "NodeNames": names}).encode()
+
+
+def test_the_null_extender_keeps_every_candidate_and_scores_them_zero():
+    assert json.loads(null_filter(_args(["b", "a"]))) == {
+        "NodeNames": ["b", "a"],
+        "FailedNodes": {},
+        "Error": "",
+    }
+    kept = json.loads(null_filter(_args(nodes=["b", "a"])))
+    assert kept["Nodes"]["items"] == [{"metadata": {"name": "b"}}, {"metadata": {"name": "a"}}]
+    assert json.loads(null_prioritize(_args(["b", "a"]))) == [
+        {"Host": "b", "Score": 0},
+        {"Host": "a", "Score": 0},
+    ]
+    assert json.loads(null_prioritize(_args(nodes=["c"]))) == [{"Host": "c", "Score": 0}]
+    assert json.loads(null_prioritize(_args([]))) == []
+
+
+async def test_the_null_extender_answers_over_http():
+    async with TestClient(TestServer(null_app(), host="127.0.0.1")) as client:
+        ready = await client.get("/readyz")
+        assert ready.status == 200
+        got = await client.post("/scheduler/filter", data=_args(["n1", "n2"]))
+        assert got.status == 200 and got.content_type == "application/json"
+        assert (await got.json())["NodeNames"] == ["n1", "n2"]
+        got = await client.post("/scheduler/prioritize", data=_args(["n1", "n2"]))
+        assert await got.json() == [{"Host": "n1", "Score": 0}, {"Host": "n2", "Score": 0}]
+        assert (await client.post("/scheduler/preempt", data=_args(["n1"]))).status == 404
+
+
+def test_the_null_extender_runs_as_its_own_process():
+    """``python -m benchmarks.placement.contenders --null-extender`` (what Contender.start
+    launches), on a free port rather than EXTENDER_PORT, which a benchmark may hold."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.placement.contenders",
+            "--null-extender",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=repo,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2):
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/scheduler/prioritize", data=_args(["x"]), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=5) as r:
+            assert json.loads(r.read()) == [{"Host": "x", "Score": 0}]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_the_null_extender_is_configured_as_loadwise_is():
+    null = scheduler_config(CONTENDERS["null-extender"], WATCHER)
+    loadwise = scheduler_config(CONTENDERS["loadwise-least-used"], WATCHER)
+    assert null["extenders"] == loadwise["extenders"]
+    assert null["profiles"] == [{"schedulerName": "null-extender"}]
+    assert CONTENDERS["null-extender"].binary == "kube-scheduler"
+    with pytest.raises(ContenderError, match="null-extender has no extender"):
+        extender_settings(CONTENDERS["null-extender"], WATCHER, "")  # no loadwise config
+
+
+def test_stock_nobatch_is_stock_with_opportunistic_batching_off():
+    c = CONTENDERS["stock-nobatch"]
+    assert c.kind == "stock" and c.binary == "kube-scheduler"
+    assert c.scheduler_args == ("--feature-gates=OpportunisticBatching=false",)
+    assert scheduler_config(c, WATCHER) == {
+        **scheduler_config(CONTENDERS["stock"], WATCHER),
+        "profiles": [{"schedulerName": "stock-nobatch"}],
+    }
+    assert CONTENDERS["stock"].scheduler_args == ()
