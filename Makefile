@@ -46,7 +46,8 @@ bench: setup
 # Placement quality and scheduling cost against the stock scheduler and Trimaran, on the lab
 # (docs/placement.md). Builds what it needs first (Go builds and the lab each under their
 # machine-wide lock; the Trimaran scheduler only where lab/build knows it); a contender
-# whose build failed is reported as not run. PLACEMENT_ARGS="--scenarios hog burst".
+# whose build failed is reported as not run. Five runs of each pair by default (about five times
+# the time of one): PLACEMENT_ARGS="--scenarios hog burst --repeats 1".
 bench-placement: setup
 	flock /tmp/loadwise-go.lock lab/build >/dev/null
 	if grep -q trimaran-scheduler lab/build; then \
