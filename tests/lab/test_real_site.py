@@ -36,6 +36,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from lab import EXTENDER_HEALTH_URL, realnodes
+from lab import prometheus as lab_prometheus
 from lab.hosts import REPO
 from lab.processes import wait_for
 from lab.workloads import create_deployment, delete, placements, scored_events
@@ -178,6 +179,13 @@ def test_a_site_run_killed_before_its_proof_is_proven_by_the_next(real_host, rea
     assert real_host.sh(f"ls {PROOF} 2>/dev/null || true") == "", "killed after its proof"
 
     before = scheduler_pid(real_host)
+    # check mode tells the change a real run will make, and makes none
+    run = real_host.playbook("playbooks/site.yml", "--check", "--tags", "loadwise_scheduler_config")
+    assert run.rc == 0, run.tail()
+    assert "a run without --check restarts and proves it" in run.said, run.tail()
+    assert run.changed[CP] > 0, run.tail()
+    assert real_host.sh(f"ls {PROOF} 2>/dev/null || true") == ""
+
     run = real_host.playbook("playbooks/site.yml", "--tags", "loadwise_scheduler_config")
     assert run.rc == 0, run.tail()
     assert "no run proved the scheduler healthy with it" in run.said, run.tail()
@@ -313,41 +321,6 @@ def test_only_the_schedulers_certificate_reaches_the_extender(real_host, real_ku
     assert mounts.get(f"{tls}/scheduler") is True, mounts
 
 
-@pytest.fixture(scope="module")
-def hot_node(real_host, real_kube):
-    """The burner on HOT until the end of the module, from when the extender's load shows it;
-    what metrics-server measured on each worker then."""
-    try:
-        hot = realnodes.make_hot(real_kube, HOT, BURN_MILLICORES, EXTENDER_HEALTH_URL)
-        yield {HOT: hot, COOL: realnodes.node_cpu_millicores(real_kube, COOL)}
-    finally:
-        delete(real_kube, "burner")
-
-
-def test_a_node_hot_with_real_load_gets_no_new_pods(real_host, real_kube, hot_node):
-    """The issue's point: load measured from real cgroups (kubelet -> metrics-server ->
-    load-watcher -> extender) keeps new pods off the hot node while the cool one takes them;
-    by requests alone the two workers are the same."""
-    before = request_count_on(real_host, "prioritize"), request_count_on(real_host, "filter")
-    since = time.time()
-    create_deployment(real_kube, "steered", 10, realnodes.workload())
-    try:
-        where = placements(real_kube, "steered", 10, timeout=120)
-    finally:
-        delete(real_kube, "steered")
-    after = request_count_on(real_host, "prioritize"), request_count_on(real_host, "filter")
-    assert after[0] > before[0] and after[1] > before[1], f"extender requests {before} -> {after}"
-    why = [e.message for e in scored_events(real_kube, "steered", since=since, at_least=10)]
-    assert where == {COOL: 10}, f"measured {hot_node}; placed {dict(where)}; why: {why}"
-    assert why and all(f"bound to {COOL}" in m for m in why), why
-
-
-def request_count_on(real_host, verb: str) -> float:
-    """The extender's served requests of ``verb``, read inside the node."""
-    name = f'loadwise_extender_request_duration_seconds_count{{verb="{verb}"}}'
-    return realnodes.extender_metric(CP, EXTENDER_HEALTH_URL, name) or 0.0
-
-
 def test_a_second_site_run_changes_nothing(real_host):
     run = real_host.playbook("playbooks/site.yml")
     assert run.rc == 0, run.tail()
@@ -415,6 +388,43 @@ def test_a_config_the_scheduler_rejects_is_restored(real_host, real_kube):
     )
 
 
+@pytest.fixture(scope="module")
+def hot_node(real_host, real_kube):
+    """The burner on HOT from when the extender's load shows it; what metrics-server measured
+    on each worker then. It burns 800m of this machine's 2 cores, which slows everything else
+    running beside it, so it is started by the last tests that need it (the hot-node test and
+    its control after rollback, which stops it when done) rather than earlier in the module."""
+    try:
+        hot = realnodes.make_hot(real_kube, HOT, BURN_MILLICORES, EXTENDER_HEALTH_URL)
+        yield {HOT: hot, COOL: realnodes.node_cpu_millicores(real_kube, COOL)}
+    finally:
+        delete(real_kube, "burner")
+
+
+def test_a_node_hot_with_real_load_gets_no_new_pods(real_host, real_kube, hot_node):
+    """The issue's point: load measured from real cgroups (kubelet -> metrics-server ->
+    load-watcher -> extender) keeps new pods off the hot node while the cool one takes them;
+    by requests alone the two workers are the same."""
+    before = request_count_on(real_host, "prioritize"), request_count_on(real_host, "filter")
+    since = time.time()
+    create_deployment(real_kube, "steered", 10, realnodes.workload())
+    try:
+        where = placements(real_kube, "steered", 10, timeout=120)
+    finally:
+        delete(real_kube, "steered")
+    after = request_count_on(real_host, "prioritize"), request_count_on(real_host, "filter")
+    assert after[0] > before[0] and after[1] > before[1], f"extender requests {before} -> {after}"
+    why = [e.message for e in scored_events(real_kube, "steered", since=since, at_least=10)]
+    assert where == {COOL: 10}, f"measured {hot_node}; placed {dict(where)}; why: {why}"
+    assert why and all(f"bound to {COOL}" in m for m in why), why
+
+
+def request_count_on(real_host, verb: str) -> float:
+    """The extender's served requests of ``verb``, read inside the node."""
+    name = f'loadwise_extender_request_duration_seconds_count{{verb="{verb}"}}'
+    return realnodes.extender_metric(CP, EXTENDER_HEALTH_URL, name) or 0.0
+
+
 def test_rollback_restores_every_file_and_the_stock_scheduler(
     real_host, real_kube, pristine, hot_node
 ):
@@ -450,17 +460,45 @@ def test_rollback_restores_every_file_and_the_stock_scheduler(
         where = placements(real_kube, "stock", 10, timeout=120)
     finally:
         delete(real_kube, "stock")
+        delete(real_kube, "burner")  # its last user (the fixture's own delete then finds none)
     assert where[HOT] > 0, f"after rollback the scheduler still avoids {HOT}: {dict(where)}"
 
 
-def test_second_scheduler_mode_binds_pods_and_leaves_the_node_alone(real_host, real_kube, pristine):
+def test_second_scheduler_mode_binds_pods_and_leaves_the_node_alone(
+    real_host, real_kube, pristine, real_prometheus
+):
     """The cautious mode: kube-scheduler as a Deployment on the control-plane node (the real
     kubelet runs the image kubeadm's own static pod uses), calling the extender on the
-    node's loopback; pods that name it are bound by it. No file on the node changes."""
+    node's loopback; pods that name it are bound by it. No file on the node changes.
+
+    The same run reads the nodes' load from Prometheus instead of load-watcher (the source an
+    operator who has Prometheus picks; lab/prometheus.py, whose rules
+    tests/lab/test_real_prometheus.py checks): one site.yml run proves both."""
+    # the rules answer for every node first (a minute of samples), as the extender's
+    # readiness, which the role waits for, needs
+    lab_prometheus.ratios(real_prometheus, realnodes.nodes(), timeout=180)
     run = real_host.playbook(
-        "playbooks/site.yml", extra={"loadwise_scheduler_config_mode": "second-scheduler"}
+        "playbooks/site.yml",
+        extra={
+            "loadwise_scheduler_config_mode": "second-scheduler",
+            "loadwise_extender_source": "prometheus",
+            "loadwise_extender_source_url": real_prometheus.url,
+            "loadwise_load_watcher_enabled": False,
+        },
     )
     assert run.rc == 0, run.tail()
+    source = yaml.safe_load(real_host.sh("cat /etc/loadwise/extender.yaml"))["source"]
+    # no query or node label configured: the extender's defaults, the rules' names
+    assert (source["kind"], source["url"]) == ("prometheus", real_prometheus.url), source
+    assert "prometheus" not in source, source
+    status, body = realnodes.node_get(CP, f"{EXTENDER_HEALTH_URL}/readyz")
+    assert status == 200 and "3 nodes from prometheus" in body, body
+    # what the extender holds: a fresh snapshot of the three nodes
+    held = {
+        name: realnodes.extender_metric(CP, EXTENDER_HEALTH_URL, f"loadwise_extender_{name}")
+        for name in ("nodes_with_load", "load_stale", "source_errors_total")
+    }
+    assert (held["nodes_with_load"], held["load_stale"]) == (3, 0), held
     assert real_host.sh(FILES + " | grep -v ' /etc/systemd/system/'") == "".join(
         ln + "\n" for ln in pristine["files"].splitlines() if " /etc/systemd/system/" not in ln
     )
