@@ -15,7 +15,8 @@ burner's tests join the molecule scenarios' "podman" group.
 How xdist places groups (xdist/scheduler/loadscope.py): groups are sorted by their number of
 tests, largest first; each worker gets one, and a worker with two or fewer tests pending takes
 the next. So the two longest groups must be the two with the most tests: the lab's (about 40)
-and realnodes (about 25) start at once on the two workers, the molecule group (6) goes to
+and realnodes (about 25) start at once on the two workers, the podman group (5: molecule's
+load_watcher scenario, the others being `full`, and the burner's tests) goes to
 whichever nears its end first, the lab's, and every ungrouped test is a scope of one, so they
 come last, on both workers (2026-11-26: the workers then ended 0.2 min apart). The time each
 group took is printed at the end of every run (GroupTimes below) and kept in the README.

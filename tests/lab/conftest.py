@@ -9,10 +9,13 @@ control-plane host the demo left is removed first, since its scheduler would com
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kubernetes import client
 
 from lab import destroy, realnodes, session
+from lab import prometheus as lab_prometheus
 from lab.processes import wait_for
 from tests.lab.e2e import Extender, cluster_objects
 
@@ -79,6 +82,21 @@ def real_kube(real_cluster):
     )
     yield kube
     kube.close()
+
+
+@pytest.fixture(scope="session")
+def real_prometheus(real_cluster, tmp_path_factory):
+    """A Prometheus server (lab/prometheus.py) scraping that cluster's kubelets, for the
+    session: test_real_site.py's second-scheduler run points the extender at it and
+    test_real_prometheus.py checks its rules, so it starts once (its rules need a minute of
+    samples before they answer)."""
+    t0 = time.monotonic()
+    prom = lab_prometheus.start(real_cluster.kubeconfig, tmp_path_factory.mktemp("prometheus"))
+    print(f"\nPrometheus ready at {prom.url} in {time.monotonic() - t0:.1f}s (log {prom.log})")
+    try:
+        yield prom
+    finally:
+        prom.stop()
 
 
 @pytest.fixture(scope="session")

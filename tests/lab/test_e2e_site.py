@@ -10,19 +10,22 @@ the extender's ServiceAccount/RBAC/token, the descheduler), the lab's load-watch
 extender the role installs as a systemd service. The tests run in order against one host:
 check mode -> a controller kubeconfig of another cluster refused -> bad variables refused ->
 rollback.yml before any site.yml -> site.yml -> placement through the
-scheduler -> second run -> rollback.yml -> second-scheduler mode ->
+scheduler -> second run -> a config the scheduler rejects, restored -> rollback.yml, twice ->
+second-scheduler mode ->
 a cluster without a metrics API (refused on k3s, which bundles metrics-server) ->
 an operator's later drop-in that drops loadwise, refused by the next site.yml.
 
 Only `make test-full` runs the tests marked `full` here: the steps that are the same on both
-flavours (refusals, second-scheduler mode) or that molecule's k3s scenario already runs on this
-stand-in (a second run, a rollback with nothing to do); each says where the default run has it.
+flavours (refusals, second-scheduler mode, a rollback before any site run); each says where the
+default run has it.
 
-Not repeated here: a scheduler config the scheduler rejects is restored automatically, and a
-second rollback changes nothing. The molecule k3s scenario runs exactly that
-(molecule/shared/side_effect.yml and verify.yml: the same roles, the same real kube-scheduler
-under the same k3s stand-in, the scheduler's own error in the message, byte-identical files
-after); the cluster objects this suite adds play no part in it.
+This module is the default run's k3s flavour: molecule's k3s scenario (the same roles and
+stand-in, node-side only) is in `make test-full`, and its steps are here on the same host
+with the cluster side installed too: converge, a second run and check mode changing nothing
+(its idempotence), a rejected config restored with the scheduler's own error, rollback
+byte-exact and a second rollback changing nothing (its side effect), the operator's
+kube-scheduler-arg kept (its verify). Its TLS, key and unit checks are flavour-independent and
+run on the real kubeadm node (tests/lab/test_real_site.py).
 """
 
 from __future__ import annotations
@@ -162,6 +165,9 @@ def test_site_rewires_the_real_scheduler_and_installs_the_cluster_side(host, lab
     assert run.changed[host.name] > 0
     cmdlines = host.scheduler_cmdlines()
     assert len(cmdlines) == 1 and CONFIG_FLAG in cmdlines[0], cmdlines
+    # the operator's own kube-scheduler-arg (lab/hosts.py K3S_CONFIG; k3s passes no -v of
+    # its own) still reaches it
+    assert "--v=2" in cmdlines[0].split(), cmdlines
 
     objects = cluster_objects(lab)
     for expected in (
@@ -198,9 +204,6 @@ def test_the_scheduler_calls_the_extender_and_avoids_the_hog(host, lab):
     assert _events(lab, "LoadwiseScored"), "no LoadwiseScored Event: events RBAC or token broken"
 
 
-# full: the default run has it for k3s in molecule's k3s scenario (its idempotence step, then
-# verify) and for kubeadm on the real node (test_real_site.py).
-@pytest.mark.full
 def test_a_second_site_run_changes_nothing(host):
     run = host.playbook("playbooks/site.yml")
     assert run.rc == 0, run.tail()
@@ -209,6 +212,37 @@ def test_a_second_site_run_changes_nothing(host):
     run = host.playbook("playbooks/site.yml", "--check", "--diff")
     assert run.rc == 0, run.tail()
     assert run.changed == {host.name: 0}, run.tail(120)
+
+
+# A configuration the real kube-scheduler refuses at start-up (an unknown score plugin).
+BROKEN = {
+    "loadwise_scheduler_config_extra": {
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {"score": {"enabled": [{"name": "LoadwiseNoSuchPlugin"}]}},
+            }
+        ]
+    }
+}
+NODE_FILES = (
+    "find /etc/rancher /etc/loadwise /etc/systemd/system -type f | LC_ALL=C sort | xargs sha256sum"
+)
+
+
+def test_a_config_the_scheduler_rejects_is_restored(host):
+    """On the converged host: k3s restarts with the drop-in naming the broken config, its
+    scheduler exits; the role sees it, puts the previous files back and restarts k3s, whose
+    scheduler runs loadwise's config again. The run fails naming the scheduler's own error.
+    (Only the scheduler config's tag, as an operator re-runs one part.)"""
+    converged = host.sh(NODE_FILES)
+    run = host.playbook("playbooks/site.yml", "--tags", "loadwise_scheduler_config", extra=BROKEN)
+    assert run.rc != 0, run.tail()
+    said = ("restored the previous files", "scheduler is healthy again", "LoadwiseNoSuchPlugin")
+    assert all(words in run.said for words in said), run.tail()
+    assert host.sh(NODE_FILES) == converged
+    _wait_cmdline(host, CONFIG_FLAG)
+    assert _scheduler_healthz() == b"ok"
 
 
 def test_rollback_restores_every_file_and_the_stock_scheduler(host, lab, workdir):
@@ -241,6 +275,12 @@ def test_rollback_restores_every_file_and_the_stock_scheduler(host, lab, workdir
     # (the control for the hog test above) by requests alone some land on the hog.
     where = place(lab, f"stock-{host.flavour}", 30)
     assert where[HOT] > 0, f"after rollback the scheduler still avoids the hog: {dict(where)}"
+
+    # and an operator who runs it again (or after a failed run) changes nothing
+    run = host.playbook("playbooks/rollback.yml")
+    assert run.rc == 0, run.tail()
+    assert run.changed == {host.name: 0}, run.tail(120)
+    host.sh("sha256sum -c /root/loadwise-test-pristine.sha256")
 
 
 # How k3s labels its control-plane nodes ("true"; kubeadm leaves the value empty).

@@ -2,7 +2,9 @@
 (lab/prometheus.py) scrapes the real kubelets of the real-node cluster (lab/realnodes.py), and
 the extender that site.yml installs on the control-plane node runs its Prometheus source's
 default queries (`instance:node_cpu:ratio`, `instance:node_memory_utilisation:ratio`, nodes by
-`instance`) against the series it recorded.
+`instance`) against the series it recorded. That last part runs in
+tests/lab/test_real_site.py's second-scheduler test (one site.yml run for both claims, on the
+same Prometheus: the session's `real_prometheus`, tests/lab/conftest.py).
 
 Prometheus runs on this machine, listening only on the podman bridge's gateway address; the
 extender on the node reaches it there. Its recording rules divide each node's own cgroup
@@ -18,10 +20,9 @@ from __future__ import annotations
 import time
 
 import pytest
-import yaml
 
-from lab import EXTENDER_HEALTH_URL, realnodes
 from lab import prometheus as lab_prometheus
+from lab import realnodes
 from lab.processes import wait_for
 from lab.workloads import create_deployment, delete
 
@@ -36,15 +37,9 @@ RULES = (lab_prometheus.CPU_RULE, lab_prometheus.MEMORY_RULE)
 BURN_MILLICORES = 800
 
 
-@pytest.fixture(scope="module")
-def prometheus(real_cluster, tmp_path_factory):
-    t0 = time.monotonic()
-    prom = lab_prometheus.start(real_cluster.kubeconfig, tmp_path_factory.mktemp("prometheus"))
-    print(f"\nPrometheus ready at {prom.url} in {time.monotonic() - t0:.1f}s (log {prom.log})")
-    try:
-        yield prom
-    finally:
-        prom.stop()
+@pytest.fixture
+def prometheus(real_prometheus):
+    return real_prometheus
 
 
 def test_recording_rules_have_a_sane_sample_per_node(prometheus):
@@ -64,32 +59,6 @@ def test_recording_rules_have_a_sane_sample_per_node(prometheus):
     # the rest) uses more memory than a worker running kube-proxy alone.
     memory = found[lab_prometheus.MEMORY_RULE]
     assert all(memory[CP] > memory[w] for w in realnodes.WORKERS), memory
-
-
-def test_the_extender_reads_the_nodes_from_prometheus(prometheus, real_host):
-    run = real_host.playbook(
-        "playbooks/site.yml",
-        extra={
-            "loadwise_extender_source": "prometheus",
-            "loadwise_extender_source_url": prometheus.url,
-            "loadwise_load_watcher_enabled": False,
-        },
-    )
-    assert run.rc == 0, run.tail()
-    source = yaml.safe_load(real_host.sh("cat /etc/loadwise/extender.yaml"))["source"]
-    # no query or node label configured: the extender's defaults, the rules' names
-    assert (source["kind"], source["url"]) == ("prometheus", prometheus.url), source
-    assert "prometheus" not in source, source
-    status, body = realnodes.node_get(CP, f"{EXTENDER_HEALTH_URL}/readyz")
-    print(f"\nreadyz: {status} {body.strip()}")
-    assert status == 200 and "3 nodes from prometheus" in body, body
-    # what the extender holds: a fresh snapshot of the three nodes
-    held = {
-        name: realnodes.extender_metric(CP, EXTENDER_HEALTH_URL, f"loadwise_extender_{name}")
-        for name in ("nodes_with_load", "load_stale", "source_errors_total")
-    }
-    print(f"extender: {held}")
-    assert (held["nodes_with_load"], held["load_stale"]) == (3, 0), held
 
 
 def test_real_load_shows_in_the_cpu_rule_on_its_node_only(prometheus, real_kube):
