@@ -12,9 +12,11 @@ layout and the variables an operator of this cluster sets (lab/realnodes.py SITE
 
 The tests run in order against one cluster: check mode -> another cluster's kubeconfig
 refused -> bad variables refused -> rollback before any site.yml -> a site.yml killed before
-its proof, proven by the next -> site.yml (at -vvv, nothing secret printed) -> real load
-steers placement -> second run -> rollback (and the stock scheduler's control) ->
-second-scheduler mode -> `kubeadm upgrade apply` re-renders loadwise's flag, and rollback
+its proof, proven by the next -> site.yml (at -vvv, nothing secret printed) -> only the
+scheduler's certificate reaches the extender -> second run -> a hung extender restarted by its
+watchdog -> a rejected config restored -> real load steers placement -> rollback (and the
+stock scheduler's control) -> second-scheduler mode, reading Prometheus ->
+`kubeadm upgrade apply` re-renders loadwise's flag, and rollback
 after it leaves what kubeadm renders without loadwise (that last one only in `make test-full`).
 
 Marked `lab`, but in the xdist group "realnodes" with the other real-node tests, not the lab's
