@@ -189,6 +189,12 @@ def kubeadm_config(cp_ip: str, token: str) -> str:
             "failCgroupV1": False,
             # the nodes share one small disk with the machine: evict only when it is nearly full
             "evictionHard": {"nodefs.available": "2%", "imagefs.available": "2%"},
+            # ...and never garbage-collect images: the nodes cannot pull, so an add-on image
+            # imported at start and not yet running (the descheduler's) must stay. The kubelet
+            # counts the machine's disk, whose use here crossed the default 85 % once (a second
+            # set of caches, 2026-11-26) and the next rollout failed on ErrImagePull. 100
+            # disables image GC (KubeletConfiguration imageGCHighThresholdPercent).
+            "imageGCHighThresholdPercent": 100,
             # Every node reports the machine's 2 cores; reserving 800m leaves each 1.2 cores
             # allocatable, a small homelab node, so a real burner of 800m makes it hot (67%)
             # without taking the whole machine from the tests running beside it.
