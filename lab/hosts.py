@@ -213,8 +213,6 @@ class AnsibleHost:
                     "ansible_ssh_private_key_file": str(self.ssh_key),
                     "ansible_ssh_common_args": SSH_OPTIONS,
                     "ansible_python_interpreter": "/usr/bin/python3",
-                    # root inside the container; the image has no sudo
-                    "ansible_become_method": "ansible.builtin.su",
                     **self.site_vars,
                 },
                 "children": {parent: {"children": {group: {"hosts": {self.name: {}}}}}},
