@@ -38,6 +38,7 @@ role's advice, instead of after the whole timeout.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any
 
 # Waiting reasons that never clear by themselves (the kubelet backs off and retries the same thing).
@@ -159,6 +160,23 @@ def _seen(pods: list[dict[str, Any]]) -> list[str]:
     )
 
 
+def _running_since_before(pods: list[dict[str, Any]], moment: float) -> bool:
+    """Every container of these pods runs, and started before `moment` (epoch seconds)."""
+    statuses = [
+        cs for pod in pods for cs in (pod.get("status") or {}).get("containerStatuses") or []
+    ]
+    for cs in statuses:
+        started = ((cs.get("state") or {}).get("running") or {}).get("startedAt")
+        try:
+            # the API server writes RFC 3339 in UTC ("2026-11-23T14:00:00Z")
+            when = datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return False
+        if when >= moment:
+            return False
+    return bool(statuses)
+
+
 def _pending_reason(pods: list[dict[str, Any]]) -> str:
     for pod in pods:
         for cond in (pod.get("status") or {}).get("conditions") or []:
@@ -175,12 +193,16 @@ def verdict(
     pods: list[dict[str, Any]] | None = None,
     nodes: list[dict[str, Any]] | None = None,
     previous: dict[str, Any] | None = None,
+    settled_before: float | None = None,
 ) -> dict[str, Any]:
     """Where the Deployment's rollout stands, with the reason an operator can act on.
 
     previous: the verdict of the look before ({} before the first look); a rollout is then
     ready only when this look and the one before both found it ready with the same container
-    instances. None judges this one look alone."""
+    instances. None judges this one look alone.
+    settled_before: a time (seconds since the epoch, the controller's clock); when every
+    container was already running before it, as the kubelet recorded its start, the first
+    look is enough: a container that dies right after it starts is not up that long."""
     none = {"pod": "", "container": "", "logs": False, "previous_log": True}
     if not deployment:
         return {**none, "state": "waiting", "reason": "the Deployment does not exist (yet)"}
@@ -226,7 +248,8 @@ def verdict(
     else:
         reason = f"Deployment {name}: {available} of {wanted} replicas available"
         seen = _seen(live)
-        if previous is not None and previous.get("seen") != seen:
+        settled = settled_before is not None and _running_since_before(live, settled_before)
+        if previous is not None and previous.get("seen") != seen and not settled:
             # the first look that finds it ready, or a container restarted since the last one
             return {
                 **none,

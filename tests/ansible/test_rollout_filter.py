@@ -348,3 +348,23 @@ def test_ready_takes_two_looks_finding_the_same_containers_up() -> None:
     )
     again = plugin.verdict(deployment(), [restarted], NODES, first)
     assert again["state"] == "waiting", again
+
+
+def test_one_look_is_enough_when_every_container_has_been_up_since_before_settled() -> None:
+    """A run that changed nothing finds containers up for hours: no second look. One that
+    started after `settled_before` (or does not run) still takes two looks."""
+    up = pod(ready=True)  # running since 2026-11-23T14:00:00Z
+    started = 1795442400.0  # that moment, in seconds since the epoch
+    assert plugin.verdict(deployment(), [up], NODES, {}, started + 60)["state"] == "ready"
+    for settled_before in (started, started - 60):
+        again = plugin.verdict(deployment(), [up], NODES, {}, settled_before)
+        assert again["state"] == "waiting" and "looking once more" in again["reason"], again
+    # one of two pods started later: two looks
+    late = pod("load-watcher-6d5c7b9f8-q8r2m", ready=True)
+    late["status"]["containerStatuses"][0]["state"]["running"]["startedAt"] = "2026-11-23T14:05:00Z"
+    assert plugin.verdict(deployment(replicas=2, updated=2, total=2, available=2),
+                          [up, late], NODES, {}, started + 60)["state"] == "waiting"  # fmt: skip
+    # a start time the filter cannot read is not taken as settled
+    odd = copy.deepcopy(up)
+    odd["status"]["containerStatuses"][0]["state"]["running"]["startedAt"] = "yesterday"
+    assert plugin.verdict(deployment(), [odd], NODES, {}, started + 60)["state"] == "waiting"
