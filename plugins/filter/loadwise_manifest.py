@@ -135,7 +135,7 @@ def _dump(data):
     return yaml.safe_dump(data, indent=2, width=256, default_flow_style=False, allow_unicode=True)
 
 
-def _rollback(current_text, left_sha256, pristine_text, edit):
+def _rollback(current_text, left_sha256, pristine_text, edit, ours):
     """{"content": text to write, "how": "pristine" | "inverse" | "untouched"}.
 
     The pristine bytes only when the current text is what loadwise left AND loadwise's edit is
@@ -143,6 +143,10 @@ def _rollback(current_text, left_sha256, pristine_text, edit):
     sha256 but keeps the first pristine copy, so after `kubeadm upgrade apply` and a re-run the
     text is what loadwise left, yet on a base with the new image tag: the old bytes would
     downgrade the scheduler. Then the inverse edit of the current text is what goes back.
+    Nor when the "pristine" copy already has loadwise in it (ours(obj) says so): a
+    control-plane node joined after site.yml got its manifest from the patched kubeadm-config,
+    and the first run there backed that up; its bytes would leave the node's scheduler
+    pointed at the config rollback deletes.
     edit(obj, present) is loadwise's edit (present=True) or its inverse (present=False)."""
     current_text = str(current_text)
     current = yaml.safe_load(current_text)
@@ -153,7 +157,7 @@ def _rollback(current_text, left_sha256, pristine_text, edit):
         left_sha256
         and pristine_text is not None
         and _sha256(current_text) == str(left_sha256).strip()
-        and _same_base(current, pristine_text, lambda obj: edit(edit(obj, True), False))
+        and _same_base(current, pristine_text, lambda obj: edit(edit(obj, True), False), ours)
     ):
         return {"content": str(pristine_text), "how": "pristine"}
     if reverted == current:
@@ -161,14 +165,41 @@ def _rollback(current_text, left_sha256, pristine_text, edit):
     return {"content": _dump(reverted), "how": "inverse"}
 
 
-def _same_base(current, pristine_text, canonical):
+def _same_base(current, pristine_text, canonical, ours):
     """Whether the current object and the pristine text differ only by loadwise's edit
-    (compared after the edit and its inverse, which also sort what the edit sorts)."""
+    (compared after the edit and its inverse, which also sort what the edit sorts), and the
+    pristine text has none of loadwise in it."""
     try:
         pristine = yaml.safe_load(str(pristine_text))
     except yaml.YAMLError:
         return False
-    return isinstance(pristine, dict) and canonical(pristine) == canonical(current)
+    return (
+        isinstance(pristine, dict)
+        and not ours(pristine)
+        and canonical(pristine) == canonical(current)
+    )
+
+
+def _manifest_has_ours(pod, config_path):
+    """loadwise's flag or one of its volumes in a scheduler manifest."""
+    try:
+        command = [str(a) for a in _container(pod).get("command") or []]
+    except (KeyError, TypeError, ValueError):
+        return False
+    volumes = (pod.get("spec") or {}).get("volumes") or []
+    return f"--config={config_path}" in command or any(v.get("name") in OURS for v in volumes)
+
+
+def _cluster_configuration_has_ours(cfg, config_path):
+    """loadwise's config argument or one of its volumes in a ClusterConfiguration."""
+    scheduler = cfg.get("scheduler") or {}
+    args = scheduler.get("extraArgs") or {}
+    if isinstance(args, list):
+        named = any(a.get("name") == "config" and a.get("value") == config_path for a in args)
+    else:
+        named = args.get("config") == config_path
+    volumes = scheduler.get("extraVolumes") or []
+    return named or any(v.get("name") in OURS for v in volumes)
 
 
 def loadwise_rollback_manifest(current_text, config_path, left_sha256="", pristine_text=None):
@@ -177,6 +208,7 @@ def loadwise_rollback_manifest(current_text, config_path, left_sha256="", pristi
         left_sha256,
         pristine_text,
         lambda pod, present: loadwise_scheduler_manifest(pod, config_path, present=present),
+        lambda pod: _manifest_has_ours(pod, config_path),
     )
 
 
@@ -188,6 +220,7 @@ def loadwise_rollback_cluster_configuration(
         left_sha256,
         pristine_text,
         lambda cfg, present: loadwise_cluster_configuration(cfg, config_path, present=present),
+        lambda cfg: _cluster_configuration_has_ours(cfg, config_path),
     )
 
 

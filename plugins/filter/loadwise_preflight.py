@@ -93,6 +93,31 @@ def loadwise_pem_certificates(text: str) -> list[str]:
     return sorted("".join(body.split()) for body in _PEM.findall(text or ""))
 
 
+def loadwise_schedulers_outside(
+    pods: Any, config_path: str, names_in_run: list[str]
+) -> list[dict[str, Any]]:
+    """The kube-scheduler mirror pods that name loadwise's config on a node this run does not
+    cover: [{"node", "ready"}], sorted by node. kubeadm renders a control-plane node joined
+    after site.yml from the patched kubeadm-config, so its static pod passes loadwise's
+    --config and mounts that file, which only a site.yml run on the node writes; until then
+    the kubelet holds the pod (event "hostPath type check failed"). names_in_run: every name
+    the run's hosts go by (inventory name, hostname, FQDN), compared without case, as the
+    kubelet lowercases the hostname it registers the node under."""
+    known = {str(n).lower() for n in names_in_run or [] if n}
+    flag = f"--config={config_path}"
+    found: dict[str, bool] = {}
+    for pod in pods or []:
+        spec = pod.get("spec") or {}
+        node = str(spec.get("nodeName") or "")
+        command = [str(a) for c in spec.get("containers") or [] for a in c.get("command") or []]
+        if not node or flag not in command or node.lower() in known:
+            continue
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        found[node] = found.get(node, False) or ready
+    return [{"node": node, "ready": found[node]} for node in sorted(found)]
+
+
 class FilterModule:
     """Ansible's entry point for filter plugins."""
 
@@ -101,4 +126,5 @@ class FilterModule:
             "loadwise_unknown_names": loadwise_unknown_names,
             "loadwise_kubeconfig_cluster": loadwise_kubeconfig_cluster,
             "loadwise_pem_certificates": loadwise_pem_certificates,
+            "loadwise_schedulers_outside": loadwise_schedulers_outside,
         }

@@ -98,3 +98,39 @@ def test_certificates_compare_regardless_of_line_wrapping() -> None:
         == ["QUJDREVG"]
     )
     assert plugin.loadwise_pem_certificates("no pem here") == []
+
+
+CONFIG = "/etc/kubernetes/loadwise-scheduler-config.yaml"
+
+
+def _scheduler_pod(node: str, *, loadwise: bool, ready: bool) -> dict:
+    """A kube-scheduler mirror pod as the API server returns it (kubeadm's manifest: the
+    binary, its flags; the kubelet's Ready condition)."""
+    command = ["kube-scheduler", "--kubeconfig=/etc/kubernetes/scheduler.conf"]
+    if loadwise:
+        command.append(f"--config={CONFIG}")
+    return {
+        "metadata": {"name": f"kube-scheduler-{node}", "namespace": "kube-system",
+                     "labels": {"component": "kube-scheduler", "tier": "control-plane"}},
+        "spec": {"nodeName": node, "containers": [{"name": "kube-scheduler", "command": command}]},
+        "status": {"conditions": [{"type": "Ready", "status": str(ready)}]},
+    }  # fmt: skip
+
+
+def test_schedulers_naming_loadwise_on_nodes_outside_the_run_are_named() -> None:
+    pods = [
+        _scheduler_pod("cp-1", loadwise=True, ready=True),  # in the run
+        _scheduler_pod("CP-2", loadwise=True, ready=True),  # in the run, by its hostname
+        _scheduler_pod("cp-3", loadwise=True, ready=False),  # joined: the kubelet holds it
+        _scheduler_pod("cp-4", loadwise=True, ready=True),  # left out by --limit
+        _scheduler_pod("cp-5", loadwise=False, ready=True),  # stock: nothing to say
+        _scheduler_pod("cp-3", loadwise=True, ready=False),  # the same node twice: one entry
+    ]
+    names = ["cp-1", "cp-2.lan", "cp-2", "cp-2.lan"]
+    assert plugin.loadwise_schedulers_outside(pods, CONFIG, names) == [
+        {"node": "cp-3", "ready": False},
+        {"node": "cp-4", "ready": True},
+    ]
+    # another config path is not loadwise's
+    assert plugin.loadwise_schedulers_outside(pods, "/etc/kubernetes/other.yaml", names) == []
+    assert plugin.loadwise_schedulers_outside(None, CONFIG, names) == []

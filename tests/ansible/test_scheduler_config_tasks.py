@@ -185,6 +185,18 @@ def test_k3s_operator_args_and_earlier_dropins_pass(tmp_path: Path) -> None:
 # --- rollback_manifest.yml: after `kubeadm upgrade apply` ---
 
 
+def _backed_up(tmp_path: Path, manifest: Path, pristine: str, left: str) -> None:
+    """What site.yml keeps for `manifest`: its pristine copy, and the sha256 of the text it
+    left (recorded once that scheduler was proven healthy)."""
+    backup = tmp_path / "backup"
+    (backup / f"pristine{manifest}").parent.mkdir(parents=True)
+    (backup / f"pristine{manifest}").write_text(pristine)
+    (backup / f"written{manifest}.sha256").parent.mkdir(parents=True)
+    (backup / f"written{manifest}.sha256").write_text(
+        f"{hashlib.sha256(left.encode()).hexdigest()}  {manifest}\n"
+    )
+
+
 def test_rollback_after_an_upgrade_keeps_the_new_version_and_flag(tmp_path: Path) -> None:
     config = CONFIG
     stock = _manifest(tmp_path)
@@ -192,13 +204,7 @@ def test_rollback_after_an_upgrade_keeps_the_new_version_and_flag(tmp_path: Path
     left = yaml.safe_dump(
         plugin.loadwise_scheduler_manifest(yaml.safe_load(pristine), config, SHA), indent=2
     )
-    backup = tmp_path / "backup"
-    (backup / f"pristine{stock}").parent.mkdir(parents=True)
-    (backup / f"pristine{stock}").write_text(pristine)
-    (backup / f"written{stock}.sha256").parent.mkdir(parents=True)
-    (backup / f"written{stock}.sha256").write_text(
-        f"{hashlib.sha256(left.encode()).hexdigest()}  {stock}\n"
-    )
+    _backed_up(tmp_path, stock, pristine, left)
     # kubeadm upgrade apply to v1.32.0 renders the manifest again from the patched
     # kubeadm-config (--config and the volume come back), plus the operator's flag.
     upgraded = yaml.safe_load(left)
@@ -218,6 +224,44 @@ def test_rollback_after_an_upgrade_keeps_the_new_version_and_flag(tmp_path: Path
     assert [v["name"] for v in back["spec"]["volumes"]] == ["kubeconfig"]
 
 
+def test_rollback_on_a_node_joined_after_site_takes_loadwise_out(tmp_path: Path) -> None:
+    """`kubeadm join --control-plane` after site.yml renders the new node's manifest from the
+    patched kubeadm-config: loadwise's flag and mounts, no annotation. site.yml --limit on that
+    node backs it up as "pristine", writes its own edit and records it. Those backed-up bytes
+    are not the stock scheduler: rollback takes loadwise out of the current manifest."""
+    stock = yaml.safe_load(_manifest(tmp_path).read_text())
+    tls = "/etc/kubernetes/loadwise-tls"
+    joined = yaml.safe_dump(plugin.loadwise_scheduler_manifest(stock, CONFIG, "", True, tls))
+    left = yaml.safe_dump(plugin.loadwise_scheduler_manifest(yaml.safe_load(joined), CONFIG, SHA,
+                                                             True, tls), indent=2)  # fmt: skip
+    node = tmp_path / "kube-scheduler.yaml"
+    node.write_text(left)
+    _backed_up(tmp_path, node, joined, left)
+
+    out = _play(tmp_path, "rollback_manifest", _kubeadm_vars(tmp_path, node))
+    assert out.startswith("rc=0"), out
+    back = yaml.safe_load(node.read_text())
+    assert f"--config={CONFIG}" not in back["spec"]["containers"][0]["command"]
+    assert [v["name"] for v in back["spec"]["volumes"]] == ["kubeconfig"]
+    assert back["spec"]["containers"][0]["image"] == stock["spec"]["containers"][0]["image"]
+
+
+def test_rollback_of_kubeadm_config_never_restores_a_copy_that_names_loadwise() -> None:
+    """The same for kube-system/kubeadm-config: a "pristine" ClusterConfiguration a later node
+    kept while loadwise was already in it is not put back; loadwise is taken out instead."""
+    stock = {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration",
+             "kubernetesVersion": "v1.31.2", "scheduler": {}}  # fmt: skip
+    patched = yaml.safe_dump(plugin.loadwise_cluster_configuration(stock, CONFIG))
+    sha = hashlib.sha256(patched.encode()).hexdigest()
+    result = plugin.loadwise_rollback_cluster_configuration(patched, CONFIG, sha, patched)
+    assert result["how"] == "inverse", result
+    assert yaml.safe_load(result["content"]) == stock
+    # a copy without loadwise still comes back byte for byte
+    pristine = yaml.safe_dump(stock, indent=4)
+    result = plugin.loadwise_rollback_cluster_configuration(patched, CONFIG, sha, pristine)
+    assert result == {"content": pristine, "how": "pristine"}
+
+
 def test_rollback_of_an_untouched_manifest_leaves_it_for_the_byte_exact_restore(
     tmp_path: Path,
 ) -> None:
@@ -228,13 +272,7 @@ def test_rollback_of_an_untouched_manifest_leaves_it_for_the_byte_exact_restore(
         plugin.loadwise_scheduler_manifest(yaml.safe_load(pristine), config, SHA), indent=2
     )
     stock.write_text(left)
-    backup = tmp_path / "backup"
-    (backup / f"pristine{stock}").parent.mkdir(parents=True)
-    (backup / f"pristine{stock}").write_text(pristine)
-    (backup / f"written{stock}.sha256").parent.mkdir(parents=True)
-    (backup / f"written{stock}.sha256").write_text(
-        f"{hashlib.sha256(left.encode()).hexdigest()}  {stock}\n"
-    )
+    _backed_up(tmp_path, stock, pristine, left)
     out = _play(tmp_path, "rollback_manifest", _kubeadm_vars(tmp_path, stock))
     assert out.startswith("rc=0"), out
     # rollback_manifest.yml decided "pristine": it wrote nothing, restore.yml puts the copy back.
