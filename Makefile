@@ -21,14 +21,16 @@ PYTEST_WORKERS ?= 2
 # machine) runs before pytest with its progress on screen (lab/prepare.py); pytest itself
 # prints a line naming the tests still running whenever none has ended for 30 s.
 # test-full also runs the tests marked `full`: slower paths whose coverage the default run
-# has elsewhere (each says where, pyproject.toml's markers list them).
+# has elsewhere (each says where, pyproject.toml's markers list them), and every playbook run
+# through ansible-core's own strategy, which make test keeps for the runs that prove an
+# operator's path (tests/ansible_strategy.py).
 test: setup
 	$(PY) -m lab prepare test
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30 -m "not full"
 
 test-full: setup
 	$(PY) -m lab prepare test
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30
+	LOADWISE_TEST_ANSIBLE=stock $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=30
 
 unit: setup
 	$(PY) -m pytest tests/extender tests/tui tests/ansible -m "not molecule"

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,10 +240,11 @@ class AnsibleHost:
         return argv
 
     def playbook(self, playbook: str, *args: str, extra: dict[str, object] | None = None,
-                 timeout: float = 900) -> PlaybookRun:  # fmt: skip
+                 timeout: float = 900, env: Mapping[str, str] | None = None) -> PlaybookRun:  # fmt: skip
+        """Run ``playbook`` on this host; ``env`` is set on top of env()."""
         argv = self.playbook_argv(playbook, *args, extra=extra)
-        proc = subprocess.run(argv, cwd=REPO, env=self.env(), capture_output=True, text=True,
-                              timeout=timeout)  # fmt: skip
+        proc = subprocess.run(argv, cwd=REPO, env={**self.env(), **(env or {})},
+                              capture_output=True, text=True, timeout=timeout)  # fmt: skip
         self.runs += 1
         run = PlaybookRun(argv, proc.returncode, proc.stdout, proc.stderr)
         log = self.workdir / f"{self.name}-{self.runs:02d}-{Path(playbook).stem}.log"

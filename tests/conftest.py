@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import ansible_strategy
+
 _LAB = Path(__file__).resolve().parent / "lab"
 PODMAN_GROUP = "podman"  # the molecule scenarios and the real-node cluster
 
@@ -152,6 +154,8 @@ class GroupTimes:
 # trylast: the terminal reporter registers itself in its own pytest_configure
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # in every process (xdist's workers too): each ansible-playbook the suite starts inherits it
+    os.environ.update(ansible_strategy.suite_env())
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not hasattr(config, "workerinput"):
         config.pluginmanager.register(Heartbeat(reporter), "loadwise-heartbeat")

@@ -155,7 +155,12 @@ def install(root: Path) -> Path:
     modules.mkdir(parents=True, exist_ok=True)
     (collection / "meta").mkdir(exist_ok=True)
     (collection / "meta" / "runtime.yml").write_text(_RUNTIME)
-    (collection / "galaxy.yml").write_text("namespace: kubernetes\nname: core\nversion: 0.0.0\n")
+    # every key ansible-galaxy calls mandatory: Mitogen's strategy reads the file that way
+    (collection / "galaxy.yml").write_text(
+        "namespace: kubernetes\nname: core\nversion: 0.0.0\nreadme: README.md\n"
+        "authors: [loadwise tests]\n"
+    )
+    (collection / "README.md").write_text("A stand-in for kubernetes.core (tests/ansible).\n")
     (modules / "k8s.py").write_text(_K8S)
     (modules / "k8s_info.py").write_text(_K8S_INFO)
     (modules / "k8s_log.py").write_text(_K8S_LOG)

@@ -98,7 +98,8 @@ def test_healthy_passes_under_the_role_tag(
     assert registered is not None
     assert registered["rc"] == 0
     url, pid = health[1], scheduler[1].pid
-    assert registered["stdout"] == f"healthy: pid {pid} answered 200 on {url} for 1s\n"
+    # one line (a connection with a terminal, as Mitogen's, ends it with \r\n)
+    assert registered["stdout"].splitlines() == [f"healthy: pid {pid} answered 200 on {url} for 1s"]
     assert registered["changed"] is False
 
 

@@ -19,6 +19,11 @@ stock scheduler's control) -> second-scheduler mode, reading Prometheus ->
 `kubeadm upgrade apply` re-renders loadwise's flag, and rollback
 after it leaves what kubeadm renders without loadwise (that last one only in `make test-full`).
 
+Ansible's strategy (tests/ansible_strategy.py): the runs that are an operator's own path run
+on ansible-core's linear strategy, as an operator's do: the killed first run, the -vvv run whose
+output is searched for secrets, and the rollback back to kubeadm's files. The others ask what
+the roles do and go through Mitogen's, as the rest of `make test` does.
+
 Marked `lab`, but in the xdist group "realnodes" with the other real-node tests, not the lab's
 (its nodes use no lab port or process; tests/conftest.py). Alone:
 `flock /tmp/loadwise-lab.lock .venv/bin/python -m pytest tests/lab/test_real_site.py -n0`.
@@ -42,6 +47,7 @@ from lab import prometheus as lab_prometheus
 from lab.hosts import REPO
 from lab.processes import wait_for
 from lab.workloads import create_deployment, delete, placements, scored_events
+from tests import ansible_strategy
 from tests.lab import leaks
 from tests.lab.e2e import another_clusters_kubeconfig, cluster_objects
 from tests.lab.kubeadm_render import render_scheduler, scheduler_container
@@ -162,7 +168,7 @@ def test_a_site_run_killed_before_its_proof_is_proven_by_the_next(real_host, rea
     proc = subprocess.Popen(
         real_host.playbook_argv("playbooks/site.yml"),
         cwd=REPO,
-        env=real_host.env(),
+        env=ansible_strategy.stock(real_host.env()),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -204,7 +210,7 @@ def test_site_rewires_the_kubelets_scheduler_and_the_add_ons_run(real_host, real
     # (scheduler.conf, admin.conf, pki, loadwise's TLS) or a token loadwise's run made.
     before = leaks.secrets_on_node(real_host)
     assert "/etc/kubernetes/scheduler.conf" in before and "/etc/kubernetes/admin.conf" in before
-    run = real_host.playbook("playbooks/site.yml", "-vvv")
+    run = real_host.playbook("playbooks/site.yml", "-vvv", env=ansible_strategy.STOCK)
     assert run.rc == 0, run.tail()
     out = run.stdout + run.stderr
     # the tasks that read the credentials ran (and said so, censored)
@@ -475,7 +481,7 @@ def test_rollback_restores_every_file_and_the_stock_scheduler(
     assert run.rc != 0 and f"{CP} is not in the cluster" in run.said, run.tail()
     assert cluster_objects(real_kube) == objects
 
-    run = real_host.playbook("playbooks/rollback.yml")
+    run = real_host.playbook("playbooks/rollback.yml", env=ansible_strategy.STOCK)
     assert run.rc == 0, run.tail()
     wait_for(
         "the kubelet's scheduler without loadwise, ready", lambda: scheduler_ready(real_kube), 120
