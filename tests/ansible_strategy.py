@@ -9,8 +9,9 @@ real kubeadm node (2026-11-26, one run at a time, nothing else running): a secon
 55.8 s -> 24.0 s, check mode 44.1 s -> 20.2 s, the same ok/changed/skipped counts.
 
 What an operator's own run does on the wire stays on ansible-core's linear strategy, the one
-operators use: the tests that call `stock()` (the real node's first site.yml at -vvv, whose
-output is checked for secrets, the run killed before its proof, the real node's rollback),
+operators use: the runs given `stock()` or `STOCK` (on the real node: the first site.yml,
+killed before its proof; the site.yml at -vvv whose output is searched for secrets; the
+rollback back to kubeadm's files),
 the molecule scenarios (molecule-plugins' podman driver playbooks hang under Mitogen), and
 every run of `make test-full`, which sets LOADWISE_TEST_ANSIBLE=stock. The short runs on the
 local connection (tests/ansible/playbook.py) gain nothing from Mitogen: the suites of
