@@ -492,6 +492,24 @@ def workload(
     )
 
 
+def working_set_bytes(node: str) -> int:
+    """The node container's memory working set read on this machine from its cgroup, as
+    cAdvisor defines it (usage less inactive file pages). The kubelet inside sees this cgroup
+    as its root (`--cgroupns=private`), so its `node_memory_working_set_bytes` is this figure.
+    cgroup v1 (this machine's memory controller) or v2."""
+    path = podman("inspect", "--format", "{{.State.CgroupPath}}", node).strip().lstrip("/")
+    v1 = Path("/sys/fs/cgroup/memory") / path
+    group, usage_file, inactive_key = (
+        (v1, "memory.usage_in_bytes", "total_inactive_file")
+        if v1.is_dir()
+        else (Path("/sys/fs/cgroup") / path, "memory.current", "inactive_file")
+    )
+    stat = dict(ln.split() for ln in (group / "memory.stat").read_text().splitlines())
+    usage = int((group / usage_file).read_text())
+    inactive = int(stat[inactive_key])
+    return max(usage - inactive, 0)
+
+
 def node_get(node: str, url: str) -> tuple[int, str]:
     """GET `url` from inside a node (the extender and kube-scheduler listen on the node's
     loopback only), with the node's python3; TLS is not verified (the serving certificates

@@ -35,6 +35,7 @@ HOT, COOL = realnodes.WORKERS
 RULES = (lab_prometheus.CPU_RULE, lab_prometheus.MEMORY_RULE)
 # The lab's burner on HOT (lab/go-tools/burner), requesting 10m: 800m of real CPU.
 BURN_MILLICORES = 800
+MIB = 1 << 20
 
 
 @pytest.fixture
@@ -55,10 +56,34 @@ def test_recording_rules_have_a_sane_sample_per_node(prometheus):
         values = found[rule]
         assert set(values) == set(realnodes.nodes()), (rule, values)
         assert all(0 < v < 1 for v in values.values()), (rule, values)
-    # Each node's own cgroup, not the machine's: the control plane (etcd, kube-apiserver and
-    # the rest) uses more memory than a worker running kube-proxy alone.
-    memory = found[lab_prometheus.MEMORY_RULE]
-    assert all(memory[CP] > memory[w] for w in realnodes.WORKERS), memory
+    # Each node's own cgroup, not the machine's: every node's working set is the one this
+    # machine reads from that node container's cgroup. Which node uses most is not asserted: a
+    # worker's working set includes the page cache of images imported into its containerd and
+    # whatever pods earlier tests left, and can exceed the control plane's.
+    cgroup_matches = wait_for(
+        "each node's node_memory_working_set_bytes to match its container's cgroup",
+        lambda: _working_sets_match(prometheus),
+        60,
+        3,
+    )
+    print(
+        "working set, Prometheus vs cgroup (MiB): "
+        + ", ".join(
+            f"{n}={p / MIB:.0f}/{c / MIB:.0f}" for n, (p, c) in sorted(cgroup_matches.items())
+        )
+    )
+
+
+def _working_sets_match(prometheus) -> dict[str, tuple[float, int]]:
+    """{node: (Prometheus's sample, the cgroup's figure)} when every node's pair agrees within
+    20 % or 32 MiB (the kubelet's cAdvisor samples every 10-15 s; the pages keep moving); the
+    machine's own working set (GiBs) is far outside that band for every node. Raises naming
+    the pairs otherwise (wait_for reports the last one)."""
+    seen = prometheus.by_node("node_memory_working_set_bytes")
+    pairs = {n: (seen.get(n, 0.0), realnodes.working_set_bytes(n)) for n in realnodes.nodes()}
+    if all(abs(p - c) <= max(0.2 * c, 32 * MIB) for p, c in pairs.values()):
+        return pairs
+    raise ValueError(f"(Prometheus, cgroup) bytes apart: {pairs}")
 
 
 def test_real_load_shows_in_the_cpu_rule_on_its_node_only(prometheus, real_kube):
