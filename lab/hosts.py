@@ -239,8 +239,14 @@ class AnsibleHost:
             argv += ["-e", yaml.safe_dump(extra, default_flow_style=True, width=10_000)]
         return argv
 
-    def playbook(self, playbook: str, *args: str, extra: dict[str, object] | None = None,
-                 timeout: float = 900, env: Mapping[str, str] | None = None) -> PlaybookRun:  # fmt: skip
+    def playbook(
+        self,
+        playbook: str,
+        *args: str,
+        extra: dict[str, object] | None = None,
+        timeout: float = 900,
+        env: Mapping[str, str] | None = None,
+    ) -> PlaybookRun:
         """Run ``playbook`` on this host; ``env`` is set on top of env()."""
         argv = self.playbook_argv(playbook, *args, extra=extra)
         proc = subprocess.run(argv, cwd=REPO, env={**self.env(), **(env or {})},
