@@ -30,6 +30,7 @@ from pathlib import Path
 import yaml
 
 from lab.cluster import Lab
+from lab.peek import Container, schedulers
 from lab.processes import LabError, port_open
 
 HERE = Path(__file__).resolve().parent
@@ -160,6 +161,7 @@ class AnsibleHost:
         self.inventory = workdir / f"inventory-{name}.yml"
         self.ssh_key = workdir / "ssh" / "id_ed25519"
         self.runs = 0
+        self._peek = Container(name)
 
     def start_sshd(self) -> None:
         """Host keys of its own, the lab's key for root, sshd on its address only; then the
@@ -192,14 +194,14 @@ class AnsibleHost:
             )
         return proc.stdout
 
+    def read_text(self, path: str) -> str:
+        """A file inside this host, read from this machine (no `podman exec`: lab/peek.py)."""
+        return self._peek.read_text(path)
+
     def scheduler_cmdlines(self) -> list[str]:
         """Command lines of kube-scheduler processes inside this host: started by path (the
         stand-ins) or by name on PATH (the kubelet, from kubeadm's manifest)."""
-        out = self.sh(
-            "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null) || continue;"
-            ' case "$c" in kube-scheduler\\ *|*/kube-scheduler\\ *) echo "$c";; esac; done'
-        )
-        return out.splitlines()
+        return schedulers(self._peek.cmdlines())
 
     # -- ansible --------------------------------------------------------------------------
 

@@ -263,7 +263,7 @@ def test_rollback_restores_every_file_and_the_stock_scheduler(host, lab, workdir
         "{ find /etc/kubernetes /etc/rancher /etc/systemd/system -type f 2>/dev/null || true; }"
         " | sort"
     )
-    assert files == host.sh("cat /root/loadwise-test-files.txt")
+    assert files == host.read_text("/root/loadwise-test-files.txt")
     assert host.sh("ls -d /etc/loadwise /opt/loadwise /var/lib/loadwise 2>/dev/null || true") == ""
     assert host.sh("getent passwd loadwise-extender || true") == ""
     assert cluster_objects(lab) == []
@@ -418,8 +418,8 @@ def test_what_changed_after_site_survives_rollback(host, lab):
     run = host.playbook(*site)
     assert run.rc != 0, run.tail()
     assert f'{later} sets kube-scheduler-arg without "+" after loadwise' in run.said, run.tail()
-    assert host.sh(f"cat {later}") == "kube-scheduler-arg:\n  - v=3\n"
+    assert host.read_text(later) == "kube-scheduler-arg:\n  - v=3\n"
     run = host.playbook(*rollback)
     assert run.rc == 0, run.tail()
-    assert host.sh(f"cat {later}") == "kube-scheduler-arg:\n  - v=3\n"
+    assert host.read_text(later) == "kube-scheduler-arg:\n  - v=3\n"
     assert host.sh("ls /etc/rancher/k3s/config.yaml.d") == "99-operator.yaml\n"

@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from lab import realnodes
+from lab import peek, realnodes
 from lab.processes import wait_for
 
 # Its nodes are podman containers with networks of their own: no lab port or process is
@@ -46,12 +46,7 @@ def core(real_cluster):
 
 def scheduler_cmdlines() -> list[str]:
     """kube-scheduler command lines running inside the control-plane node (in containerd)."""
-    out = realnodes.sh(
-        realnodes.CONTROL_PLANE,
-        "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null) || continue;"
-        ' case "$c" in kube-scheduler\\ *) echo "$c";; esac; done',
-    )
-    return out.splitlines()
+    return peek.schedulers(peek.Container(realnodes.CONTROL_PLANE).cmdlines())
 
 
 def test_both_nodes_registered_and_ready(real_cluster, core):

@@ -176,7 +176,7 @@ def test_a_site_run_killed_before_its_proof_is_proven_by_the_next(real_host, rea
     try:
         wait_for(
             "site.yml to write the scheduler's manifest",
-            lambda: proc.poll() is not None or CONFIG_FLAG in real_host.sh(f"cat {MANIFEST}"),
+            lambda: proc.poll() is not None or CONFIG_FLAG in real_host.read_text(MANIFEST),
             600,
             interval=0.5,
         )
@@ -319,7 +319,7 @@ def test_only_the_schedulers_certificate_reaches_the_extender(real_host, real_ku
     assert said.pop("the scheduler's") == "200", said
     assert all(answer.startswith("refused: ") for answer in said.values()), said
     # and the scheduler itself was given exactly that: the CA, its certificate, https
-    config = yaml.safe_load(real_host.sh(f"cat {CONFIG}"))["extenders"][0]
+    config = yaml.safe_load(real_host.read_text(CONFIG))["extenders"][0]
     assert config["urlPrefix"] == "https://127.0.0.1:8888/scheduler" and config["enableHTTPS"]
     assert config["tlsConfig"] == {
         "caFile": f"{tls}/scheduler/ca.crt",
@@ -534,7 +534,7 @@ def test_second_scheduler_mode_binds_pods_and_leaves_the_node_alone(
         },
     )
     assert run.rc == 0, run.tail()
-    source = yaml.safe_load(real_host.sh("cat /etc/loadwise/extender.yaml"))["source"]
+    source = yaml.safe_load(real_host.read_text("/etc/loadwise/extender.yaml"))["source"]
     # no query or node label configured: the extender's defaults, the rules' names
     assert (source["kind"], source["url"]) == ("prometheus", real_prometheus.url), source
     assert "prometheus" not in source, source
@@ -609,14 +609,14 @@ def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_re
     # metrics-server), and the rollbacks before this test removed all three.
     run = real_host.playbook("playbooks/site.yml")
     assert run.rc == 0, run.tail()
-    written = real_host.sh(f"cat {MANIFEST}")
+    written = real_host.read_text(MANIFEST)
     real_host.sh(
         f"kubeadm upgrade apply {realnodes.K8S_VERSION} --yes "
         f"--ignore-preflight-errors={','.join(UPGRADE_IGNORED)} "
         "> /var/log/kubeadm-upgrade.log 2>&1 || { tail -30 /var/log/kubeadm-upgrade.log; exit 1; }",
         timeout=600,
     )
-    rendered = real_host.sh(f"cat {MANIFEST}")
+    rendered = real_host.read_text(MANIFEST)
     assert rendered != written, "kubeadm did not write the scheduler's manifest again"
     container = scheduler_container(yaml.safe_load(rendered))
     assert CONFIG_FLAG in container["command"], container
@@ -641,7 +641,7 @@ def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_re
     assert {k: v for k, v in cc.items() if k != "scheduler"} == {
         k: v for k, v in upgraded.items() if k != "scheduler"
     }
-    on_node = yaml.safe_load(real_host.sh(f"cat {MANIFEST}"))
+    on_node = yaml.safe_load(real_host.read_text(MANIFEST))
     assert on_node == render_scheduler(after)
     wait_for(
         "the kubelet's scheduler without loadwise, ready", lambda: scheduler_ready(real_kube), 120
