@@ -11,13 +11,12 @@ real kubeadm node (2026-11-26, one run at a time, nothing else running): a secon
 What an operator's own run does on the wire stays on ansible-core's linear strategy, the one
 operators use: the runs given `stock()` or `STOCK` (on the real node: the first site.yml,
 killed before its proof; the site.yml at -vvv whose output is searched for secrets; the
-rollback back to kubeadm's files),
-the molecule scenarios (molecule-plugins' podman driver playbooks hang under Mitogen), and
-every run of `make test-full`, which sets LOADWISE_TEST_ANSIBLE=stock. The short runs on the
-local connection (tests/ansible/playbook.py) gain nothing from Mitogen: the suites of
-tests/ansible without molecule, side by side on 2 workers (2026-11-26), took 596 s on
-ansible-core's strategy and 585 s on Mitogen's, within what runs differ by; they are the
-next to go back to ansible-core's.
+rollback back to kubeadm's files), every run of tests/ansible (tests/ansible/conftest.py:
+the short runs on the local connection gain nothing from Mitogen, 596 s on ansible-core's
+strategy and 585 s on Mitogen's side by side on 2 workers, 2026-11-26, within what runs
+differ by; and molecule-plugins' podman driver playbooks hang under Mitogen), and every run
+of `make test-full`, which sets LOADWISE_TEST_ANSIBLE=stock. So Mitogen's strategy drives
+the long runs over SSH of tests/lab only.
 
 ansible-core 2.19 prints a deprecation warning for every strategy plugin outside
 ansible.builtin ("no alternative ... is currently planned"): when a release drops them, this

@@ -8,7 +8,20 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests import ansible_strategy
 from tests.ansible.fakes import Health, serve, start_named
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _operators_strategy() -> Iterator[None]:
+    """The playbook runs of these tests (the local connection, and molecule's nodes) on
+    ansible-core's own linear strategy, as an operator's: Mitogen's gains nothing on them
+    (tests/ansible_strategy.py has the side-by-side figures). Package-scoped, so the module
+    fixtures' runs are covered too; the tests/lab runs on the same worker keep Mitogen's."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in ansible_strategy.STOCK.items():
+            patch.setenv(name, value)
+        yield
 
 
 @pytest.fixture
