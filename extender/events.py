@@ -83,6 +83,9 @@ class Decision(msgspec.Struct, kw_only=True):
     observe: bool = False
     """Observe-only mode: nothing was applied; ``failed`` and ``scores`` are what the
     extender would have answered (it passed every node and gave equal priorities)."""
+    scored_lowest: bool = False
+    """Prioritize-only (``filter.enabled: false``): the nodes in ``failed`` were not
+    rejected but given the lowest priority."""
 
     @property
     def all_over(self) -> bool:
@@ -221,7 +224,13 @@ def format_message(decision: Decision, top: int = 5) -> str:
             f"{best} {decision.best}: {decision.why}" if decision.why else f"{best} {decision.best}"
         )
     if decision.failed:
-        verb = "would have rejected" if observe else "filtered"
+        verb = (
+            "would have rejected"
+            if observe
+            else "scored lowest"
+            if decision.scored_lowest
+            else "filtered"
+        )
         parts.append(f"{verb} {_reasons(decision.failed, top)}")
     if decision.let_through and decision.exempt is not None:
         parts.append(_let_through(decision, top))

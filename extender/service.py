@@ -69,6 +69,17 @@ class _FastInputs(NamedTuple):
     infos: Mapping[str, NodeInfo]
 
 
+def _only(
+    args: ExtenderArgs | PrioritizeArgs, names: list[str], keep: set[str]
+) -> ExtenderArgs | PrioritizeArgs:
+    """``args`` with only the candidates in ``keep`` (``names``: every candidate's name, in
+    the request's order), as kube-scheduler would send them after a filter call."""
+    if args.nodes is not None and args.nodes.items is not None:
+        items = [n for n, name in zip(args.nodes.items, names, strict=True) if name in keep]
+        return msgspec.structs.replace(args, nodes=msgspec.structs.replace(args.nodes, items=items))
+    return msgspec.structs.replace(args, node_names=[n for n in names if n in keep])
+
+
 def _general_scored(pod: PodFacts, states: list[NodeState], ranked: list[Ranked]) -> Scored:
     """The general path's candidates for the Event: use after placement as
     ``estimate.demand_after`` computes it for every policy (percent of allocatable)."""
@@ -134,7 +145,7 @@ class Extender:
         self.policy: Policy = make_policy(settings.policy, settings.policy_args)
         self.fast_path = LeastUsedFastPath.for_policy(self.policy) if use_fast_path else None
         """least-used's arithmetic per snapshot (see ``fastpath``); None: general path only."""
-        self.thresholds = dict(settings.filter.thresholds) if settings.filter.enabled else {}
+        self.thresholds = dict(settings.filter.thresholds)
         self.observe = settings.mode == "observe"
         """Observe-only: nothing rejected, equal priorities; the Events say "would have"."""
         self.ignore_namespaces = frozenset(settings.ignore_namespaces)
@@ -349,6 +360,7 @@ class Extender:
             source=snap.source if snap else self.refresher.source.name,
             stale=stale,
             observe=self.observe,
+            scored_lowest=not self.settings.filter.enabled,
         )
 
     def _facts(self, args: ExtenderArgs | PrioritizeArgs) -> PodFacts:
@@ -388,6 +400,50 @@ class Extender:
             return
         self.ledger.assume(pod.key, node, pod.placed(), now)
 
+    def _judge(
+        self, args: ExtenderArgs | PrioritizeArgs, pod: PodFacts, exempt: bool
+    ) -> tuple[list[str], FilterOutcome, bool]:
+        """The candidates' names (in request order), which are over their thresholds (the
+        filter's rules: ``decide.filter_nodes``, or the fast path's equal of it) and whether
+        the general path saw stale load."""
+        got = self._fast_inputs(args, self.clock())
+        if got is not None:
+            outcome = got.fast.filter(
+                pod, got.names, got.infos, got.snap, got.recent, self.thresholds, exempt=exempt
+            )
+            if outcome is not None:
+                return got.names, outcome, False
+        names, infos = self._infos(args)
+        states, stale = self._states(names, infos)
+        return names, filter_nodes(pod, states, self.thresholds, exempt=exempt), stale
+
+    def _note_judged(
+        self,
+        args: ExtenderArgs | PrioritizeArgs,
+        pod: PodFacts,
+        outcome: FilterOutcome,
+        exempt: str | None,
+        stale: bool,
+    ) -> None:
+        """Record the verdicts for the pod's Event (which nodes were over, and why)."""
+        if self.recorder is None:
+            return
+        assert args.pod is not None
+        meta = args.pod.metadata
+
+        def update(d: Decision) -> Decision:
+            return msgspec.structs.replace(
+                d,
+                failed={**d.failed, **outcome.failed},
+                let_through={**d.let_through, **outcome.let_through},
+                thresholds={**d.thresholds, **outcome.thresholds},
+                exempt=exempt,
+            )
+
+        self.recorder.note(
+            pod.key, meta.name, meta.namespace, meta.uid, update, self._decision(stale)
+        )
+
     def filter(self, args: ExtenderArgs) -> FilterResult:
         if self._ignored(args):
             self.metrics.decisions.labels("filter", "ignored").inc()
@@ -396,25 +452,9 @@ class Extender:
         pod = self._facts(args)
         exempt = exemption(args.pod)
         stale = False
-        outcome: FilterOutcome | None = None
         if self.settings.filter.enabled:  # (a node's own thresholds apply even with none set)
-            got = self._fast_inputs(args, self.clock())
-            if got is not None:
-                names, infos = got.names, got.infos
-                outcome = got.fast.filter(
-                    pod,
-                    names,
-                    infos,
-                    got.snap,
-                    got.recent,
-                    self.thresholds,
-                    exempt=exempt is not None,
-                )
-            if outcome is None:
-                names, infos = self._infos(args)
-                states, stale = self._states(names, infos)
-                outcome = filter_nodes(pod, states, self.thresholds, exempt=exempt is not None)
-        else:  # the filter is switched off (filter.enabled: false)
+            names, outcome, stale = self._judge(args, pod, exempt is not None)
+        else:  # no rejections (filter.enabled: false): prioritize scores those nodes lowest
             names = self._infos(args)[0]
             outcome = FilterOutcome(list(names), {})
         if outcome.all_over:
@@ -426,21 +466,7 @@ class Extender:
         self.metrics.decisions.labels("filter", "failed").inc(len(failed))
         if self.observe and outcome.failed:
             self.metrics.decisions.labels("filter", "would_fail").inc(len(outcome.failed))
-        if self.recorder is not None:
-            meta = args.pod.metadata
-
-            def update(d: Decision) -> Decision:
-                return msgspec.structs.replace(
-                    d,
-                    failed={**d.failed, **outcome.failed},
-                    let_through={**d.let_through, **outcome.let_through},
-                    thresholds={**d.thresholds, **outcome.thresholds},
-                    exempt=exempt,
-                )
-
-            self.recorder.note(
-                pod.key, meta.name, meta.namespace, meta.uid, update, self._decision(stale)
-            )
+        self._note_judged(args, pod, outcome, exempt, stale)
         if len(passed) == 1:
             # kube-scheduler skips prioritize when one node is left: it goes there.
             self._assume(pod, next(iter(passed)), self.clock())
@@ -502,6 +528,29 @@ class Extender:
             return msgspec.Raw(encode(neutral))
         assert args.pod is not None
         pod = self._facts(args)
+        if self.settings.filter.enabled or self.observe:
+            return msgspec.Raw(self._ranked(args, pod))
+        # Prioritize-only (the scheduler calls no filter verb): the nodes the filter would
+        # reject get the lowest priority instead, and are never the favourite. The others
+        # are ranked among themselves, exactly as after a filter call.
+        exempt = exemption(args.pod)
+        names, outcome, stale = self._judge(args, pod, exempt is not None)
+        self._note_judged(args, pod, outcome, exempt, stale)
+        if not outcome.failed:
+            return msgspec.Raw(self._ranked(args, pod))
+        self.metrics.decisions.labels("prioritize", "lowest").inc(len(outcome.failed))
+        hosts = _hosts.decode(self._ranked(_only(args, names, set(outcome.passed)), pod))
+        if hosts and all(h.score == 0 for h in hosts):
+            # one node left at step 0 (to_priorities raises a winner only over rivals):
+            # it must stay above the nodes scored lowest
+            hosts[0] = HostPriority(hosts[0].host, 1)
+        hosts += [HostPriority(name, 0) for name in names if name in outcome.failed]
+        return msgspec.Raw(encode(hosts))
+
+    def _ranked(self, args: ExtenderArgs | PrioritizeArgs, pod: PodFacts) -> bytes:
+        """Every candidate's 0..10 priority as the answer's JSON; counts the pod on the
+        favourite (herding protection) and notes the scores for its Event."""
+        assert args.pod is not None
         now = self.clock()
         scored: Scored | None = None
         fast = self._fast_answer(pod, args, now)
@@ -538,7 +587,7 @@ class Extender:
             self._assume(pod, win, now)
         if scored is not None:  # (an exempt pod is scored as any: only its Event says so)
             self._note_scores(args, pod, scored, win, why, stale, exemption(args.pod))
-        return msgspec.Raw(body)
+        return body
 
     @staticmethod
     def _fast_scored(answer: FastAnswer, names: list[str]) -> Scored:
