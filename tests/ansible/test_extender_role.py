@@ -428,3 +428,13 @@ def test_max_stale_seconds_unset_leaves_the_extenders_default(tmp_path: Path) ->
     assert "max_stale_seconds" not in yaml.safe_load(dest.read_text())["source"]
     # the extender's documented default, max(600, stale_after) (docs/contracts.md)
     assert load_settings(dest).source.max_stale == 700
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_filter_enabled_reaches_the_extender(tmp_path: Path, enabled: bool) -> None:
+    """The same variable that drops the scheduler's filter verb (tests/ansible/
+    test_scheduler_config_tls.py) tells the extender to score those nodes lowest instead."""
+    from extender.config import load_settings
+
+    dest = _render(tmp_path, *FILE_SOURCE, "-e", f"loadwise_filter_enabled={str(enabled).lower()}")
+    assert load_settings(dest).filter.enabled is enabled

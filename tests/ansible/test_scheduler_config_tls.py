@@ -99,7 +99,16 @@ def _render(tmp_path: Path, **variables: Any) -> tuple[subprocess.CompletedProce
 
 def _validate(kube_scheduler: str, config: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [kube_scheduler, "--config", str(config), "--write-config-to", os.devnull],
+        # no serving port: the lab's k3s stand-in (host network, tests/lab/test_e2e_site.py)
+        # may hold 10259 on another worker at the same time
+        [
+            kube_scheduler,
+            "--config",
+            str(config),
+            "--write-config-to",
+            os.devnull,
+            "--secure-port=0",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -170,3 +179,20 @@ def test_plain_http_when_tls_is_off(tmp_path: Path, kube_scheduler: str) -> None
     assert "sha256" not in text
     checked = _validate(kube_scheduler, config)
     assert checked.returncode == 0, checked.stderr[-3000:]
+
+
+def test_prioritize_only_has_no_filter_verb_and_the_scheduler_takes_it(
+    tmp_path: Path, kube_scheduler: str
+) -> None:
+    """loadwise_filter_enabled false: the entry names prioritize alone, which kube-scheduler
+    reads as an extender it never asks to filter (HTTPExtender.IsFilter: a verb is set)."""
+    run, config = _render(
+        tmp_path, loadwise_extender_tls_enabled=False, loadwise_filter_enabled=False
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    extender = yaml.safe_load(config.read_text())["extenders"][0]
+    assert "filterVerb" not in extender and extender["prioritizeVerb"] == "prioritize"
+    checked = _validate(kube_scheduler, config)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    run, config = _render(tmp_path, loadwise_extender_tls_enabled=False)
+    assert yaml.safe_load(config.read_text())["extenders"][0]["filterVerb"] == "filter"
