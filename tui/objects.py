@@ -164,6 +164,9 @@ class Decision:
     # Per-node thresholds (node -> {"cpu": percent, "memory": percent}), for the nodes whose
     # thresholds differ from the extender's default; absent from older Events.
     thresholds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # The extender ran prioritize-only: the nodes in `failed` were scored lowest, not
+    # rejected (its config's filter.enabled false).
+    scored_lowest: bool = False
 
     @property
     def key(self) -> str:
@@ -435,6 +438,7 @@ def _decision(obj: Mapping[str, Any], involved: Mapping[str, Any]) -> Decision:
         tied=_names(data.get("tied")),
         bound=_text(data.get("bound")),
         thresholds=_thresholds(data.get("thresholds")),
+        scored_lowest=data.get("scored_lowest") is True,
     )
 
 

@@ -220,3 +220,14 @@ def test_why_column_names_the_thresholds_of_the_node_the_pod_went_to() -> None:
     assert _cell("node-d", d) == (
         "filtered here: memory 93% > 90% threshold  thresholds mem 88%  ✗1 filtered"
     )
+
+
+def test_prioritize_only_says_scored_lowest_where_it_would_say_filtered() -> None:
+    """An extender without a filter call (filter.enabled false) scores a node over its
+    threshold lowest; a pod can still land there, and the screen says what happened."""
+    d = _decision(V2 | {"tied": []}, scored_lowest=True)
+    assert d.scored_lowest
+    assert _cell("node-d", d) == "scored lowest here: memory 93% > 90% threshold  ✗1 scored lowest"
+    assert "✗ scored lowest: memory 93% > 90% threshold" in _panel("node-d", d)
+    assert "filtered" not in _panel("node-d", d)
+    assert not _decision(V2, scored_lowest="yes").scored_lowest  # only JSON true counts

@@ -94,7 +94,7 @@ def _why(decision: Decision, node: str) -> Text:
         if not decision.use and decision.why:  # v1: the only reason given is the favourite's
             text.append(f" ({decision.why})", style="dim")
     elif went in decision.failed:
-        text.append(f"filtered here: {decision.failed[went]}", style="bold red")
+        text.append(f"{_over(decision)} here: {decision.failed[went]}", style="bold red")
     else:
         text.append(
             f"not in the {len(decision.scores)} listed" if decision.omitted else "not scored",
@@ -113,7 +113,7 @@ def feed_row(item: FeedItem, now: datetime) -> Row:
         p, d = item.placement, item.decision
         why = _why(d, p.node) if d is not None else Text("no LoadwiseScored Event", style="dim")
         if d is not None and d.failed:
-            why.append(f"  ✗{len(d.failed)} filtered", style="yellow")
+            why.append(f"  ✗{len(d.failed)} {_over(d)}", style="yellow")
         cells: tuple[Cell, ...] = (
             plain(age(p.at, now)),
             Text("bound", style="green"),
@@ -215,12 +215,18 @@ def describe_item(item: FeedItem | None, now: datetime) -> RenderableType:
     for node, reason in sorted(d.failed.items()):
         line = Text("  ")
         line.append(f"{node:<20}", style="yellow")
-        line.append(f"✗ filtered: {reason}", style="yellow")
+        line.append(f"✗ {_over(d)}: {reason}", style="yellow")
         thresholds = _thresholds(d, node)
         if thresholds:
             line.append(f"  (thresholds {thresholds})", style="magenta")
         lines.append(line)
     return Group(*lines)
+
+
+def _over(d: Decision) -> str:
+    """What the extender did to a node over its threshold: filtered it out, or (prioritize-
+    only) scored it lowest."""
+    return "scored lowest" if d.scored_lowest else "filtered"
 
 
 def _verdict(d: Decision, node: str) -> Text | None:
@@ -239,7 +245,7 @@ def _verdict(d: Decision, node: str) -> Text | None:
     text.append(best, style="bold")
     text.append(f" ({fav:g})" if fav is not None else "")
     if own is None:
-        why = "it was filtered out" if went in d.failed else "it is not among the listed candidates"
+        why = f"it was {_over(d)}" if went in d.failed else "it is not among the listed candidates"
     elif went in d.tied and best in d.tied:
         why = "tie (the scheduler picks among equal totals at random)"
     else:
