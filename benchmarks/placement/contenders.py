@@ -16,6 +16,10 @@ pod meant for another contender is never bound by this one:
   (verbs, nodeCacheCapable, weight, timeout), pointing at a server on loopback that answers
   at once: filter keeps every candidate, prioritize scores every node 0. What a backlog costs
   with the extender protocol alone, the floor any extender's figures stand on;
+- ``loadwise-prioritize-only`` / ``null-prioritize-only``: loadwise's least-used and the null
+  extender with no ``filterVerb`` (loadwise with ``filter.enabled: false``: nodes over their
+  thresholds are scored lowest instead of rejected, docs/contracts.md "Prioritize-only"), one
+  HTTP call per pod instead of two;
 - ``stock-nobatch``: stock with ``--feature-gates=OpportunisticBatching=false``. The gate
   is BETA and on by default in v1.36 (the lab's kube-scheduler ``--help``:
   ``OpportunisticBatching=true|false (BETA - default=true)``). KEP-5598 "Opportunistic
@@ -123,6 +127,8 @@ class Contender:
     policy: str | None = None
     scheduler_args: tuple[str, ...] = ()
     """More kube-scheduler flags (``stock-nobatch``: a feature gate)."""
+    filter_verb: bool = True
+    """An extender contender's entry names the filter verb; False: prioritize-only."""
 
     @property
     def binary(self) -> str:
@@ -194,10 +200,11 @@ def scheduler_config(
     }
     if contender.kind in ("loadwise", "null"):
         # the null extender stands where loadwise's does, with the same entry
+        verbs = {"filterVerb": "filter"} if contender.filter_verb else {}
         cfg["extenders"] = [
             {
                 "urlPrefix": f"http://{EXTENDER_HOST}:{EXTENDER_PORT}/scheduler",
-                "filterVerb": "filter",
+                **verbs,
                 "prioritizeVerb": "prioritize",
                 "weight": extender_weight(),
                 "nodeCacheCapable": True,
@@ -222,6 +229,7 @@ def extender_settings(
         "kubeconfig": kubeconfig,
         "policy": contender.policy,
         "source": {"kind": "load-watcher", "url": load_watcher_url},
+        "filter": {"enabled": contender.filter_verb},
     }
 
 
@@ -382,6 +390,14 @@ CONTENDERS: dict[str, Contender] = {
         Contender("trimaran-tlp", "trimaran-tlp", "trimaran", "TargetLoadPacking"),
         Contender("trimaran-lvrb", "trimaran-lvrb", "trimaran", "LoadVariationRiskBalancing"),
         Contender("null-extender", "null-extender", "null"),
+        Contender(
+            "loadwise-prioritize-only",
+            "loadwise-prioritize-only",
+            "loadwise",
+            "least-used",
+            filter_verb=False,
+        ),
+        Contender("null-prioritize-only", "null-prioritize-only", "null", filter_verb=False),
         Contender(
             "stock-nobatch",
             "stock-nobatch",

@@ -45,6 +45,8 @@ WANTED = {
     "trimaran-lvrb",
     "null-extender",
     "stock-nobatch",
+    "loadwise-prioritize-only",
+    "null-prioritize-only",
 }
 
 
@@ -78,7 +80,8 @@ def test_loadwise_contenders_call_their_extender_on_loopback(name):
     url = urlsplit(ext["urlPrefix"])
     assert url.scheme == "http" and ip_address(url.hostname or "").is_loopback
     assert url.path == "/scheduler"
-    assert (ext["filterVerb"], ext["prioritizeVerb"]) == ("filter", "prioritize")
+    assert ext.get("filterVerb") == ("filter" if c.filter_verb else None)
+    assert ext["prioritizeVerb"] == "prioritize"
     assert ext["weight"] == extender_weight() >= 1
     assert ext["ignorable"] is True and ext["nodeCacheCapable"] is True
     # no plugin changes: stock kube-scheduler plus the extender
@@ -86,6 +89,8 @@ def test_loadwise_contenders_call_their_extender_on_loopback(name):
 
     settings = load_settings(overrides=extender_settings(c, WATCHER, "/run/admin.kubeconfig"))
     assert settings.policy == c.policy and settings.policy in POLICY_NAMES
+    # the extender scores nodes over their thresholds lowest exactly when nothing filters
+    assert settings.filter.enabled is c.filter_verb
     assert settings.source.kind == "load-watcher" and settings.source.url == WATCHER
     # the scheduler calls the address the extender listens on
     assert settings.host_port == (url.hostname, url.port)
@@ -226,3 +231,18 @@ def test_stock_nobatch_is_stock_with_opportunistic_batching_off():
         "profiles": [{"schedulerName": "stock-nobatch"}],
     }
     assert CONTENDERS["stock"].scheduler_args == ()
+
+
+def test_prioritize_only_contenders_differ_from_their_twins_by_the_filter_verb_alone():
+    for one, both in (
+        ("loadwise-prioritize-only", "loadwise-least-used"),
+        ("null-prioritize-only", "null-extender"),
+    ):
+        a, b = (
+            scheduler_config(CONTENDERS[one], WATCHER),
+            scheduler_config(CONTENDERS[both], WATCHER),
+        )
+        assert "filterVerb" not in a["extenders"][0] and b["extenders"][0]["filterVerb"] == "filter"
+        del b["extenders"][0]["filterVerb"]
+        assert a["extenders"] == b["extenders"]
+        assert CONTENDERS[one].policy == CONTENDERS[both].policy
