@@ -466,6 +466,11 @@ def test_a_node_hot_with_real_load_gets_no_new_pods(real_host, real_kube, hot_no
     assert why and all(f"bound to {COOL}" in m for m in why), why
 
 
+def burner(signal_name: str) -> None:
+    """Send SIGSTOP or SIGCONT to the burner's process on HOT (its pod stays bound)."""
+    realnodes.sh(HOT, f"pkill -{signal_name} -x burner")
+
+
 def request_count_on(real_host, verb: str) -> float:
     """The extender's served requests of ``verb``, read inside the node."""
     name = f'loadwise_extender_request_duration_seconds_count{{verb="{verb}"}}'
@@ -476,6 +481,9 @@ def test_rollback_restores_every_file_and_the_stock_scheduler(
     real_host, real_kube, pristine, hot_node
 ):
     objects = cluster_objects(real_kube)
+    # The burner is paused while the rollbacks run (800m of this machine's 2 cores otherwise
+    # slows them) and burns again before the control below, which needs the load.
+    burner("STOP")
     other = another_clusters_kubeconfig(real_host.kubeconfig, real_host.workdir)
     run = real_host.playbook("playbooks/rollback.yml", extra={"loadwise_kubeconfig": other})
     assert run.rc != 0 and f"{CP} is not in the cluster" in run.said, run.tail()
@@ -500,8 +508,9 @@ def test_rollback_restores_every_file_and_the_stock_scheduler(
     status, body = realnodes.node_get(CP, "https://127.0.0.1:10259/healthz")
     assert (status, body.strip()) == (200, "ok")
 
-    # The control for the test above: the burner still runs, and the stock scheduler, which
+    # The control for the test above: the burner runs again, and the stock scheduler, which
     # sees requests only, spreads the same Deployment over both workers.
+    burner("CONT")
     create_deployment(real_kube, "stock", 10, realnodes.workload())
     try:
         where = placements(real_kube, "stock", 10, timeout=120)
