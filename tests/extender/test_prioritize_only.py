@@ -89,6 +89,8 @@ def test_nodes_over_a_threshold_score_lowest_and_the_rest_as_after_a_filter(fast
     assert [n for n, s in got.items() if s == top] == ["cool"]  # one favourite, not hot
     # the pod is counted where it was favoured (herding protection), as with both verbs
     assert set(one.ledger.pending()) == {"cool"}
+    lowest = {"verb": "prioritize", "outcome": "lowest"}
+    assert one.metrics.registry.get_sample_value("loadwise_extender_decisions_total", lowest) == 2
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "general"])
