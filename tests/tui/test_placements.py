@@ -230,4 +230,7 @@ def test_prioritize_only_says_scored_lowest_where_it_would_say_filtered() -> Non
     assert _cell("node-d", d) == "scored lowest here: memory 93% > 90% threshold  ✗1 scored lowest"
     assert "✗ scored lowest: memory 93% > 90% threshold" in _panel("node-d", d)
     assert "filtered" not in _panel("node-d", d)
+    assert "over favourite node-a (9): it was scored lowest" in _panel("node-d", d)
+    both = _decision(V2 | {"tied": []})
+    assert "over favourite node-a (9): it was filtered out" in _panel("node-d", both)
     assert not _decision(V2, scored_lowest="yes").scored_lowest  # only JSON true counts

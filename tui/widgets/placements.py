@@ -245,7 +245,8 @@ def _verdict(d: Decision, node: str) -> Text | None:
     text.append(best, style="bold")
     text.append(f" ({fav:g})" if fav is not None else "")
     if own is None:
-        why = f"it was {_over(d)}" if went in d.failed else "it is not among the listed candidates"
+        over = "it was scored lowest" if d.scored_lowest else "it was filtered out"
+        why = over if went in d.failed else "it is not among the listed candidates"
     elif went in d.tied and best in d.tied:
         why = "tie (the scheduler picks among equal totals at random)"
     else:
