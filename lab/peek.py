@@ -47,6 +47,12 @@ class Container:
             raise LabError(f"{self.name}: not running")
         self._pid, self._cgroup = pid, _inspect(self.name, ".State.CgroupPath")
 
+    @property
+    def cgroup(self) -> str:
+        """The container's cgroup path, as podman made it (e.g. /libpod_parent/libpod-ID)."""
+        self._refresh()
+        return self._cgroup
+
     def read_text(self, path: str) -> str:
         """The file at `path` inside the container (FileNotFoundError when there is none)."""
         self._refresh()

@@ -37,6 +37,7 @@ from extender.kubeobjects import container, pod_template
 from lab.fakenodes import parse_quantity
 from lab.hosts import AnsibleHost
 from lab.kubeclient import AdminClient
+from lab.peek import Container
 from lab.processes import LabError, wait_for
 
 HERE = Path(__file__).resolve().parent
@@ -497,7 +498,7 @@ def working_set_bytes(node: str) -> int:
     cAdvisor defines it (usage less inactive file pages). The kubelet inside sees this cgroup
     as its root (`--cgroupns=private`), so its `node_memory_working_set_bytes` is this figure.
     cgroup v1 (this machine's memory controller) or v2."""
-    path = podman("inspect", "--format", "{{.State.CgroupPath}}", node).strip().lstrip("/")
+    path = Container(node).cgroup.lstrip("/")
     v1 = Path("/sys/fs/cgroup/memory") / path
     group, usage_file, inactive_key = (
         (v1, "memory.usage_in_bytes", "total_inactive_file")
