@@ -30,7 +30,6 @@ from lab.workloads import create_deployment, delete
 # real-node tests (tests/lab/test_real_nodes.py).
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("realnodes")]
 
-CP = realnodes.CONTROL_PLANE
 HOT, COOL = realnodes.WORKERS
 RULES = (lab_prometheus.CPU_RULE, lab_prometheus.MEMORY_RULE)
 # The lab's burner on HOT (lab/go-tools/burner), requesting 10m: 800m of real CPU.
