@@ -3,6 +3,7 @@ sends, plus node states for the policy tests."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import msgspec
@@ -13,6 +14,20 @@ from extender.wire import Node, Pod
 
 GI = 1024**3
 MI = 1024**2
+
+
+def snapshot(
+    loads: dict[str, tuple[float | None, float | None]], age: float = 5.0, now: float | None = None
+) -> LoadSnapshot:
+    """One reading of node -> (cpu %, memory %), its window ending at ``now`` (default: the
+    wall clock) and starting ``age`` seconds before."""
+    end = time.time() if now is None else now
+    return LoadSnapshot(
+        "static",
+        end - age,
+        end,
+        {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (c, m) in loads.items()},
+    )
 
 
 class StaticSource:

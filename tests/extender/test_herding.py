@@ -15,28 +15,18 @@ from extender.estimate import demand_after, pod_facts, pod_load
 from extender.events import Decision
 from extender.exceptions import SourceError
 from extender.ledger import Ledger
-from extender.model import LoadSnapshot, NodeLoad, PodLoad, ResourceLoad, Usage
+from extender.model import LoadSnapshot, PodLoad, Usage
 from extender.nodestate import ClusterFacts, build_states
 from extender.server import make_app
 from extender.service import NEUTRAL_PRIORITY, Extender
 from extender.wire import Node, Pod, decode_args
 
-from .helpers import StaticSource, container, node_info, node_json, pod, pod_json
+from .helpers import StaticSource, container, node_info, node_json, pod, pod_json, snapshot
 
 
 def placed(usage, tlp=0.0, request=None):
     """A pod's PodLoad for the ledger: the filter's figure the estimate unless given."""
     return PodLoad(usage, request or usage, tlp)
-
-
-def snapshot(loads, age=5.0):
-    now = time.time()
-    return LoadSnapshot(
-        "static",
-        now - age,
-        now,
-        {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (c, m) in loads.items()},
-    )
 
 
 def test_ledger_counts_only_placements_after_the_window():
@@ -102,13 +92,7 @@ def _extender(loads, policy="least-used", *, clock=None, age=5.0, recorder=None,
     settings = load_settings(
         None, {"source.kind": "file", "source.file": "/dev/null", "policy": policy, **extra}
     )
-    now = clock() if clock is not None else time.time()
-    snap = LoadSnapshot(
-        "static",
-        now - age,
-        now,
-        {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (c, m) in loads.items()},
-    )
+    snap = snapshot(loads, age, clock() if clock is not None else None)
     ext = Extender(
         settings,
         StaticSource(snap),

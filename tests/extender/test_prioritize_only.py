@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import json
 import random
-import time
 
 import msgspec
 import pytest
 
 from extender.config import load_settings
 from extender.events import Decision, format_message
-from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
 from extender.service import Extender
 from extender.wire import decode_args
 
-from .helpers import StaticSource, container, node_json, pod_json
+from .helpers import StaticSource, container, node_json, pod_json, snapshot
 from .test_safety import daemonset_pod
 
 LOADS = {"cool": (20.0, 30.0), "warm": (55.0, 60.0), "hot": (95.0, 40.0), "hog": (10.0, 96.0)}
@@ -39,13 +37,7 @@ def _extender(loads, *, filter_enabled: bool, fast: bool, **extra) -> Extender:
             **extra,
         },
     )
-    now = time.time()
-    snap = LoadSnapshot(
-        "static",
-        now - 5,
-        now,
-        {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (c, m) in loads.items()},
-    )
+    snap = snapshot(loads)
     ext = Extender(settings, StaticSource(snap), use_fast_path=fast)
     ext.refresher.snapshot = snap
     return ext

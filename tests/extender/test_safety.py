@@ -28,13 +28,12 @@ from extender import kubeobjects
 from extender.cli import build_parser, overrides_from
 from extender.config import ConfigError, load_settings
 from extender.exemptions import exemption, ignored
-from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
 from extender.server import make_app
 from extender.service import UNCONFIRMED_SECONDS, Extender
 from extender.wire import Pod
 from extender.wiring import build_extender
 
-from .helpers import StaticSource, node_json
+from .helpers import StaticSource, node_json, snapshot
 from .test_cluster import FakeAPI, kubeconfig, wait_for
 
 GI = 1024**3
@@ -301,14 +300,7 @@ async def unwatched(
 ) -> AsyncIterator[Cluster]:
     """The extender without a kubeconfig, holding one snapshot as given (unchecked)."""
     settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null", **overrides})
-    now = time.time()
-    snap = LoadSnapshot(
-        "static",
-        now - 5,
-        now,
-        {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (c, m) in loads.items()},
-    )
-    ext = Extender(settings, StaticSource(snap))
+    ext = Extender(settings, StaticSource(snapshot(loads)))
     server = TestServer(make_app(ext), host="127.0.0.1")
     await server.start_server()
     try:
