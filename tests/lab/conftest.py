@@ -42,13 +42,16 @@ def extender(lab, workdir):
     lab.stop("kube-scheduler")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def real_cluster():
     """One real-node kubeadm cluster (lab/realnodes.py) for every real-node test module: they
     all run on one xdist worker (group "realnodes", tests/conftest.py), one module after the
     other, and each proves the state it needs with the fixtures below instead of paying for a
     cluster of its own (about 70 s each). A failed start is removed too, its error naming the
-    step and its log's tail; the end of the session removes the cluster."""
+    step and its log's tail. Package-scoped, not session-scoped: the cluster is removed as
+    soon as that worker's next test is outside tests/lab, instead of idling (about a quarter
+    of a core, three kubelets, an API server and etcd) through the worker's remaining suites
+    until the session's end."""
     try:
         res = realnodes.up()
     except BaseException:
@@ -84,12 +87,12 @@ def real_kube(real_cluster):
     kube.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def real_prometheus(real_cluster, tmp_path_factory):
-    """A Prometheus server (lab/prometheus.py) scraping that cluster's kubelets, for the
-    session: test_real_site.py's second-scheduler run points the extender at it and
+    """A Prometheus server (lab/prometheus.py) scraping that cluster's kubelets, for every
+    real-node module: test_real_site.py's second-scheduler run points the extender at it and
     test_real_prometheus.py checks its rules, so it starts once (its rules need a minute of
-    samples before they answer)."""
+    samples before they answer). Package-scoped with the cluster it scrapes."""
     t0 = time.monotonic()
     prom = lab_prometheus.start(real_cluster.kubeconfig, tmp_path_factory.mktemp("prometheus"))
     print(f"\nPrometheus ready at {prom.url} in {time.monotonic() - t0:.1f}s (log {prom.log})")
@@ -99,7 +102,7 @@ def real_prometheus(real_cluster, tmp_path_factory):
         prom.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def real_host(real_cluster, tmp_path_factory):
     """Its control-plane node as Ansible reaches it (sshd started, inventory written)."""
     return realnodes.control_plane_host(
