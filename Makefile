@@ -18,8 +18,8 @@ setup:
 PYTEST_WORKERS ?= 2
 
 # The first build (every Go program and node image the suite needs, 18-29 min on a cold 2-core
-# machine, README.md) runs before pytest with its progress on screen (lab/prepare.py); pytest itself
-# prints a line naming the tests still running whenever none has ended for 30 s.
+# machine, README.md) runs before pytest with its progress on screen (lab/prepare.py); pytest
+# itself prints a line naming the tests still running whenever none has ended for 30 s.
 # test-full also runs the tests marked `full`: slower paths whose coverage the default run
 # has elsewhere (each says where, pyproject.toml's markers list them), and every playbook run
 # through ansible-core's own strategy, which make test keeps for the runs that prove an
