@@ -265,16 +265,28 @@ class Lab(AdminClient):
         self.core().patch_node(node, {"metadata": {"annotations": ann}})
 
     def wait_nodes_ready(self, names: Iterable[str], timeout: float = 60) -> None:
+        """Wait until every named node is Ready and carries none of the node.kubernetes.io/
+        taints. Ready alone is not enough for a test that schedules at once: a new node starts
+        with node.kubernetes.io/not-ready:NoSchedule, which kube-controller-manager's node
+        lifecycle controller removes only after it has seen the Ready condition (0.1 s on a
+        quiet machine, longer under load), and until then kube-scheduler's TaintToleration
+        filter leaves the node out."""
         names = list(names)
 
         def ready() -> bool:
             ok = set()
             for n in self.core().list_node().items:
-                if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or []):
+                conditions = n.status.conditions or []
+                system_taints = [
+                    t.key for t in n.spec.taints or [] if t.key.startswith("node.kubernetes.io/")
+                ]
+                if not system_taints and any(
+                    c.type == "Ready" and c.status == "True" for c in conditions
+                ):
                     ok.add(n.metadata.name)
             missing = set(names) - ok
             if missing:
-                raise LabError(f"not Ready yet: {sorted(missing)}")
+                raise LabError(f"not Ready and untainted yet: {sorted(missing)}")
             return True
 
         wait_for(

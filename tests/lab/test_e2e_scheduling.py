@@ -70,6 +70,11 @@ def test_a_new_empty_node_receives_pods(lab, extender, workdir):
             where = placements(lab, "fresh", 20)
             ok = where["lab-new"] > 0 and where[HOT] == 0
             why = "" if ok else "\n".join(decisions(lab, "fresh", since, at_least=20))
+            if not ok:  # the node now: its taints and conditions decide what the filters let in
+                node = lab.core().read_node("lab-new")
+                taints = [f"{t.key}:{t.effect}" for t in node.spec.taints or []]
+                conditions = [f"{c.type}={c.status}" for c in node.status.conditions or []]
+                why += f"\nlab-new now: taints {taints}, conditions {conditions}"
         finally:
             delete(lab, "fresh")
         assert where["lab-new"] > 0, f"the new node got nothing: {dict(where)}\n{why}"
