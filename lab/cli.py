@@ -108,8 +108,11 @@ def cmd_realnodes(lab: Lab, args: argparse.Namespace) -> int:
     from lab import realnodes
 
     if args.action == "up":
-        res = realnodes.up()
-        print(f"real-node cluster up in {res.seconds:.0f}s from {res.image}")
+        res = realnodes.up(previous=args.previous)
+        version = realnodes.previous_version() if args.previous else realnodes.K8S_VERSION
+        print(
+            f"real-node cluster (control plane {version}) up in {res.seconds:.0f}s from {res.image}"
+        )
         print(f"export KUBECONFIG={res.kubeconfig}")
         return 0
     if args.action == "down":
@@ -164,11 +167,16 @@ def main(argv: list[str] | None = None) -> int:
         help="build, with progress, everything a purpose needs (Go programs, node images)",
     )
     s.add_argument("purpose", nargs="?", default="demo", choices=["demo", "lab", "realnodes",
-                   "test"])  # fmt: skip
+                   "test", "upgrade"])  # fmt: skip
     s = sub.add_parser(
         "realnodes", help="a real kubeadm cluster (containerd, kubelet) in podman containers"
     )
     s.add_argument("action", choices=["up", "down", "status"])
+    s.add_argument(
+        "--previous",
+        action="store_true",
+        help="up: control plane at the release before the lab's, to try `kubeadm upgrade apply`",
+    )
     args = p.parse_args(argv)
     lab = Lab(args.run_dir)
     handler = {

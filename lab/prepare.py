@@ -1,5 +1,5 @@
 """What each entry point needs built before it can run, built with progress (lab/progress.py):
-`python -m lab prepare [demo|lab|realnodes|test]`, and the same plan from inside
+`python -m lab prepare [demo|lab|realnodes|test|upgrade]`, and the same plan from inside
 `components.build_binaries`, `hosts.node_image` and `realnodes.build_image`, so `make demo`,
 `make test` and `scripts/lab ...` all name what they build while they build it.
 
@@ -47,6 +47,12 @@ REALNODE_PROGRAMS = (
 )  # fmt: skip
 # The tools only the test suite and the benchmarks use.
 TEST_TOOLS = ("prometheus", "promtool", "trimaran-scheduler")
+# The release before the lab's, for a cluster that kubeadm upgrades (`build-image --previous`,
+# lab/realnodes.py up(previous=True)); only `make test-full` and that command build them.
+PREVIOUS_PROGRAMS = (
+    "kube-apiserver-previous", "kube-controller-manager-previous", "kube-scheduler-previous",
+    "kube-proxy-previous",
+)  # fmt: skip
 
 # purpose -> (programs, node image?, real-node image?)
 PURPOSES: dict[str, tuple[tuple[str, ...], bool, bool]] = {
@@ -56,6 +62,7 @@ PURPOSES: dict[str, tuple[tuple[str, ...], bool, bool]] = {
     # the demo runs on the real nodes, else on the lab's stand-ins (lab/demo.py run_auto)
     "demo": (tuple(dict.fromkeys(REALNODE_PROGRAMS + LAB_PROGRAMS)), True, True),
     "test": (tuple(dict.fromkeys(LAB_PROGRAMS + REALNODE_PROGRAMS + TEST_TOOLS)), True, True),
+    "upgrade": (REALNODE_PROGRAMS + PREVIOUS_PROGRAMS, False, True),
 }
 
 

@@ -43,6 +43,9 @@ from lab.processes import LabError, wait_for
 HERE = Path(__file__).resolve().parent
 BUILD_IMAGE = HERE / "nodes" / "kubeadm" / "build-image"
 K8S_VERSION = "v1.36.4"
+# The release one patch before (lab/go-tools/kubernetes-previous): a cluster started at it
+# (`up(previous=True)`) is upgraded to K8S_VERSION by the real `kubeadm upgrade apply`.
+PREVIOUS_MODULE = HERE / "go-tools" / "kubernetes-previous" / "go.mod"
 CONTROL_PLANE = "loadwise-real-cp"
 # Two workers: the real-load test needs a hot node and a cool one the scheduler may choose
 # between (the control plane keeps kubeadm's NoSchedule taint, as on an operator's cluster).
@@ -69,6 +72,11 @@ KUBELET_TAIL = (
 #    as an error; the kubelet is told to accept it (failCgroupV1: false below). The same
 #    check also wants the kernel config (/proc/config.gz or /boot), which a container lacks.
 IGNORED_PREFLIGHT = ("SystemVerification",)
+
+
+# ...and those of `kubeadm upgrade apply`: the cluster runs no CoreDNS (its addon is disabled
+# below), so there is no CoreDNS version to migrate from ("start version '' not supported").
+UPGRADE_IGNORED_PREFLIGHT = (*IGNORED_PREFLIGHT, "CoreDNSUnsupportedPlugins", "CoreDNSMigration")
 
 
 def _run_dir() -> Path:
@@ -109,6 +117,31 @@ def build_image() -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
+def previous_version() -> str:
+    """The k8s.io/kubernetes release PREVIOUS_MODULE pins (v1.36.3)."""
+    found = re.search(
+        r"^\s*k8s\.io/kubernetes (v\d+\.\d+\.\d+)$", PREVIOUS_MODULE.read_text(), re.M
+    )
+    if found is None:
+        raise LabError(f"no k8s.io/kubernetes requirement in {PREVIOUS_MODULE}")
+    return found.group(1)
+
+
+def previous_images() -> Path:
+    """The archive of the previous release's control-plane and kube-proxy images, building
+    the four programs (with progress on stderr, lab/prepare.py) and their images first when
+    needed (minutes the first time)."""
+    from lab.prepare import prepare
+
+    prepare("upgrade")
+    proc = subprocess.run(
+        [str(BUILD_IMAGE), "--previous"], capture_output=True, text=True, timeout=3600
+    )
+    if proc.returncode != 0:
+        raise LabError(f"{BUILD_IMAGE} --previous failed:\n{proc.stderr[-3000:]}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
 def node_subnet(index: int) -> str:
     """Node `index`'s pod /24 inside POD_SUBNET (the control plane is 0)."""
     return f"10.244.{index}.0/24"
@@ -138,8 +171,9 @@ def cni_conflist(index: int) -> dict[str, Any]:
     }
 
 
-def kubeadm_config(cp_ip: str, token: str) -> str:
-    """kubeadm's init configuration (v1beta4) with the kubelet's, as one YAML stream."""
+def kubeadm_config(cp_ip: str, token: str, version: str = K8S_VERSION) -> str:
+    """kubeadm's init configuration (v1beta4) with the kubelet's, as one YAML stream; the
+    control plane at `version`."""
     docs: list[dict[str, Any]] = [
         {
             "apiVersion": "kubeadm.k8s.io/v1beta4",
@@ -158,7 +192,7 @@ def kubeadm_config(cp_ip: str, token: str) -> str:
         {
             "apiVersion": "kubeadm.k8s.io/v1beta4",
             "kind": "ClusterConfiguration",
-            "kubernetesVersion": K8S_VERSION,
+            "kubernetesVersion": version,
             "clusterName": "loadwise-lab",
             "controlPlaneEndpoint": f"{cp_ip}:6443",
             "networking": {"podSubnet": POD_SUBNET, "serviceSubnet": SERVICE_SUBNET},
@@ -273,11 +307,16 @@ def import_image(node: str, archive: Path, *, platform: str | None = None) -> st
               "exit $rc", timeout=300)  # fmt: skip
 
 
-def up(*, out: Any = None) -> UpResult:
-    """Bring the cluster up from scratch; raises LabError naming the step that failed."""
+def up(*, out: Any = None, previous: bool = False) -> UpResult:
+    """Bring the cluster up from scratch; raises LabError naming the step that failed.
+    previous: its control plane and kube-proxy at previous_version() (the kubelets stay at
+    K8S_VERSION, a patch apart, which Kubernetes' version skew policy allows), every image of
+    K8S_VERSION present too, so `kubeadm upgrade apply K8S_VERSION` finds what it needs."""
     if shutil.which("podman") is None:
         raise LabError("podman is not installed (see docs/lab.md)")
     image = build_image()
+    older = previous_images() if previous else None
+    version = previous_version() if previous else K8S_VERSION
     run = _run_dir()
     run.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -288,12 +327,14 @@ def up(*, out: Any = None) -> UpResult:
         def prepare(index: int, name: str) -> None:
             routes = {node_subnet(i): ips[o] for i, o in enumerate(nodes()) if o != name}
             _prepare_node(name, index, routes)
+            if older is not None:
+                import_image(name, older)
 
         # list(): map is lazy, and a node's error must surface here
         list(pool.map(prepare, range(len(nodes())), nodes()))
     token = f"{secrets.token_hex(3)}.{secrets.token_hex(8)}"
     sh(CONTROL_PLANE, "cat > /etc/kubernetes/loadwise-kubeadm.yaml <<'EOF'\n"
-       f"{kubeadm_config(ips[CONTROL_PLANE], token)}EOF\n")  # fmt: skip
+       f"{kubeadm_config(ips[CONTROL_PLANE], token, version)}EOF\n")  # fmt: skip
     sh(
         CONTROL_PLANE,
         "kubeadm init --config /etc/kubernetes/loadwise-kubeadm.yaml "
@@ -329,6 +370,18 @@ def up(*, out: Any = None) -> UpResult:
     seconds = time.monotonic() - t0
     (run / "up.json").write_text(json.dumps({"image": image, "seconds": round(seconds, 1)}))
     return UpResult(kubeconfig, seconds, image)
+
+
+def upgrade_control_plane(version: str = K8S_VERSION) -> None:
+    """The real `kubeadm upgrade apply` on the control-plane node, to `version` (its images
+    are in containerd: every cluster has K8S_VERSION's); a failure carries its log's tail."""
+    sh(
+        CONTROL_PLANE,
+        f"kubeadm upgrade apply {version} --yes "
+        f"--ignore-preflight-errors={','.join(UPGRADE_IGNORED_PREFLIGHT)} "
+        "> /var/log/kubeadm-upgrade.log 2>&1 || { tail -30 /var/log/kubeadm-upgrade.log; exit 1; }",
+        timeout=600,
+    )
 
 
 def _get(kubeconfig: Path, namespace: str | None = None) -> dict[str, Any]:

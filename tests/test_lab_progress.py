@@ -109,13 +109,20 @@ def test_the_real_node_plan_lists_what_the_image_script_builds():
     assert tuple(block.group(1).split()) == prepare.REALNODE_PROGRAMS
 
 
+def test_the_upgrade_plan_lists_what_the_previous_images_need():
+    script = prepare.REALNODE_IMAGE_SCRIPT.read_text()
+    block = re.search(r"^\s*prev=\(([^)]*)\)", script, re.M)
+    assert block, "build-image no longer has a prev=(...) list"
+    assert tuple(f"{n}-previous" for n in block.group(1).split()) == prepare.PREVIOUS_PROGRAMS
+
+
 def test_lab_build_answers_missing_without_building(tmp_path):
     env = dict(os.environ, LOADWISE_LAB_CACHE=str(tmp_path))
     build = str(ROOT / "lab" / "build")
-    proc = subprocess.run([build, "--missing", "kwok", "prometheus"], env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run([build, "--missing", "kwok", "prometheus", "kube-proxy-previous"],
+                          env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["kwok", "prometheus"]
+    assert proc.stdout.split() == ["kwok", "prometheus", "kube-proxy-previous"]
     assert not list(tmp_path.glob("*/bin/kwok")) and not list(tmp_path.glob("tools-*/bin/*"))
     proc = subprocess.run([build, "--missing"], env=env, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
