@@ -67,6 +67,9 @@ def real_cluster():
 def real_kube(real_cluster):
     """That cluster through its admin kubeconfig (lab.realnodes.Cluster), with no Deployment
     an earlier module left in the default namespace, and every node Ready."""
+    gone = {n: st for n, st in realnodes.status()["containers"].items() if st != "running"}
+    # test_real_upgrade.py brings up a cluster of its own under the same node names
+    assert not gone, f"the shared real-node cluster is gone ({gone}): a module replaced it"
     kube = realnodes.Cluster(real_cluster.kubeconfig)
     apps = client.AppsV1Api(kube.api_client())
     for dep in apps.list_namespaced_deployment("default").items:

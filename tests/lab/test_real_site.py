@@ -593,16 +593,11 @@ def test_second_scheduler_mode_binds_pods_and_leaves_the_node_alone(
     assert_untouched(real_host, real_kube, pristine)
 
 
-# Preflight checks of `kubeadm upgrade apply` that fail here for reasons that do not apply:
-# the cluster runs no CoreDNS (its addon is disabled, lab/realnodes.py), so there is no CoreDNS
-# version to migrate from ("start version '' not supported").
-UPGRADE_IGNORED = (*realnodes.IGNORED_PREFLIGHT, "CoreDNSUnsupportedPlugins", "CoreDNSMigration")
-
-
 # full (about 10 min: all of site.yml, then the upgrade): the default run has kubeadm's own render
 # of the edited and the restored kubeadm-config, upgrade included, with the real kubeadm
 # binary (tests/lab/test_kubeadm_render.py), and the rollback's choice of bytes after an upgrade
-# (tests/ansible/test_filter_rollback.py).
+# (tests/ansible/test_filter_rollback.py). An upgrade that changes the release, followed by
+# site.yml and rollback.yml: tests/lab/test_real_upgrade.py.
 @pytest.mark.full
 def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_render(
     real_host, real_kube, pristine
@@ -619,12 +614,7 @@ def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_re
     run = real_host.playbook("playbooks/site.yml")
     assert run.rc == 0, run.tail()
     written = real_host.read_text(MANIFEST)
-    real_host.sh(
-        f"kubeadm upgrade apply {realnodes.K8S_VERSION} --yes "
-        f"--ignore-preflight-errors={','.join(UPGRADE_IGNORED)} "
-        "> /var/log/kubeadm-upgrade.log 2>&1 || { tail -30 /var/log/kubeadm-upgrade.log; exit 1; }",
-        timeout=600,
-    )
+    realnodes.upgrade_control_plane()  # to the release it runs: a render, no version change
     rendered = real_host.read_text(MANIFEST)
     assert rendered != written, "kubeadm did not write the scheduler's manifest again"
     container = scheduler_container(yaml.safe_load(rendered))
