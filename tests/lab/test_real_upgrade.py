@@ -132,11 +132,11 @@ def test_rollback_after_the_upgrade_leaves_the_new_release_without_loadwise(olde
     assert cc["kubernetesVersion"] == NEW
     assert CONFIG not in yaml.safe_dump(cc)  # (the lab names its cluster "loadwise-lab")
     manifest = yaml.safe_load(host.read_text(MANIFEST))
+    container = scheduler_container(manifest)
+    assert container["image"] == f"registry.k8s.io/kube-scheduler:{NEW}", container
     # what kubeadm itself renders from the restored kubeadm-config: the new release's image
     # and none of loadwise's flag or mounts
     assert manifest == render_scheduler(yaml.safe_dump(cc))
-    container = scheduler_container(manifest)
-    assert container["image"] == f"registry.k8s.io/kube-scheduler:{NEW}", container
     wait_for(
         f"the kubelet's stock {NEW} scheduler, ready",
         lambda: running_scheduler_image(kube) == f"registry.k8s.io/kube-scheduler:{NEW}",
