@@ -2,7 +2,7 @@
 #   make demo   the product's main job; on one machine with no cluster, the lab demo
 #               (first run builds the real control plane from Go modules, ~25 min)
 #   make test   set up everything from scratch and run the whole test suite
-.PHONY: demo demo-offline lab-up lab-down test test-full setup unit lint bench bench-placement soak
+.PHONY: demo demo-offline lab-up lab-down test test-full setup unit lint bench bench-placement soak footprint
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -58,9 +58,15 @@ bench-placement: setup
 	fi
 	flock /tmp/loadwise-lab.lock $(PY) -m benchmarks.placement $(PLACEMENT_ARGS)
 
-# Memory under a steady stream of pods (benchmarks/soak.py; SOAK_ARGS="--seconds 900").
+# Memory and CPU at rest, in a 200-pod burst and under a steady stream of pods
+# (benchmarks/soak.py, on loopback; SOAK_ARGS="--seconds 3600 --every 300").
 soak: setup
 	$(PY) benchmarks/soak.py $(SOAK_ARGS)
+
+# The same on the real-node cluster, the extender as a systemd service beside the kubelet's
+# scheduler (benchmarks/footprint.py, ~12 min; it brings the cluster up and down).
+footprint: setup
+	flock /tmp/loadwise-lab.lock $(PY) -m benchmarks.footprint $(FOOTPRINT_ARGS)
 
 demo: setup
 	scripts/demo

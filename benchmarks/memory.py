@@ -57,6 +57,7 @@ from benchmarks.prioritize import (  # noqa: E402
     make_watcher,
     node_name,
 )
+from benchmarks.procstat import memory_bytes  # noqa: E402
 from extender.config import NAMES_BODY_BYTES, NODE_BODY_BYTES  # noqa: E402
 
 CALLERS = 20
@@ -125,16 +126,6 @@ def body_for(scenario: Scenario, rng: random.Random) -> tuple[bytes, list[str]]:
     return body, names
 
 
-def status_of(path: Path) -> dict[str, int]:
-    """VmRSS and VmHWM (bytes) of a process, from /proc/PID/status."""
-    fields = {}
-    for line in path.read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0]) * 1024
-    return fields
-
-
 async def call(port: int, body: bytes) -> str:
     """One filter request on a connection of its own; the status, or what went wrong."""
     try:
@@ -198,14 +189,13 @@ async def measure(
     )
     try:
         await wait_ready(port, proc)
-        status = Path(f"/proc/{proc.pid}/status")
-        idle = status_of(status)["VmRSS"]
+        idle = memory_bytes(proc.pid)["VmRSS"]
         answers: Counter[str] = Counter()
         for _ in range(rounds):
             answers.update(await asyncio.gather(*(call(port, body) for _ in range(CALLERS))))
             if proc.poll() is not None:
                 raise RuntimeError(f"the extender exited with {proc.returncode}: {log.read_text()}")
-        peak = status_of(status)["VmHWM"]
+        peak = memory_bytes(proc.pid)["VmHWM"]
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Soak: does the extender's memory stay bounded under a steady stream of pods?
+"""Soak: does the extender's memory stay bounded under a steady stream of pods, and what
+does it cost at rest, in a burst and over time?
 
     .venv/bin/python benchmarks/soak.py                    # 60 s at 20 pods/s
     .venv/bin/python benchmarks/soak.py --seconds 900      # past the ledger's horizon
+    .venv/bin/python benchmarks/soak.py --seconds 3600 --rate 1 --every 600   # a homelab's hour
 
 What runs (all on loopback): the real extender process (``python -m extender``
 from this checkout) with a file load source whose document never changes, and
@@ -17,6 +19,15 @@ exports on /metrics: ledger entries, the ledger heap's entries, node sizes cache
 The ledger keeps a placement for its horizon (the larger of 300 s and
 ``max_stale_seconds`` + 60 s, 660 s by default), so the ledger grows for the first
 660 s and then stays flat at about horizon x rate; RSS must flatten likewise.
+Each pod goes through filter, then prioritize, as kube-scheduler asks an extender
+configured with both verbs (loadwise's default); ``--prioritize-only`` sends prioritize
+alone (the soak's figures before 2026-11-27 were taken that way).
+
+The footprint a small control plane (a Raspberry Pi) pays: first ``--rest`` seconds with no
+request (RSS and CPU at rest: the load source's refresh, the metrics), then a burst of
+``--burst`` pods sent back to back (RSS after it, CPU per pod, wall time), then the stream.
+CPU is the extender process's own (utime + stime from /proc/PID/stat), so the
+client's work in this process is not counted; "CPU ms/pod" is over the report's interval.
 It is a measurement: the exit code is non-zero only when something is broken
 (the extender exits or answers an error).
 """
@@ -36,6 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.procstat import cpu_seconds, memory_bytes
 from extender import kubeobjects
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,11 +87,8 @@ def watcher_document(names: list[str]) -> bytes:
     return json.dumps(doc).encode()
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+def mib(pid: int) -> float:
+    return memory_bytes(pid)["VmRSS"] / 2**20
 
 
 def gauges(conn: http.client.HTTPConnection) -> dict[str, float]:
@@ -93,6 +102,22 @@ def gauges(conn: http.client.HTTPConnection) -> dict[str, float]:
         match = re.search(rf"^{name} ([0-9.e+]+)$", text, re.MULTILINE)
         out[name] = float(match.group(1)) if match else float("nan")
     return out
+
+
+def _complete(verb: str, answer: object, nodes: int) -> bool:
+    """A filter answer without an error that names every node once (kept, failed, or failed
+    for load: the ledger's estimates pile up while the window stands still), or a prioritize
+    answer with a score per node."""
+    if verb == "prioritize":
+        return isinstance(answer, list) and len(answer) == nodes
+    if not isinstance(answer, dict) or answer.get("Error"):
+        return False
+    kept = answer.get("NodeNames") or [
+        n["metadata"]["name"] for n in (answer.get("Nodes") or {}).get("items") or []
+    ]
+    failed = answer.get("FailedNodes") or {}
+    unresolvable = answer.get("FailedAndUnresolvableNodes") or {}
+    return len(kept) + len(failed) + len(unresolvable) == nodes
 
 
 def wait_ready(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -147,24 +172,11 @@ def run(args: argparse.Namespace) -> int:
             f"soak: {args.seconds:g} s at {args.rate:g} pods/s, {args.nodes} nodes ({mode}), "
             f"extender pid {proc.pid}, static load file, window never moves"
         )
-        print(f"{'t(s)':>6} {'sent':>7} {'RSS MiB':>8} {'ledger':>7} {'heap':>7} {'nodes':>6}")
-        start = time.monotonic()
-        sent = 0
-        next_report = 0.0
-        period = 1.0 / args.rate
-        while True:
-            elapsed = time.monotonic() - start
-            if elapsed >= next_report:
-                g = gauges(conn)
-                print(
-                    f"{elapsed:6.0f} {sent:7d} {rss_kib(proc.pid) / 1024:8.1f} "
-                    f"{g[GAUGES[0]]:7.0f} {g[GAUGES[1]]:7.0f} {g[GAUGES[2]]:6.0f}",
-                    flush=True,
-                )
-                next_report += args.every
-            if elapsed >= args.seconds:
-                break
-            uid = f"soak-{sent:08d}"
+        verbs = ("prioritize",) if args.prioritize_only else ("filter", "prioritize")
+
+        def schedule(n: int) -> None:
+            """Pod number n through the verbs, as kube-scheduler sends them."""
+            uid = f"soak-{n:08d}"
             pod = kubeobjects.pod(
                 uid,
                 namespace="soak",
@@ -173,26 +185,77 @@ def run(args: argparse.Namespace) -> int:
             )
             pod_part = json.dumps(pod)
             if args.names:
-                body = f'{{"Pod":{pod_part},"NodeNames":{names_part}}}'
+                body = f'{{"Pod":{pod_part},"NodeNames":{names_part}}}'.encode()
             else:
-                body = f'{{"Pod":{pod_part},"Nodes":{nodes_part}}}'
-            conn.request(
-                "POST",
-                "/scheduler/prioritize",
-                body=body.encode(),
-                headers={"Content-Type": "application/json"},
+                body = f'{{"Pod":{pod_part},"Nodes":{nodes_part}}}'.encode()
+            for verb in verbs:
+                conn.request(
+                    "POST",
+                    f"/scheduler/{verb}",
+                    body=body,
+                    headers={"Content-Type": "application/json"},
+                )
+                resp = conn.getresponse()
+                answer = resp.read()
+                if resp.status != 200 or not _complete(verb, json.loads(answer), len(names)):
+                    raise RuntimeError(f"{verb} answered {resp.status}: {answer[-300:]!r}")
+
+        cpu0 = cpu_seconds(proc.pid)
+        time.sleep(args.rest)
+        cpu_rest = cpu_seconds(proc.pid) - cpu0
+        print(
+            f"at rest: RSS {mib(proc.pid):.1f} MiB, CPU {cpu_rest * 1000:.0f} ms "
+            f"over {args.rest:g} s ({100 * cpu_rest / args.rest:.2f} % of a core)"
+        )
+        sent = 0
+        if args.burst:
+            cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
+            for n in range(args.burst):
+                schedule(n)
+            wall, cpu = time.monotonic() - t0, cpu_seconds(proc.pid) - cpu0
+            sent = args.burst
+            print(
+                f"burst of {args.burst} pods ({'+'.join(verbs)}, back to back): "
+                f"{wall:.2f} s, RSS {mib(proc.pid):.1f} MiB after, "
+                f"CPU {1000 * cpu / args.burst:.2f} ms per pod"
             )
-            resp = conn.getresponse()
-            answer = resp.read()
-            if resp.status != 200 or len(json.loads(answer)) != len(names):
-                raise RuntimeError(f"prioritize answered {resp.status}: {answer[:200]!r}")
+        print(
+            f"{'t(s)':>6} {'sent':>7} {'RSS MiB':>8} {'CPU ms/pod':>10} {'ledger':>7} "
+            f"{'heap':>7} {'nodes':>6}"
+        )
+        start = time.monotonic()
+        next_report = 0.0
+        period = 1.0 / args.rate
+        last_cpu, last_sent = cpu_seconds(proc.pid), sent
+        streamed = 0
+        while True:
+            elapsed = time.monotonic() - start
+            if elapsed >= next_report:
+                g = gauges(conn)
+                cpu = cpu_seconds(proc.pid)
+                per_pod = (
+                    f"{1000 * (cpu - last_cpu) / (sent - last_sent):10.2f}"
+                    if sent > last_sent
+                    else f"{'-':>10}"
+                )
+                last_cpu, last_sent = cpu, sent
+                print(
+                    f"{elapsed:6.0f} {sent:7d} {mib(proc.pid):8.1f} {per_pod} "
+                    f"{g[GAUGES[0]]:7.0f} {g[GAUGES[1]]:7.0f} {g[GAUGES[2]]:6.0f}",
+                    flush=True,
+                )
+                next_report += args.every
+            if elapsed >= args.seconds:
+                break
+            schedule(sent)
             sent += 1
+            streamed += 1
             # steady rate: sleep until this request's slot, never catch up in a burst
-            delay = start + sent * period - time.monotonic()
+            delay = start + streamed * period - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             elif delay < -1.0:
-                start = time.monotonic() - sent * period  # fell behind: drop the backlog
+                start = time.monotonic() - streamed * period  # fell behind: drop the backlog
         return 0
     finally:
         if proc.poll() is None:
@@ -214,9 +277,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=20, help="nodes per request (default 20)")
     parser.add_argument("--every", type=float, default=10.0, help="report period (default 10 s)")
     parser.add_argument("--names", action="store_true", help="send node names only")
+    parser.add_argument(
+        "--prioritize-only", action="store_true", help="no filter call (default: filter first)"
+    )
+    parser.add_argument("--rest", type=float, default=30.0, help="idle seconds first (default 30)")
+    parser.add_argument("--burst", type=int, default=200, help="pods back to back (default 200)")
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.rate <= 0 or args.nodes < 1 or args.every <= 0:
         parser.error("--seconds, --rate and --every must be > 0, --nodes >= 1")
+    if args.rest <= 0 or args.burst < 0:
+        parser.error("--rest must be > 0 and --burst >= 0")
     return run(args)
 
 

@@ -61,6 +61,11 @@ class Container:
     def cmdlines(self) -> list[str]:
         """Every process's command line in the container, arguments joined by spaces (as
         `tr '\\0' ' ' < /proc/<pid>/cmdline` prints it inside), in pid order."""
+        return [cmdline for _, cmdline in self.processes()]
+
+    def processes(self) -> list[tuple[int, str]]:
+        """Every process in the container as (pid on this machine, command line as
+        cmdlines() gives it), in pid order; /proc/<pid> then has its status and stat."""
         self._refresh()
         top = self._cgroup
         out = []
@@ -72,7 +77,7 @@ class Container:
                 continue
             paths = (line.split(":", 2)[2] for line in groups.splitlines())
             if raw and any(p == top or p.startswith(top + "/") for p in paths):
-                out.append(raw.replace(b"\0", b" ").decode(errors="replace"))
+                out.append((int(entry), raw.replace(b"\0", b" ").decode(errors="replace")))
         return out
 
 
