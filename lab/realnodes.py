@@ -512,6 +512,16 @@ class Cluster(AdminClient):
         return self._kubeconfig
 
 
+def ready_scheduler_image(kube: Cluster) -> str | None:
+    """The image of the control plane's kube-scheduler static pod while it is Running with
+    every container ready (at least one); None otherwise."""
+    pod = kube.core().read_namespaced_pod(f"kube-scheduler-{CONTROL_PLANE}", "kube-system")
+    statuses = pod.status.container_statuses or []
+    if pod.status.phase != "Running" or not statuses or not all(c.ready for c in statuses):
+        return None
+    return str(statuses[0].image)
+
+
 def workload(
     *,
     cpu: str = "10m",

@@ -141,12 +141,10 @@ def real_without_loadwise(real_host, real_kube):
     # (not "loadwise": the lab names its cluster loadwise-lab)
     assert "loadwise-scheduler-config" not in cm.data["ClusterConfiguration"]
 
-    def stock_scheduler_ready() -> bool:
-        pod = real_kube.core().read_namespaced_pod(
-            f"kube-scheduler-{realnodes.CONTROL_PLANE}", "kube-system"
-        )
-        statuses = pod.status.container_statuses or []
-        return pod.status.phase == "Running" and bool(statuses) and all(c.ready for c in statuses)
-
-    wait_for("the kubelet's stock scheduler ready", stock_scheduler_ready, 120, interval=2)
+    wait_for(
+        "the kubelet's stock scheduler ready",
+        lambda: realnodes.ready_scheduler_image(real_kube) is not None,
+        120,
+        interval=2,
+    )
     return real_kube

@@ -92,10 +92,7 @@ def kubeadm_config(real_kube) -> str:
 
 
 def scheduler_ready(real_kube) -> bool:
-    pod = real_kube.core().read_namespaced_pod(SCHEDULER_POD, "kube-system")
-    return pod.status.phase == "Running" and all(
-        c.ready for c in (pod.status.container_statuses or [])
-    )
+    return realnodes.ready_scheduler_image(real_kube) is not None
 
 
 def assert_untouched(real_host, real_kube, pristine) -> None:

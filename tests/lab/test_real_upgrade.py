@@ -41,7 +41,6 @@ CP = realnodes.CONTROL_PLANE
 CONFIG = "/etc/kubernetes/loadwise-scheduler-config.yaml"
 CONFIG_FLAG = f"--config={CONFIG}"
 MANIFEST = "/etc/kubernetes/manifests/kube-scheduler.yaml"
-SCHEDULER_POD = f"kube-scheduler-{CP}"
 BACKUP = "/var/lib/loadwise/backup"  # loadwise_backup_dir's default (docs/ansible.md)
 OLD = realnodes.previous_version()
 NEW = realnodes.K8S_VERSION
@@ -67,15 +66,6 @@ def older(tmp_path_factory):
 def cluster_configuration(kube) -> dict:
     cm = kube.core().read_namespaced_config_map("kubeadm-config", "kube-system")
     return yaml.safe_load(cm.data["ClusterConfiguration"])
-
-
-def running_scheduler_image(kube) -> str | None:
-    """The image of the kubelet's kube-scheduler while it runs and is ready, else None."""
-    pod = kube.core().read_namespaced_pod(SCHEDULER_POD, "kube-system")
-    statuses = pod.status.container_statuses or []
-    if pod.status.phase != "Running" or not statuses or not all(c.ready for c in statuses):
-        return None
-    return str(statuses[0].image)
 
 
 def on_node(host) -> dict:
@@ -117,7 +107,7 @@ def test_kubeadm_upgrade_then_site_keeps_loadwise_on_the_new_release(older):
     wait_for(
         f"the kubelet's {NEW} scheduler with loadwise's flag, ready",
         lambda: (
-            running_scheduler_image(kube) == f"registry.k8s.io/kube-scheduler:{NEW}"
+            realnodes.ready_scheduler_image(kube) == f"registry.k8s.io/kube-scheduler:{NEW}"
             and CONFIG_FLAG in " ".join(host.scheduler_cmdlines())
         ),
         120,
@@ -140,7 +130,7 @@ def test_rollback_after_the_upgrade_leaves_the_new_release_without_loadwise(olde
     assert manifest == render_scheduler(yaml.safe_dump(cc))
     wait_for(
         f"the kubelet's stock {NEW} scheduler, ready",
-        lambda: running_scheduler_image(kube) == f"registry.k8s.io/kube-scheduler:{NEW}",
+        lambda: realnodes.ready_scheduler_image(kube) == f"registry.k8s.io/kube-scheduler:{NEW}",
         120,
     )
     cmdlines = host.scheduler_cmdlines()
