@@ -105,6 +105,18 @@ class Lab(AdminClient):
         except ValueError:
             return body.decode()
 
+    def scheduler_metrics(self, timeout: float = 2) -> str:
+        """The running kube-scheduler's /metrics text, read as admin (it authorizes the
+        path through the API server). Its serving certificate is one it made itself at
+        start, signed by no CA the lab has: the peer is not verified (loopback only)."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        url = f"https://{HOST}:{PORTS['kube-scheduler']}/metrics"
+        with urllib.request.urlopen(url, context=ctx, timeout=timeout) as r:
+            return str(r.read().decode())
+
     # -- processes --------------------------------------------------------------------
 
     def pid(self, name: str) -> int | None:

@@ -436,6 +436,33 @@ def timing(
     )
 
 
+@dataclass(frozen=True)
+class Decisions:
+    """The scheduler's own pace, from its metrics (runner.DecisionWatch)."""
+
+    rate: float | None  # pods decided per second, first sampled decision to the last
+    algorithm: float  # mean scheduling-algorithm seconds per pod (extenders included)
+
+
+def decisions(
+    first: Sequence[float] | None,
+    decided_at: float | None,
+    target: int,
+    algorithm_seconds: float | None,
+    algorithm_pods: int | None,
+) -> Decisions | None:
+    """None when the run has no algorithm figures (results from before they were
+    recorded). The rate counts the pods decided after the first sample that saw one, over
+    the time to the sample that saw the last (samples 0.2 s apart: the scheduler's
+    start-up is left out as the drain leaves it out)."""
+    if not algorithm_pods or algorithm_seconds is None:
+        return None
+    rate = None
+    if first is not None and decided_at is not None and decided_at > first[0]:
+        rate = (target - first[1]) / (decided_at - first[0])
+    return Decisions(rate, algorithm_seconds / algorithm_pods)
+
+
 def replacements(
     evictions: Sequence[Mapping[str, Any]],
     workload: Mapping[str, str],

@@ -19,10 +19,12 @@ from benchmarks.placement.measures import (
     HOT_THRESHOLD,
     OPTIMUM_WORK,
     Bound,
+    Decisions,
     NodeLoad,
     Optimum,
     Summary,
     Timing,
+    decisions,
     exact_optimum,
     lower_bound,
     moved_back,
@@ -55,6 +57,7 @@ class Row:
     error: str | None
     moved_back: int = 0  # replacements of evicted pods bound where the pod was evicted from
     pending: dict[str, int] = field(default_factory=dict)  # PodScheduled message -> pods
+    decisions: Decisions | None = None  # the scheduler's own pace, from its metrics
 
 
 # The tables' order: the baseline, loadwise's policies, then Trimaran's plugins.
@@ -110,6 +113,13 @@ def row(scenario: Scenario, result: RunResult) -> Row:
         result.error,
         moved_back(pairs, result.placed),
         dict(result.pending),
+        decisions(
+            result.first_decided,
+            result.decided_at,
+            scenario.pod_count,
+            result.algorithm_seconds,
+            result.algorithm_pods,
+        ),
     )
 
 
@@ -669,22 +679,37 @@ def cost_table(scenarios: Sequence[Scenario], results: Sequence[RunResult]) -> l
     if not lines:
         return []
     out = [
-        "| nodes | contender | n | pods/s | x stock | p50 ms | p99 ms | x stock | created/s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| nodes | contender | n | pods/s | x stock | p50 ms | p99 ms | x stock "
+        "| decided/s | x stock | algorithm ms/pod | created/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ms = _num(1000, "{:.0f}")
     for n, g, stock in lines:
         ts = _timings(g)
         base = _timings(stock) if stock else []
         tput, p99 = [t.throughput for t in ts], [t.p99 for t in ts]
-        tx = f"{median(tput) / median([t.throughput for t in base]):.2f}" if base else "-"
-        px = f"{median(p99) / median([t.p99 for t in base]):.2f}" if base else "-"
+        tx = _ratio(tput, [t.throughput for t in base])
+        px = _ratio(p99, [t.p99 for t in base])
+        ds = [r.decisions for r in g.runs if r.decisions is not None]
+        rates = [d.rate for d in ds if d.rate is not None]
+        base_rates = [
+            r.decisions.rate
+            for r in (stock.runs if stock else ())
+            if r.decisions is not None and r.decisions.rate is not None
+        ]
         out.append(
             f"| {n} | {g.contender} | {g.n} | {spread(tput, _num(1))} | {tx} "
             f"| {spread([t.p50 for t in ts], ms)} | {spread(p99, ms)} | {px} "
+            f"| {spread(rates, _num(1, '{:.0f}'))} | {_ratio(rates, base_rates)} "
+            f"| {spread([d.algorithm for d in ds], _num(1000, '{:.2f}'))} "
             f"| {spread([t.create_rate for t in ts], _num(1))} |"
         )
     return out
+
+
+def _ratio(mine: Sequence[float], stock: Sequence[float]) -> str:
+    """Median over stock's median at the same node count; "-" without both."""
+    return f"{median(mine) / median(stock):.2f}" if mine and stock else "-"
 
 
 # ------------------------------------------------------------------ plots

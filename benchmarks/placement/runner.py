@@ -109,6 +109,14 @@ class RunResult:
     # Which of the invocation's repeats this run was (0-based) and the order's seed.
     repeat: int | None = None
     seed: int | None = None
+    # From the contender's own /metrics (DecisionWatch): when it had decided every pod
+    # (monotonic, None if it never did or was not sampled), and its scheduling-algorithm
+    # time (filter and score, extenders included) over the pods it decided.
+    decided_at: float | None = None
+    # The first sample that saw a decision: [monotonic time, pods decided by then].
+    first_decided: list[float] | None = None
+    algorithm_seconds: float | None = None
+    algorithm_pods: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -132,6 +140,10 @@ class RunResult:
             "load_end": self.load_end,
             "repeat": self.repeat,
             "seed": self.seed,
+            "decided_at": self.decided_at,
+            "first_decided": self.first_decided,
+            "algorithm_seconds": self.algorithm_seconds,
+            "algorithm_pods": self.algorithm_pods,
         }
 
     @classmethod
@@ -277,6 +289,89 @@ def _apps(lab: Lab) -> Any:
     return client.AppsV1Api(lab.api_client())
 
 
+# The contenders' schedulers connect as this user (lab.scheduler_kubeconfig).
+SCHEDULER_USER = "system:kube-scheduler"
+QUEUED = "loadwise-benchmark-schedulers"
+# Longer than any backlog's requests at once: a binding and an Event per pod.
+QUEUE_LENGTH = 10_000
+
+
+def queue_scheduler_requests(lab: Lab) -> None:
+    """Give the contenders' requests an API Priority and Fairness level that queues them
+    all instead of answering 429.
+
+    The contenders run at 500 QPS (contenders.py), and a backlog run starts 2,000 async
+    bindings at once. Measured on the lab (2026-11-27, scale-100, stock alone, API server
+    and scheduler /metrics every second): the built-in FlowSchema "kube-scheduler" puts
+    them in priority level workload-high, 393 executing and 300 queued (6 queues of 50),
+    the rest answered 429 (pods/binding and events); client-go retries those after a
+    wait, so bindings came back in waves with 10-30 s of nothing between them, and the
+    same stock scheduler drained in 9.9 s in one run and 55.1 s in a later one, although
+    it had decided every pod within 4.5 s each time. The exempt level is no better: with
+    no limit, 900 bindings in flight starved the 2 cores (the scheduler's own cycle took
+    twice as long) and stock drained in 22-25 s. This level has workload-high's share of
+    seats and one queue long enough for a whole backlog, so the API server works at its
+    pace and nothing is refused."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    api = client.FlowcontrolApiserverV1Api(lab.api_client())
+    level = {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "PriorityLevelConfiguration",
+        "metadata": {"name": QUEUED},
+        "spec": {
+            "type": "Limited",
+            "limited": {
+                "nominalConcurrencyShares": 40,  # workload-high's (the built-in default)
+                "limitResponse": {
+                    "type": "Queue",
+                    "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": QUEUE_LENGTH},
+                },
+            },
+        },
+    }
+    schema = {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "FlowSchema",
+        "metadata": {"name": QUEUED},
+        "spec": {
+            # Before the built-in "kube-scheduler" schema (800): the lowest value matches.
+            "matchingPrecedence": 50,
+            "priorityLevelConfiguration": {"name": QUEUED},
+            "rules": [
+                {
+                    "subjects": [{"kind": "User", "user": {"name": SCHEDULER_USER}}],
+                    "resourceRules": [
+                        {
+                            "verbs": ["*"],
+                            "apiGroups": ["*"],
+                            "resources": ["*"],
+                            "namespaces": ["*"],
+                            "clusterScope": True,
+                        }
+                    ],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                }
+            ],
+        },
+    }
+    # Made anew each run: a lab kept from an earlier version of this code may hold others.
+    for delete, create, body in (
+        (api.delete_flow_schema, None, None),
+        (api.delete_priority_level_configuration, api.create_priority_level_configuration, level),
+        (None, api.create_flow_schema, schema),
+    ):
+        if delete is not None:
+            try:
+                delete(QUEUED)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        if create is not None:
+            create(body)
+
+
 def delete_replicasets(lab: Lab, timeout: float = 120) -> None:
     """Delete the benchmark's ReplicaSets (their pods are then deleted like bare ones)."""
     apps = _apps(lab)
@@ -420,6 +515,78 @@ def reset(lab: Lab, scenario: Scenario, log: Callable[[str], None] = log_line) -
 
 
 # ------------------------------------------------------------------ the pod watch
+
+
+# kube-scheduler observes this histogram once per scheduling cycle, right after the
+# algorithm (filter and score, extenders included) chose a node and before the binding,
+# which runs asynchronously (pkg/scheduler/schedule_one.go): its count is the pods decided,
+# its sum their algorithm time.
+ALGORITHM_METRIC = "scheduler_scheduling_algorithm_duration_seconds"
+
+
+def algorithm_totals(text: str) -> tuple[float, float] | None:
+    """(count, sum) of ALGORITHM_METRIC over its series in a /metrics text; None when the
+    text has none."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    count = total = 0.0
+    seen = False
+    for family in text_string_to_metric_families(text):
+        if family.name != ALGORITHM_METRIC:
+            continue
+        for sample in family.samples:
+            if sample.name == f"{ALGORITHM_METRIC}_count":
+                count += sample.value
+                seen = True
+            elif sample.name == f"{ALGORITHM_METRIC}_sum":
+                total += sample.value
+    return (count, total) if seen else None
+
+
+class DecisionWatch:
+    """Samples the running contender's /metrics (every INTERVAL s) and records when it had
+    decided `target` pods (monotonic) and its algorithm time over them.
+
+    In a backlog run the drain (the last binding) also waits on the API server writing
+    2,000 bindings on the same 2 cores; when the scheduler decided the last pod is its own
+    pace, the figure the extender's cost changes directly."""
+
+    INTERVAL = 0.2
+
+    def __init__(self, lab: Lab, target: int) -> None:
+        self.lab = lab
+        self.target = target
+        self.decided_at: float | None = None
+        self.first: tuple[float, float] | None = None  # the first sample with a decision
+        self.count = 0.0
+        self.seconds = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="decision-watch")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._sample()  # the last figures, the scheduler still running
+
+    def _sample(self) -> None:
+        try:
+            got = algorithm_totals(self.lab.scheduler_metrics())
+        except (OSError, ValueError):
+            return  # not up yet, or busy: the next sample counts
+        if got is None:
+            return
+        self.count, self.seconds = got
+        if self.first is None and self.count > 0:
+            self.first = (time.monotonic(), self.count)
+        if self.decided_at is None and self.count >= self.target:
+            self.decided_at = time.monotonic()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.INTERVAL):
+            self._sample()
 
 
 class BindingWatch:
@@ -765,6 +932,7 @@ def run(
     """One scenario against one contender, from a freshly reset lab. In backlog mode the
     pods are created before the contender's scheduler starts."""
     prov, load_start = provenance(), list(os.getloadavg())
+    queue_scheduler_requests(lab)
     reset(lab, scenario, log)
     # Event times have whole seconds: truncated, so that events of this run's first second count.
     since = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
@@ -782,15 +950,25 @@ def run(
         log(f"{scenario.name}: starting {contender.name}")
         with contender.start(lab, wd) as launched:
             started = launched if isinstance(launched, float) else None
-            result = place(
-                lab,
-                scenario,
-                contender.scheduler_name,
-                log,
-                watch=watch,
-                workdir=wd,
-                created=created,
-            )
+            decisions = DecisionWatch(lab, scenario.pod_count)
+            decisions.start()
+            try:
+                result = place(
+                    lab,
+                    scenario,
+                    contender.scheduler_name,
+                    log,
+                    watch=watch,
+                    workdir=wd,
+                    created=created,
+                )
+            finally:
+                decisions.stop()
+            result.decided_at = decisions.decided_at
+            result.first_decided = list(decisions.first) if decisions.first else None
+            if decisions.count:
+                result.algorithm_seconds = decisions.seconds
+                result.algorithm_pods = int(decisions.count)
     except Exception as exc:  # a contender that fails is a result, not the end of the run
         result = RunResult(scenario.name, contender.name, error=f"{type(exc).__name__}: {exc}")
     finally:

@@ -218,3 +218,20 @@ def test_the_optimal_placement_shown_is_evened_out():
     assert got is not None
     assert got.counts == ((15,), (15,), (0,))
     assert got.value == pytest.approx(0.75)
+
+
+def test_the_algorithm_histogram_is_read_from_a_schedulers_metrics():
+    from benchmarks.placement.runner import algorithm_totals
+
+    text = (
+        "# HELP scheduler_scheduling_algorithm_duration_seconds Scheduling algorithm latency\n"
+        "# TYPE scheduler_scheduling_algorithm_duration_seconds histogram\n"
+        'scheduler_scheduling_algorithm_duration_seconds_bucket{le="0.001"} 10\n'
+        'scheduler_scheduling_algorithm_duration_seconds_bucket{le="+Inf"} 2000\n'
+        "scheduler_scheduling_algorithm_duration_seconds_sum 5.15\n"
+        "scheduler_scheduling_algorithm_duration_seconds_count 2000\n"
+        "# TYPE scheduler_pending_pods gauge\n"
+        'scheduler_pending_pods{queue="active"} 0\n'
+    )
+    assert algorithm_totals(text) == (2000.0, 5.15)
+    assert algorithm_totals('scheduler_pending_pods{queue="active"} 3\n') is None

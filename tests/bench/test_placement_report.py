@@ -80,7 +80,7 @@ def test_cost_goals_and_plot_for_the_scale_scenarios(tmp_path):
     rows = [report.row(sc, timed("stock", 0.1)), report.row(sc, timed("loadwise-least-used", 0.3))]
     got = {v.goal: v for v in report.goals(sc, rows, report.bound_of(sc))}
     # throughput: 2000 pods / (1.999 + latency) s; p99 = the latency itself.
-    assert got["throughput >= 0.9x stock"].passed is True
+    assert got["throughput >= 0.8x stock"].passed is True
     assert got["p99 <= 1.2x stock"].passed is False
     assert "(3.00x)" in got["p99 <= 1.2x stock"].detail
     report.write(
@@ -166,3 +166,40 @@ def test_the_exact_optimum_is_reported_beside_the_bound(tmp_path):
     (gone,) = report.optimum_lines(sw, report.bound_of(sw), None)
     assert gone.startswith("Exact optimum: not computed (a feasibility check would take 5 ")
     assert gone.endswith("the lower bound stands alone.")
+
+
+def decided(contender: str, *, rate: float, algorithm_ms: float) -> RunResult:
+    """A scale-100 run whose scheduler decided 100 pods by its first sample and the rest
+    at `rate` pods/s, with `algorithm_ms` of scheduling algorithm per pod."""
+    r = timed(contender, 0.1)
+    r.first_decided = [10.0, 100.0]
+    r.decided_at = 10.0 + 1900 / rate
+    r.algorithm_seconds, r.algorithm_pods = 2000 * algorithm_ms / 1000, 2000
+    return r
+
+
+def test_the_cost_table_gives_the_schedulers_own_pace_beside_the_drain():
+    (sc,) = select(["scale-100"])
+    runs = [decided("stock", rate=400, algorithm_ms=2.5) for _ in range(2)]
+    runs += [decided("null-extender", rate=200, algorithm_ms=5.0)]
+    runs += [timed("loadwise-least-used", 0.1)]  # recorded before the decisions were
+    lines = report.cost_table([sc], runs)
+    assert "| 400 (400-400) | 1.00 | 2.50 (2.50-2.50) |" in lines[2], lines[2]
+    # The report's order: stock, loadwise's policies, then the others by name.
+    assert "| - | - | - |" in lines[3], lines[3]
+    assert "| 200 | 0.50 | 5.00 |" in lines[4], lines[4]
+
+
+def test_results_without_decisions_load_and_round_trip():
+    r = decided("stock", rate=400, algorithm_ms=2.5)
+    back = RunResult.from_json(r.to_json())
+    assert (back.first_decided, back.decided_at, back.algorithm_pods) == (
+        [10.0, 100.0],
+        r.decided_at,
+        2000,
+    )
+    old = r.to_json()
+    for k in ("first_decided", "decided_at", "algorithm_seconds", "algorithm_pods"):
+        del old[k]
+    (sc,) = select(["scale-100"])
+    assert report.row(sc, RunResult.from_json(old)).decisions is None
