@@ -193,6 +193,7 @@ async def serve(settings: Settings, environ: Mapping[str, str] | None = None) ->
             ssl_context=ssl_context if i == 0 else None,
             max_connections=settings.max_connections,
             on_refused=ext.metrics.connections_refused.inc,
+            on_accepted=ext.metrics.connections.labels("scheduler" if i == 0 else "health").inc,
         )
         for i, (runner, (host, port)) in enumerate(zip(runners, addresses, strict=True))
     ]

@@ -74,6 +74,7 @@ class Listener:
         ssl_context: ssl.SSLContext | None = None,
         max_connections: int = 64,
         on_refused: Callable[[], None] | None = None,
+        on_accepted: Callable[[], None] | None = None,
     ) -> None:
         self._runner = runner
         self.host = host
@@ -81,6 +82,7 @@ class Listener:
         self._ssl = ssl_context
         self._max = max_connections
         self._on_refused = on_refused
+        self._on_accepted = on_accepted
         self._throttle = LogThrottle(60.0)
         self._server: asyncio.Server | None = None
 
@@ -93,6 +95,8 @@ class Listener:
         server = self._runner.server
         assert server is not None, "the runner is set up before the listener starts"
         if len(server.connections) < self._max:
+            if self._on_accepted is not None:
+                self._on_accepted()
             return server()
         if self._on_refused is not None:
             self._on_refused()

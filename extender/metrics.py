@@ -123,6 +123,13 @@ class Metrics:
             ["verb", "status", "reason"],
             registry=r,
         )
+        self.connections = Counter(
+            "loadwise_extender_connections_total",
+            "Connections accepted, by listener (scheduler, health). kube-scheduler keeps its "
+            "connections alive, so this stays far below the requests served.",
+            ["listener"],
+            registry=r,
+        )
         self.connections_refused = Counter(
             "loadwise_extender_connections_refused_total",
             "Connections closed on arrival: max_connections were open on that listener.",

@@ -170,6 +170,8 @@ class Contender:
         finally:
             lab.stop("kube-scheduler")
             if extender is not None:
+                if self.kind == "loadwise":
+                    _save_metrics(workdir / f"{self.name}.extender.metrics")
                 stop_child(extender, 10)
             if sched_log.exists():
                 with sched_log.open("rb") as src:
@@ -250,6 +252,18 @@ def _start_extender(contender: Contender, lab: Lab, workdir: Path) -> subprocess
             stderr=subprocess.STDOUT,
         )
     return _ready(contender, proc, log)
+
+
+def _save_metrics(path: Path) -> None:
+    """The extender's /metrics as it stops: the run's requests, their latencies and the
+    connections kube-scheduler opened for them (keep-alive: a few for thousands)."""
+    try:
+        with urllib.request.urlopen(
+            f"http://{EXTENDER_HOST}:{EXTENDER_PORT}/metrics", timeout=5
+        ) as r:
+            path.write_bytes(r.read())
+    except OSError as exc:  # evidence, not a measure: the run stands without it
+        path.write_text(f"# not read: {exc}\n")
 
 
 def _ready(

@@ -74,14 +74,22 @@ async def test_connections_over_the_cap_are_closed_on_arrival(extender):
     runner = web.AppRunner(make_app(ext), access_log=None, handle_signals=False)
     await runner.setup()
     listener = Listener(
-        runner, "127.0.0.1", 0, max_connections=3, on_refused=ext.metrics.connections_refused.inc
+        runner,
+        "127.0.0.1",
+        0,
+        max_connections=3,
+        on_refused=ext.metrics.connections_refused.inc,
+        on_accepted=ext.metrics.connections.labels("scheduler").inc,
     )
     await listener.start()
     clients = [httpx.AsyncClient(base_url=listener.url) for _ in range(3)]
     try:
         for client in clients:  # three keep-alive connections, each open after its answer
-            r = await client.post("/scheduler/filter", content=filter_body(["n1", "n2"]))
-            assert r.status_code == 200 and r.json()["NodeNames"] == ["n1"]
+            for _ in range(4):  # four requests each, on the one connection
+                r = await client.post("/scheduler/filter", content=filter_body(["n1", "n2"]))
+                assert r.status_code == 200 and r.json()["NodeNames"] == ["n1"]
+        accepted = 'loadwise_extender_connections_total{listener="scheduler"} 3.0'
+        assert accepted in ext.metrics.render().decode()
         reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
         writer.write(post_head("/scheduler/filter", 2) + b"{}")
         assert await asyncio.wait_for(reader.read(), 5) == b""  # closed, never answered
