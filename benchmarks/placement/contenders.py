@@ -52,6 +52,7 @@ from typing import Any, Literal
 import msgspec
 import yaml
 
+from benchmarks.placement.runner import Launched
 from lab import Lab
 from lab.components import build_binaries
 from lab.processes import LabError, stop_child
@@ -136,10 +137,11 @@ class Contender:
         return TRIMARAN_BINARY if self.kind == "trimaran" else "kube-scheduler"
 
     @contextlib.contextmanager
-    def start(self, lab: Lab, workdir: Path, *, verbosity: int = 0) -> Iterator[float]:
+    def start(self, lab: Lab, workdir: Path, *, verbosity: int = 0) -> Iterator[Launched]:
         """Start this contender's scheduler (and extender) against ``lab``; stop both after.
         Yields when the scheduler process was launched (``time.monotonic()``, after the
-        extender is ready), the start of a backlog run's drain.
+        extender is ready), the start of a backlog run's drain, and the processes that
+        decide (the scheduler's and the extender's), whose CPU the runner reads.
 
         Configs go to ``workdir``, and so do the logs when it stops:
         ``<name>.scheduler.log`` (this run's part of the lab's kube-scheduler log) and
@@ -163,10 +165,10 @@ class Contender:
             args = [*([f"-v={verbosity}"] if verbosity else []), *self.scheduler_args]
             launched = time.monotonic()
             try:
-                lab.start_scheduler(config, extra_args=args, binary=binary)
+                pid = lab.start_scheduler(config, extra_args=args, binary=binary)
             except LabError as exc:
                 raise ContenderError(f"{self.name}: kube-scheduler did not start: {exc}") from exc
-            yield launched
+            yield Launched(launched, (pid,) if extender is None else (pid, extender.pid))
         finally:
             lab.stop("kube-scheduler")
             if extender is not None:

@@ -442,6 +442,7 @@ class Decisions:
 
     rate: float | None  # pods decided per second, first sampled decision to the last
     algorithm: float  # mean scheduling-algorithm seconds per pod (extenders included)
+    cpu: float | None = None  # CPU seconds per pod, the scheduler and its extender together
 
 
 def decisions(
@@ -450,17 +451,21 @@ def decisions(
     target: int,
     algorithm_seconds: float | None,
     algorithm_pods: int | None,
+    cpu_seconds: float | None = None,
 ) -> Decisions | None:
     """None when the run has no algorithm figures (results from before they were
     recorded). The rate counts the pods decided after the first sample that saw one, over
     the time to the sample that saw the last (samples 0.2 s apart: the scheduler's
-    start-up is left out as the drain leaves it out)."""
+    start-up is left out as the drain leaves it out); `cpu_seconds`, the processes' CPU
+    over the same samples, is shared among the same pods."""
     if not algorithm_pods or algorithm_seconds is None:
         return None
-    rate = None
+    rate = cpu = None
     if first is not None and decided_at is not None and decided_at > first[0]:
         rate = (target - first[1]) / (decided_at - first[0])
-    return Decisions(rate, algorithm_seconds / algorithm_pods)
+        if cpu_seconds is not None and target > first[1]:
+            cpu = cpu_seconds / (target - first[1])
+    return Decisions(rate, algorithm_seconds / algorithm_pods, cpu)
 
 
 def replacements(

@@ -119,6 +119,7 @@ def row(scenario: Scenario, result: RunResult) -> Row:
             scenario.pod_count,
             result.algorithm_seconds,
             result.algorithm_pods,
+            result.decide_cpu_seconds,
         ),
     )
 
@@ -680,8 +681,8 @@ def cost_table(scenarios: Sequence[Scenario], results: Sequence[RunResult]) -> l
         return []
     out = [
         "| nodes | contender | n | pods/s | x stock | p50 ms | p99 ms | x stock "
-        "| decided/s | x stock | algorithm ms/pod | created/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| decided/s | x stock | algorithm ms/pod | CPU ms/pod | created/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ms = _num(1000, "{:.0f}")
     for n, g, stock in lines:
@@ -702,6 +703,7 @@ def cost_table(scenarios: Sequence[Scenario], results: Sequence[RunResult]) -> l
             f"| {spread([t.p50 for t in ts], ms)} | {spread(p99, ms)} | {px} "
             f"| {spread(rates, _num(1, '{:.0f}'))} | {_ratio(rates, base_rates)} "
             f"| {spread([d.algorithm for d in ds], _num(1000, '{:.2f}'))} "
+            f"| {spread([d.cpu for d in ds if d.cpu is not None], _num(1000, '{:.2f}'))} "
             f"| {spread([t.create_rate for t in ts], _num(1))} |"
         )
     return out

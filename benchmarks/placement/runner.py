@@ -49,6 +49,7 @@ import yaml
 
 from benchmarks.placement.exceptions import RunError
 from benchmarks.placement.scenario import Node, Scenario, Workload
+from benchmarks.procstat import cpu_seconds
 from extender import kubeobjects
 from lab import Lab, LabError, rendered
 from lab.components import start_load_watcher
@@ -67,6 +68,15 @@ REPO = Path(__file__).resolve().parents[2]
 # How long the replacements of evicted pods may take to be bound once the descheduler stops.
 REPLACEMENT_SECONDS = 60.0
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What a contender's ``start`` yields: when its scheduler was launched (monotonic) and
+    the pids of the processes that decide, the scheduler's first (then its extender's)."""
+
+    at: float
+    pids: tuple[int, ...]
 
 
 class Starter(Protocol):
@@ -115,6 +125,10 @@ class RunResult:
     decided_at: float | None = None
     # The first sample that saw a decision: [monotonic time, pods decided by then].
     first_decided: list[float] | None = None
+    # CPU seconds the scheduler and its extender (if any) used together from that first
+    # sample to the one that saw the last decision: the cost of deciding, which the
+    # machine's other load barely changes (wall time it does).
+    decide_cpu_seconds: float | None = None
     algorithm_seconds: float | None = None
     algorithm_pods: int | None = None
 
@@ -142,6 +156,7 @@ class RunResult:
             "seed": self.seed,
             "decided_at": self.decided_at,
             "first_decided": self.first_decided,
+            "decide_cpu_seconds": self.decide_cpu_seconds,
             "algorithm_seconds": self.algorithm_seconds,
             "algorithm_pods": self.algorithm_pods,
         }
@@ -553,9 +568,14 @@ class DecisionWatch:
 
     INTERVAL = 0.2
 
-    def __init__(self, lab: Lab, target: int) -> None:
+    def __init__(self, lab: Lab, target: int, pids: Sequence[int] = ()) -> None:
         self.lab = lab
         self.target = target
+        self.pids = tuple(pids)
+        # CPU seconds of `pids` together at the first sample with a decision and at the
+        # sample that saw the last one.
+        self.cpu_first: float | None = None
+        self.cpu_decided: float | None = None
         self.decided_at: float | None = None
         self.first: tuple[float, float] | None = None  # the first sample with a decision
         self.count = 0.0
@@ -581,8 +601,16 @@ class DecisionWatch:
         self.count, self.seconds = got
         if self.first is None and self.count > 0:
             self.first = (time.monotonic(), self.count)
+            self.cpu_first = self._cpu()
         if self.decided_at is None and self.count >= self.target:
             self.decided_at = time.monotonic()
+            self.cpu_decided = self._cpu()
+
+    def _cpu(self) -> float | None:
+        try:
+            return sum(cpu_seconds(p) for p in self.pids) if self.pids else None
+        except (OSError, ValueError, IndexError):
+            return None  # a process gone: no figure rather than a wrong one
 
     def _run(self) -> None:
         while not self._stop.wait(self.INTERVAL):
@@ -949,8 +977,9 @@ def run(
             log(f"{scenario.name}: {len(created)} pods created before the scheduler starts")
         log(f"{scenario.name}: starting {contender.name}")
         with contender.start(lab, wd) as launched:
-            started = launched if isinstance(launched, float) else None
-            decisions = DecisionWatch(lab, scenario.pod_count)
+            started = launched.at if isinstance(launched, Launched) else None
+            pids = launched.pids if isinstance(launched, Launched) else ()
+            decisions = DecisionWatch(lab, scenario.pod_count, pids)
             decisions.start()
             try:
                 result = place(
@@ -966,6 +995,8 @@ def run(
                 decisions.stop()
             result.decided_at = decisions.decided_at
             result.first_decided = list(decisions.first) if decisions.first else None
+            if decisions.cpu_first is not None and decisions.cpu_decided is not None:
+                result.decide_cpu_seconds = decisions.cpu_decided - decisions.cpu_first
             if decisions.count:
                 result.algorithm_seconds = decisions.seconds
                 result.algorithm_pods = int(decisions.count)
