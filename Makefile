@@ -2,7 +2,7 @@
 #   make demo   the product's main job; on one machine with no cluster, the lab demo
 #               (first run builds the real control plane from Go modules, ~25 min)
 #   make test   set up everything from scratch and run the whole test suite
-.PHONY: demo demo-offline lab-up lab-down test test-full setup unit lint bench bench-placement soak footprint
+.PHONY: demo demo-offline lab-up lab-down test test-full setup unit lint bench bench-placement bench-cost soak footprint
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -57,6 +57,18 @@ bench-placement: setup
 		echo "bench-placement: the Trimaran build failed; its contenders will be reported as not run"; \
 	fi
 	flock /tmp/loadwise-lab.lock $(PY) -m benchmarks.placement $(PLACEMENT_ARGS)
+
+# The cost of scheduling through an extender (docs/benchmarks.md, "The cost inside the real
+# scheduler"): 2,000 pods on 100 nodes, stock, stock without batching, a null extender and
+# loadwise, each with both verbs and with prioritize only, 5 interleaved rounds (~40 min);
+# prints the cost table (drain, decided/s, algorithm and CPU ms per pod, ratios, ranges).
+# Its report goes to COST_OUT, not docs/ (which holds every scenario's runs).
+COST_OUT ?= /tmp/loadwise-bench-cost
+bench-cost: setup
+	flock /tmp/loadwise-go.lock lab/build >/dev/null
+	flock /tmp/loadwise-lab.lock $(PY) -m benchmarks.placement --scenarios scale-100 \
+		--contenders stock stock-nobatch null-extender null-prioritize-only \
+		loadwise-least-used loadwise-prioritize-only --out $(COST_OUT) $(COST_ARGS)
 
 # Memory and CPU at rest, in a 200-pod burst and under a steady stream of pods
 # (benchmarks/soak.py, on loopback; SOAK_ARGS="--seconds 3600 --every 300").

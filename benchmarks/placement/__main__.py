@@ -185,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"placement: {exc}", file=sys.stderr)
         return 2
     print(f"placement: wrote {md}")
+    for line in report.cost_table(scenarios, results):  # the backlog scenarios' cost, if run
+        print(line)
     return 0
 
 
