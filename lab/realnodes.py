@@ -291,9 +291,40 @@ def _prepare_node(name: str, index: int, routes: dict[str, str]) -> None:
        timeout=300)  # fmt: skip
     conf = json.dumps(cni_conflist(index), indent=2)
     script = f"cat > /etc/cni/net.d/10-loadwise-lab.conflist <<'EOF'\n{conf}\nEOF\n"
-    for subnet, via in routes.items():
-        script += f"ip route replace {subnet} via {via}\n"
-    sh(name, script)
+    sh(name, script + _route_script(routes))
+
+
+def _route_script(routes: dict[str, str]) -> str:
+    """The commands that route each pod subnet in `routes` via its node's address."""
+    return "".join(f"ip route replace {subnet} via {via}\n" for subnet, via in routes.items())
+
+
+def pod_routes(name: str, ips: dict[str, str]) -> dict[str, str]:
+    """Node `name`'s routes to the other nodes' pod subnets: subnet -> that node's address."""
+    return {node_subnet(i): ips[o] for i, o in enumerate(nodes()) if o != name}
+
+
+def stop_node(name: str) -> None:
+    """Stop a node's container at once, as a power cut does (SIGKILL to its init; nothing
+    inside shuts down); the cluster keeps its Node object, which goes NotReady once the
+    kubelet's heartbeats stop for the node controller's grace period. Not `podman stop`: here
+    (podman 4.3, cgroup v1, no systemd on the machine) the node's systemd, shutting down,
+    removes every node's directory under /sys/fs/cgroup/systemd/libpod_parent, after which
+    `podman exec` into the other nodes fails ("error adding pid ... to cgroups") and the
+    control plane's API server stopped answering (2026-11-27)."""
+    podman("kill", "--signal", "KILL", name)
+    podman("wait", name, timeout=60)
+
+
+def start_node(name: str) -> None:
+    """Start a stopped node's container again. Its systemd starts containerd and the kubelet
+    (both enabled in the image) on the state kept in its volumes, but its network namespace
+    is new: the routes to the other nodes' pod subnets are gone, and podman may hand it
+    another address, so every node's routes are written again from the current addresses."""
+    podman("start", name)
+    ips = {n: address(n) for n in nodes()}
+    for node in nodes():
+        sh(node, _route_script(pod_routes(node, ips)))
 
 
 def import_image(node: str, archive: Path, *, platform: str | None = None) -> str:
@@ -325,8 +356,7 @@ def up(*, out: Any = None, previous: bool = False) -> UpResult:
         ips = dict(zip(nodes(), pool.map(lambda n: _start_node(n, image), nodes()), strict=True))
 
         def prepare(index: int, name: str) -> None:
-            routes = {node_subnet(i): ips[o] for i, o in enumerate(nodes()) if o != name}
-            _prepare_node(name, index, routes)
+            _prepare_node(name, index, pod_routes(name, ips))
             if older is not None:
                 import_image(name, older)
 
@@ -633,11 +663,17 @@ def make_hot(cluster: Cluster, node: str, millicores: int, extender_url: str) ->
             return False
 
     wait_for(f"metrics-server to measure the burner on {node}", measured, 180, 3)
-    seen = time.time()
+    wait_load_after(time.time(), extender_url, "that")
+    return node_cpu_millicores(cluster, node)
+
+
+def wait_load_after(seen: float, extender_url: str, what: str, timeout: float = 180) -> None:
+    """Wait until the extender on the control plane holds a load measured after `seen` (epoch
+    seconds): its loadwise_extender_load_age_seconds dates the snapshot's window end. `what`
+    names the moment for the timeout's message."""
 
     def extender_caught_up() -> bool:
         age = extender_metric(CONTROL_PLANE, extender_url, "loadwise_extender_load_age_seconds")
         return age is not None and age >= 0 and time.time() - age > seen
 
-    wait_for("the extender to hold a load measured after that", extender_caught_up, 180, 3)
-    return node_cpu_millicores(cluster, node)
+    wait_for(f"the extender to hold a load measured after {what}", extender_caught_up, timeout, 3)

@@ -42,12 +42,15 @@ PODMAN_GROUP = "podman"  # the molecule scenarios and the real-node cluster
 # The real-node modules share one cluster (tests/lab/conftest.py) and run in this order: the
 # site tests start from kubeadm's own cluster and end with loadwise rolled back, so the next
 # modules need no reset; test_real_nodes edits the scheduler's manifest by hand; the installer
-# checks prove their own clean start (a reset) and roll back what they install.
+# checks prove their own clean start (a reset) and roll back what they install; the fault
+# tests (full) install loadwise on what the installer left and leave it so: only
+# test_real_upgrade.py, which replaces the cluster, runs after them.
 REALNODE_ORDER = (
     "test_real_site.py",
     "test_real_prometheus.py",
     "test_real_nodes.py",
     "test_real_installer.py",
+    "test_real_faults.py",
 )
 
 
