@@ -377,6 +377,23 @@ def _spread(
     return [tuple(c) for c in cur]
 
 
+def largest_share(
+    bindings: Mapping[str, str], owner: Mapping[str, str], replicas: Mapping[str, int]
+) -> float | None:
+    """The largest part of one workload's replicas bound to a single node (pod -> node in
+    `bindings`, pod -> workload in `owner`): what losing that node takes from the workload,
+    1/n when its replicas are spread evenly over n nodes, 1.0 when all share one. Packing
+    by load can trade this away, so it stands beside the utilisation. None without pods."""
+    per: Counter[tuple[str, str]] = Counter()
+    for pod, node in bindings.items():
+        w = owner.get(pod)
+        if w is not None and replicas.get(w):
+            per[(w, node)] += 1
+    if not per:
+        return None
+    return max(n / replicas[w] for (w, _), n in per.items())
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The nearest-rank percentile (q in 0..100]: the smallest value with at least q % of
     the values at or below it. No interpolation: every figure reported was observed."""

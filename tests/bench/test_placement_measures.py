@@ -235,3 +235,19 @@ def test_the_algorithm_histogram_is_read_from_a_schedulers_metrics():
     )
     assert algorithm_totals(text) == (2000.0, 5.15)
     assert algorithm_totals('scheduler_pending_pods{queue="active"} 3\n') is None
+
+
+def test_largest_share_is_the_most_of_one_workload_on_one_node():
+    from benchmarks.placement.measures import largest_share
+
+    owner = {"a-1": "a", "a-2": "a", "a-3": "a", "a-4": "a", "b-1": "b", "b-2": "b"}
+    # a: 2 of 4 on n1; b: both of its 2 on n2 (the worst); a pod of no workload is ignored.
+    bindings = {"a-1": "n1", "a-2": "n1", "a-3": "n2", "a-4": "n3", "b-1": "n2", "b-2": "n2"}
+    assert largest_share({**bindings, "x": "n1"}, owner, {"a": 4, "b": 2}) == 1.0
+    assert (
+        largest_share(
+            {k: v for k, v in bindings.items() if k.startswith("a")}, owner, {"a": 4, "b": 2}
+        )
+        == 0.5
+    )
+    assert largest_share({}, owner, {"a": 4}) is None

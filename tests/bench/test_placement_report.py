@@ -210,3 +210,15 @@ def test_results_without_decisions_load_and_round_trip():
         del old[k]
     (sc,) = select(["scale-100"])
     assert report.row(sc, RunResult.from_json(old)).decisions is None
+
+
+def test_the_largest_share_of_a_workload_on_one_node_is_shown_beside_the_utilisation(tmp_path):
+    (sc,) = select(["hog"])
+    spread = result("stock", {"hog-a": 10, "hog-b": 10, "hog-c": 10})
+    packed = result("loadwise-least-used", {"hog-a": 15, "hog-b": 15})
+    assert report.row(sc, spread).largest_share == 10 / 30
+    assert report.row(sc, packed).largest_share == 15 / 30
+    md = report.write(tmp_path, [sc], [spread, packed], started="t").read_text()
+    # nodes > 80 %, pods on hot, then the largest share: a third, then half, of the 30.
+    assert "| 1 | 10 | 33 | 0 |" in md, md
+    assert "| 0 | 0 | 50 | 0 |" in md, md
