@@ -5,6 +5,7 @@ import msgspec
 from extender.cluster import ClusterWatch
 from extender.estimate import EstimatorArgs, TLPArgs
 from extender.ledger import Ledger
+from extender.model import PodLoad
 from extender.wire import Node, Pod
 
 from .helpers import container, node_json, pod_json
@@ -43,3 +44,43 @@ def test_a_pod_with_an_unusable_amount_does_not_stop_the_list(caplog):
     facts = watch.facts()
     assert facts.pod_counts == {"n1": 2}
     assert "pod uid-bad left out of the node totals" in caplog.text
+
+
+def test_the_totals_follow_every_add_move_and_delete_as_a_full_sum_would():
+    """facts() re-adds only the nodes a pod event touched; after any sequence of events it
+    equals the sum over every pod, and an object handed out earlier keeps its figures."""
+    import random
+
+    from extender.estimate import pod_load
+
+    rng = random.Random(7)
+    watch = _watch()
+    where: dict[str, tuple[str, PodLoad]] = {}  # pod -> (node, what it counts)
+    before = watch.facts()
+    for step in range(400):
+        name = f"p{rng.randrange(40)}"
+        if name in where and rng.random() < 0.3:
+            watch._pod_event("DELETED", _pod(name, {"cpu": "1m"}, where.pop(name)[0]))
+        else:
+            node = f"n{rng.randrange(5)}"
+            pod = _pod(name, {"cpu": f"{rng.randrange(1, 500)}m", "memory": "64Mi"}, node)
+            # a pod seen again on its node keeps its first figures, as the watch does
+            if where.get(name, ("", None))[0] != node:
+                where[name] = (node, pod_load(pod, EstimatorArgs(), TLPArgs()))
+            watch._pod_event("MODIFIED", pod)
+        if step % 7 == 0:
+            facts = watch.facts()
+            nodes = {n for n, _ in where.values()}
+            assert facts.pod_counts == {
+                n: sum(1 for m, _ in where.values() if m == n) for n in nodes
+            }, step
+            for n in nodes:
+                loads = [load for m, load in where.values() if m == n]
+                cpu = sum(load.usage.cpu_millis for load in loads)
+                memory = sum(load.usage.memory_bytes for load in loads)
+                tlp = sum(load.tlp_cpu_millis for load in loads)
+                got = facts.pod_usage[n]
+                assert (got.cpu_millis, got.memory_bytes) == (cpu, memory), step
+                assert facts.pod_tlp_cpu[n] == tlp, step
+            assert set(facts.pod_usage) == set(facts.pod_tlp_cpu) == nodes
+    assert before.pod_counts == {} and before.pod_usage == {}  # unchanged under its holder
