@@ -14,6 +14,7 @@ load-watcher port makes two impossible).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -105,16 +106,23 @@ class Lab(AdminClient):
         except ValueError:
             return body.decode()
 
-    def scheduler_metrics(self, timeout: float = 2) -> str:
-        """The running kube-scheduler's /metrics text, read as admin (it authorizes the
-        path through the API server). Its serving certificate is one it made itself at
-        start, signed by no CA the lab has: the peer is not verified (loopback only)."""
+    @functools.cached_property
+    def _scheduler_ssl(self) -> ssl.SSLContext:
+        """Admin's certificate for the scheduler's port. Its serving certificate is one it
+        made itself at start, signed by no CA the lab has: the peer is not verified
+        (loopback only). Built once: the placement benchmark reads /metrics 5 times a
+        second."""
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
         ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        return ctx
+
+    def scheduler_metrics(self, timeout: float = 2) -> str:
+        """The running kube-scheduler's /metrics text, read as admin (it authorizes the
+        path through the API server)."""
         url = f"https://{HOST}:{PORTS['kube-scheduler']}/metrics"
-        with urllib.request.urlopen(url, context=ctx, timeout=timeout) as r:
+        with urllib.request.urlopen(url, context=self._scheduler_ssl, timeout=timeout) as r:
             return str(r.read().decode())
 
     # -- processes --------------------------------------------------------------------
@@ -153,6 +161,7 @@ class Lab(AdminClient):
         for d in (self.run, self.pki, self.logs, self.pids):
             d.mkdir(parents=True, exist_ok=True)
         self._api = None
+        self.__dict__.pop("_scheduler_ssl", None)  # the certificates are made anew below
         procs = self.procs
         try:
             write_pki(self.pki, self.run, self.server)

@@ -95,12 +95,8 @@ def row(scenario: Scenario, result: RunResult) -> Row:
     if bindings:
         loads = node_loads(scenario.all_nodes(), usage, bindings)
         summary = summarise(loads)
-    pairs = replacements(
-        result.evictions,
-        result.workloads,
-        result.created,
-        {w.name: w.replicas for w in scenario.workloads},
-    )
+    replicas = {w.name: w.replicas for w in scenario.workloads}
+    pairs = replacements(result.evictions, result.workloads, result.created, replicas)
     owner = {p: w.name for w in scenario.workloads for p in w.pod_names()}
     owner.update({p: w for p, w in result.workloads.items() if w in names})
     created = {p: t for p, t in result.created.items() if p not in pairs}
@@ -125,7 +121,7 @@ def row(scenario: Scenario, result: RunResult) -> Row:
             result.algorithm_pods,
             result.decide_cpu_seconds,
         ),
-        largest_share(bindings, owner, {w.name: w.replicas for w in scenario.workloads}),
+        largest_share(bindings, owner, replicas),
     )
 
 

@@ -372,19 +372,15 @@ def queue_scheduler_requests(lab: Lab) -> None:
         },
     }
     # Made anew each run: a lab kept from an earlier version of this code may hold others.
-    for delete, create, body in (
-        (api.delete_flow_schema, None, None),
-        (api.delete_priority_level_configuration, api.create_priority_level_configuration, level),
-        (None, api.create_flow_schema, schema),
-    ):
-        if delete is not None:
-            try:
-                delete(QUEUED)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-        if create is not None:
-            create(body)
+    # The schema goes first and comes back last, so it never names a missing level.
+    for delete in (api.delete_flow_schema, api.delete_priority_level_configuration):
+        try:
+            delete(QUEUED)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    api.create_priority_level_configuration(level)
+    api.create_flow_schema(schema)
 
 
 def delete_replicasets(lab: Lab, timeout: float = 120) -> None:
