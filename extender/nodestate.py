@@ -80,7 +80,9 @@ def build_states(
     recent = ledger.recent(since)
     unconfirmed = ledger.unconfirmed() if cluster is not None else None
     everything = ledger.everything() if cluster is None else None
-    floor_cpu, floor_mem = _floor(snapshot)
+    # Only a node the snapshot lacks reads the floor; a prioritize answer's Event asks
+    # for its one winner, so it is not worked out over every reading per request.
+    floor: tuple[float, float] | None = None
     stale = not fresh
     refused = snapshot.invalid
 
@@ -120,6 +122,9 @@ def build_states(
             extra = (everything or {}).get(name, _EMPTY)
         usage = usage + extra.usage
         tlp += extra.tlp_cpu_millis
+        if floor is None:
+            floor = _floor(snapshot)
+        floor_cpu, floor_mem = floor
         if info is not None and info.cpu_capacity_millis and info.memory_capacity_bytes:
             cpu_pct = floor_cpu + 100 * usage.cpu_millis / info.cpu_capacity_millis
             mem_pct = floor_mem + 100 * usage.memory_bytes / info.memory_capacity_bytes
