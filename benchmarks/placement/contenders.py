@@ -11,7 +11,14 @@ pod meant for another contender is never bound by this one:
   ``extenders:`` entry the Ansible role writes (tests/lab/e2e.py builds the same one);
 - ``trimaran-tlp`` / ``trimaran-lvrb``: kube-scheduler built from sigs.k8s.io/scheduler-plugins
   v0.34.7 (``lab/build trimaran-scheduler``) with TargetLoadPacking or
-  LoadVariationRiskBalancing at their default arguments, reading the same load-watcher;
+  LoadVariationRiskBalancing at their default arguments, reading the same load-watcher, at
+  plugin weight 1, as the plugins' READMEs configure them;
+- ``trimaran-tlp-w<N>`` / ``trimaran-lvrb-w<N>``: the same at score weight N. kube-scheduler
+  multiplies an extender's 0..10 priority by its weight and by MaxNodeScore /
+  MaxExtenderPriority = 10 (pkg/scheduler/schedule_one.go), so loadwise at the role's weight
+  10 moves a node by up to 1,000 points, where a plugin's 0..100 at weight 1 moves it by 100
+  beside the default plugins' own scores. At ``FAIR_TRIMARAN_WEIGHT`` (= the extender's
+  weight) the two have the same say; w3 sits between, for the sweep;
 - ``null-extender``: the lab's kube-scheduler with the same ``extenders:`` entry as loadwise
   (verbs, nodeCacheCapable, weight, timeout), pointing at a server on loopback that answers
   at once: filter keeps every candidate, prioritize scores every node 0. What a backlog costs
@@ -60,6 +67,7 @@ from lab.processes import LabError, stop_child
 __all__ = [
     "CONTENDERS",
     "EXTENDER_PORT",
+    "FAIR_TRIMARAN_WEIGHT",
     "SCHEDULER_BURST",
     "SCHEDULER_QPS",
     "Contender",
@@ -80,6 +88,10 @@ EXTENDER_PORT = 18890
 # The extender's weight in the scheduler config: what the Ansible role writes by default.
 _ROLE_DEFAULTS = REPO / "roles/loadwise_scheduler_config/defaults/main.yml"
 TRIMARAN_BINARY = "trimaran-scheduler"
+# A Trimaran plugin's weight at which its 0..100 score moves a node as far as the extender's
+# 0..10 priority at the role's weight does (x10, see the module's docstring); a test keeps it
+# equal to extender_weight().
+FAIR_TRIMARAN_WEIGHT = 10
 # The first load document can take a minute: load-watcher collects once a minute (docs/lab.md).
 EXTENDER_READY_SECONDS = 150.0
 
@@ -95,12 +107,12 @@ def extender_weight() -> int:
     return int(yaml.safe_load(_ROLE_DEFAULTS.read_text())["loadwise_scheduler_config_weight"])
 
 
-def _trimaran_profile(plugin: str, load_watcher_url: str) -> dict[str, Any]:
-    """A profile enabling one Trimaran score plugin with only ``watcherAddress`` set, so every
-    other argument is scheduler-plugins' default (apis/config/v1/defaults.go: TargetLoadPacking
-    targetUtilization 40, defaultRequests 1 CPU, defaultRequestsMultiplier 1.5;
-    LoadVariationRiskBalancing safeVarianceMargin 1, safeVarianceSensitivity 1)."""
-    score: dict[str, Any] = {"enabled": [{"name": plugin}]}
+def _trimaran_profile(plugin: str, load_watcher_url: str, weight: int = 1) -> dict[str, Any]:
+    """A profile enabling one Trimaran score plugin at ``weight`` with only ``watcherAddress``
+    set, so every other argument is scheduler-plugins' default (apis/config/v1/defaults.go:
+    TargetLoadPacking targetUtilization 40, defaultRequests 1 CPU, defaultRequestsMultiplier
+    1.5; LoadVariationRiskBalancing safeVarianceMargin 1, safeVarianceSensitivity 1)."""
+    score: dict[str, Any] = {"enabled": [{"name": plugin, "weight": weight}]}
     if plugin == "TargetLoadPacking":
         # The plugin's README (pkg/trimaran/targetloadpacking) disables the request-based
         # spreading scores, which pull against packing: NodeResourcesBalancedAllocation and
@@ -130,6 +142,8 @@ class Contender:
     """More kube-scheduler flags (``stock-nobatch``: a feature gate)."""
     filter_verb: bool = True
     """An extender contender's entry names the filter verb; False: prioritize-only."""
+    plugin_weight: int = 1
+    """A Trimaran contender's score weight for its plugin."""
 
     @property
     def binary(self) -> str:
@@ -190,7 +204,9 @@ def scheduler_config(
     if contender.kind == "trimaran":
         if contender.policy is None:
             raise ContenderError(f"{contender.name}: a Trimaran contender needs its plugin name")
-        profile.update(_trimaran_profile(contender.policy, load_watcher_url))
+        profile.update(
+            _trimaran_profile(contender.policy, load_watcher_url, contender.plugin_weight)
+        )
     cfg: dict[str, Any] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -405,6 +421,14 @@ CONTENDERS: dict[str, Contender] = {
         Contender("loadwise-lvrb", "loadwise-lvrb", "loadwise", "load-variation-risk-balancing"),
         Contender("trimaran-tlp", "trimaran-tlp", "trimaran", "TargetLoadPacking"),
         Contender("trimaran-lvrb", "trimaran-lvrb", "trimaran", "LoadVariationRiskBalancing"),
+        *(
+            Contender(f"{name}-w{w}", f"{name}-w{w}", "trimaran", plugin, plugin_weight=w)
+            for name, plugin in (
+                ("trimaran-tlp", "TargetLoadPacking"),
+                ("trimaran-lvrb", "LoadVariationRiskBalancing"),
+            )
+            for w in (3, FAIR_TRIMARAN_WEIGHT)
+        ),
         Contender("null-extender", "null-extender", "null"),
         Contender(
             "loadwise-prioritize-only",

@@ -20,6 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from benchmarks.placement.contenders import (
     CONTENDERS,
+    FAIR_TRIMARAN_WEIGHT,
     SCHEDULER_BURST,
     SCHEDULER_QPS,
     Contender,
@@ -43,6 +44,10 @@ WANTED = {
     "loadwise-lvrb",
     "trimaran-tlp",
     "trimaran-lvrb",
+    "trimaran-tlp-w3",
+    "trimaran-tlp-w10",
+    "trimaran-lvrb-w3",
+    "trimaran-lvrb-w10",
     "null-extender",
     "stock-nobatch",
     "loadwise-prioritize-only",
@@ -102,16 +107,21 @@ def test_the_three_loadwise_policies_are_all_covered():
 
 
 @pytest.mark.parametrize(
-    ("name", "plugin"),
-    [("trimaran-tlp", "TargetLoadPacking"), ("trimaran-lvrb", "LoadVariationRiskBalancing")],
+    ("name", "plugin", "weight"),
+    [
+        ("trimaran-tlp", "TargetLoadPacking", 1),
+        ("trimaran-lvrb", "LoadVariationRiskBalancing", 1),
+        ("trimaran-tlp-w3", "TargetLoadPacking", 3),
+        ("trimaran-lvrb-w10", "LoadVariationRiskBalancing", 10),
+    ],
 )
-def test_trimaran_contenders_enable_one_plugin_reading_load_watcher(name, plugin):
+def test_trimaran_contenders_enable_one_plugin_reading_load_watcher(name, plugin, weight):
     c = CONTENDERS[name]
     assert c.binary == "trimaran-scheduler"
     cfg = scheduler_config(c, WATCHER)
     assert "extenders" not in cfg
     [profile] = cfg["profiles"]
-    assert profile["plugins"]["score"]["enabled"] == [{"name": plugin}]
+    assert profile["plugins"]["score"]["enabled"] == [{"name": plugin, "weight": weight}]
     # defaults: only the load-watcher address is set
     assert profile["pluginConfig"] == [{"name": plugin, "args": {"watcherAddress": WATCHER}}]
 
@@ -246,3 +256,12 @@ def test_prioritize_only_contenders_differ_from_their_twins_by_the_filter_verb_a
         del b["extenders"][0]["filterVerb"]
         assert a["extenders"] == b["extenders"]
         assert CONTENDERS[one].policy == CONTENDERS[both].policy
+
+
+def test_the_fair_trimaran_weight_gives_the_plugin_the_extenders_say():
+    # kube-scheduler adds an extender's priority (0..10) x its weight x MaxNodeScore /
+    # MaxExtenderPriority (100 / 10); a score plugin adds its score (0..100) x its weight.
+    extender_most = 10 * extender_weight() * (100 // 10)
+    assert 100 * FAIR_TRIMARAN_WEIGHT == extender_most
+    fair = [c for c in CONTENDERS.values() if c.plugin_weight == FAIR_TRIMARAN_WEIGHT]
+    assert {c.policy for c in fair} == {"TargetLoadPacking", "LoadVariationRiskBalancing"}
