@@ -460,6 +460,7 @@ class Decisions:
     rate: float | None  # pods decided per second, first sampled decision to the last
     algorithm: float  # mean scheduling-algorithm seconds per pod (extenders included)
     cpu: float | None = None  # CPU seconds per pod, the scheduler and its extender together
+    extender_cpu: float | None = None  # of which the extender's process
 
 
 def decisions(
@@ -469,20 +470,24 @@ def decisions(
     algorithm_seconds: float | None,
     algorithm_pods: int | None,
     cpu_seconds: float | None = None,
+    extender_cpu_seconds: float | None = None,
 ) -> Decisions | None:
     """None when the run has no algorithm figures (results from before they were
     recorded). The rate counts the pods decided after the first sample that saw one, over
     the time to the sample that saw the last (samples 0.2 s apart: the scheduler's
     start-up is left out as the drain leaves it out); `cpu_seconds`, the processes' CPU
-    over the same samples, is shared among the same pods."""
+    over the same samples, is shared among the same pods, and so is `extender_cpu_seconds`,
+    the extender's part of it."""
     if not algorithm_pods or algorithm_seconds is None:
         return None
-    rate = cpu = None
+    rate = cpu = extender = None
     if first is not None and decided_at is not None and decided_at > first[0]:
         rate = (target - first[1]) / (decided_at - first[0])
-        if cpu_seconds is not None and target > first[1]:
-            cpu = cpu_seconds / (target - first[1])
-    return Decisions(rate, algorithm_seconds / algorithm_pods, cpu)
+        if target > first[1]:
+            pods = target - first[1]
+            cpu = None if cpu_seconds is None else cpu_seconds / pods
+            extender = None if extender_cpu_seconds is None else extender_cpu_seconds / pods
+    return Decisions(rate, algorithm_seconds / algorithm_pods, cpu, extender)
 
 
 def replacements(

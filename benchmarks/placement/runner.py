@@ -129,6 +129,8 @@ class RunResult:
     # sample to the one that saw the last decision: the cost of deciding, which the
     # machine's other load barely changes (wall time it does).
     decide_cpu_seconds: float | None = None
+    # Of which the extender's own process (None: a contender without one).
+    extender_cpu_seconds: float | None = None
     algorithm_seconds: float | None = None
     algorithm_pods: int | None = None
 
@@ -157,6 +159,7 @@ class RunResult:
             "decided_at": self.decided_at,
             "first_decided": self.first_decided,
             "decide_cpu_seconds": self.decide_cpu_seconds,
+            "extender_cpu_seconds": self.extender_cpu_seconds,
             "algorithm_seconds": self.algorithm_seconds,
             "algorithm_pods": self.algorithm_pods,
         }
@@ -569,9 +572,11 @@ class DecisionWatch:
         self.target = target
         self.pids = tuple(pids)
         # CPU seconds of `pids` together at the first sample with a decision and at the
-        # sample that saw the last one.
+        # sample that saw the last one; the same of the extender alone (`pids[1:]`).
         self.cpu_first: float | None = None
         self.cpu_decided: float | None = None
+        self.extender_cpu_first: float | None = None
+        self.extender_cpu_decided: float | None = None
         self.decided_at: float | None = None
         self.first: tuple[float, float] | None = None  # the first sample with a decision
         self.count = 0.0
@@ -597,14 +602,17 @@ class DecisionWatch:
         self.count, self.seconds = got
         if self.first is None and self.count > 0:
             self.first = (time.monotonic(), self.count)
-            self.cpu_first = self._cpu()
+            self.cpu_first = self._cpu(self.pids)
+            self.extender_cpu_first = self._cpu(self.pids[1:])
         if self.decided_at is None and self.count >= self.target:
             self.decided_at = time.monotonic()
-            self.cpu_decided = self._cpu()
+            self.cpu_decided = self._cpu(self.pids)
+            self.extender_cpu_decided = self._cpu(self.pids[1:])
 
-    def _cpu(self) -> float | None:
+    @staticmethod
+    def _cpu(pids: Sequence[int]) -> float | None:
         try:
-            return sum(cpu_seconds(p) for p in self.pids) if self.pids else None
+            return sum(cpu_seconds(p) for p in pids) if pids else None
         except (OSError, ValueError, IndexError):
             return None  # a process gone: no figure rather than a wrong one
 
@@ -993,6 +1001,9 @@ def run(
             result.first_decided = list(decisions.first) if decisions.first else None
             if decisions.cpu_first is not None and decisions.cpu_decided is not None:
                 result.decide_cpu_seconds = decisions.cpu_decided - decisions.cpu_first
+            first, last = decisions.extender_cpu_first, decisions.extender_cpu_decided
+            if first is not None and last is not None:
+                result.extender_cpu_seconds = last - first
             if decisions.count:
                 result.algorithm_seconds = decisions.seconds
                 result.algorithm_pods = int(decisions.count)

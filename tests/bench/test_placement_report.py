@@ -184,6 +184,8 @@ def decided(contender: str, *, rate: float, algorithm_ms: float) -> RunResult:
     r.decided_at = 10.0 + 1900 / rate
     r.algorithm_seconds, r.algorithm_pods = 2000 * algorithm_ms / 1000, 2000
     r.decide_cpu_seconds = 1900 * 2 * algorithm_ms / 1000  # twice the algorithm time
+    if contender != "stock":
+        r.extender_cpu_seconds = r.decide_cpu_seconds / 4  # a quarter of it in the extender
     return r
 
 
@@ -193,10 +195,10 @@ def test_the_cost_table_gives_the_schedulers_own_pace_beside_the_drain():
     runs += [decided("null-extender", rate=200, algorithm_ms=5.0)]
     runs += [timed("loadwise-least-used", 0.1)]  # recorded before the decisions were
     lines = report.cost_table([sc], runs)
-    assert "| 400 (400-400) | 1.00 | 2.50 (2.50-2.50) | 5.00 (5.00-5.00) |" in lines[2], lines[2]
+    assert "| 400 (400-400) | 1.00 | 2.50 (2.50-2.50) | 5.00 (5.00-5.00) | - |" in lines[2]
     # The report's order: stock, loadwise's policies, then the others by name.
-    assert "| - | - | - | - |" in lines[3], lines[3]
-    assert "| 200 | 0.50 | 5.00 | 10.00 |" in lines[4], lines[4]
+    assert "| - | - | - | - | - |" in lines[3], lines[3]
+    assert "| 200 | 0.50 | 5.00 | 10.00 | 2.50 |" in lines[4], lines[4]
 
 
 def test_results_without_decisions_load_and_round_trip():
@@ -214,6 +216,7 @@ def test_results_without_decisions_load_and_round_trip():
         "algorithm_seconds",
         "algorithm_pods",
         "decide_cpu_seconds",
+        "extender_cpu_seconds",
     ):
         del old[k]
     (sc,) = select(["scale-100"])
