@@ -49,7 +49,7 @@ from .decide import (
     to_priorities,
 )
 from .estimate import PodFacts, go_round
-from .ledger import Pending
+from .ledger import NodeTotals, Pending
 from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
@@ -87,27 +87,6 @@ class FastAnswer:
         if self.win is None:
             return []
         return _stepped(self.fine, self.win, PRIORITY_OF[self.fine[self.win]])
-
-
-def _changed(cpu: list[float], cpu0: list[float], mem: list[float], mem0: list[float]) -> list[int]:
-    """The indices below ``len(cpu0)`` where ``cpu`` or ``mem`` differ from ``cpu0`` or
-    ``mem0``, in order. Between two requests the ledger changes one node's totals or
-    two, so halves that are equal are dropped with one C list compare each (identity
-    first) and only the spans holding a change are split further: 1,000 totals with
-    one changed, 17 us, against 53 us for ``compress(keys, map(ne, ...))`` over all
-    of them (100 totals: 4 us against 6 us)."""
-    out: list[int] = []
-    spans = [(0, len(cpu0))]
-    while spans:
-        lo, hi = spans.pop()
-        if cpu[lo:hi] == cpu0[lo:hi] and mem[lo:hi] == mem0[lo:hi]:
-            continue
-        if hi - lo <= 32:
-            out.extend(i for i in range(lo, hi) if cpu[i] != cpu0[i] or mem[i] != mem0[i])
-        else:
-            mid = (lo + hi) // 2
-            spans += ((mid, hi), (lo, mid))  # the lower half is looked at first
-    return out
 
 
 def _scorer(policy: LeastUsed) -> Callable[[int, float, int, float], int]:
@@ -207,7 +186,7 @@ class _Synced:
     ``_MEM_OF``: the estimate the scores count, or the request the filter counts) and
     what a node's new totals change (``rescore``)."""
 
-    __slots__ = ("applied", "cpu", "cpu_used", "keys", "mem", "mem_used", "pc", "pm")
+    __slots__ = ("applied", "cpu_used", "mem_used", "origin", "pc", "pm", "seen")
 
     _CPU_OF: Callable[[Pending], float] = _CPU
     _MEM_OF: Callable[[Pending], float] = _MEMORY
@@ -217,9 +196,8 @@ class _Synced:
         self.cpu_used: list[float] = []
         self.mem_used: list[float] = []
         self.applied: dict[str, tuple[float, float]] = {}
-        self.keys: list[str] = []
-        self.cpu: list[float] = []  # the pending totals sync saw last, by key
-        self.mem: list[float] = []
+        self.origin: NodeTotals | None = None  # the totals sync read last, and how far
+        self.seen = 0
 
     def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
         raise NotImplementedError
@@ -227,25 +205,21 @@ class _Synced:
     def sync(self, table: _Table, recent: Mapping[str, Pending]) -> None:
         """Re-score the nodes whose pending totals changed.
 
-        Between two requests the ledger's totals (a dict) mostly change a value
-        or two and gain a node or two; comparing keys and values with the last
-        request's as lists (C compares, halving only where they differ:
-        ``_changed``) finds them. Anything else (a node left the window) is found
-        by a full comparison."""
-        keys = list(recent)
-        pendings = list(recent.values())
-        # two plain lists, not one of (cpu, memory) tuples: no tuple per node, and
-        # equal lists compare item by item by identity first (1,000 nodes: 57 us
-        # against 87 us)
-        cpu, mem = list(map(self._CPU_OF, pendings)), list(map(self._MEM_OF, pendings))
-        known = len(self.keys)
-        if known and keys[:known] == self.keys:
-            names = list(map(keys.__getitem__, _changed(cpu, self.cpu, mem, self.mem)))
-            names.extend(keys[known:])
-            self._apply(table, names, recent)
-        else:
+        The ledger's totals (``NodeTotals``, updated in place) log the nodes they change;
+        a view that read the same object before re-scores only the nodes logged since
+        (between two requests, one or two). Anything else (another object: the window
+        moved back, or a plain mapping; or the log forgot that far) is found by comparing
+        every node's totals with the ones applied."""
+        origin = self.origin
+        changed = origin.since(self.seen) if origin is not None and recent is origin else None
+        if changed is None:
             self._compare(table, recent)
-        self.keys, self.cpu, self.mem = keys, cpu, mem
+        elif changed:
+            self._apply(table, list(dict.fromkeys(changed)), recent)
+        if isinstance(recent, NodeTotals):
+            self.origin, self.seen = recent, recent.seen()
+        else:
+            self.origin = None
 
     def _apply(self, table: _Table, names: list[str], recent: Mapping[str, Pending]) -> None:
         index, applied = table.index, self.applied
@@ -253,7 +227,11 @@ class _Synced:
             i = index.get(name)
             if i is None:
                 continue
-            p = recent[name]
+            p = recent.get(name)
+            if p is None:  # nothing pending there any more
+                if applied.pop(name, None) is not None:
+                    self.rescore(table, i, 0.0 + self.pc, 0.0 + self.pm)
+                continue
             c, m = self._CPU_OF(p), self._MEM_OF(p)
             applied[name] = (c, m)
             self.rescore(table, i, c + self.pc, m + self.pm)
@@ -311,7 +289,7 @@ class _View(_Synced):
             )
         self.cpu_used.extend(cpu)
         self.mem_used.extend(mem)
-        self.keys = []
+        self.origin = None
 
     def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
         cu = self.cpu_used[i] = table.cpu_base[i] + cpu_extra
@@ -383,7 +361,7 @@ class _FilterView(_Synced):
             self.why.append("")
             self.excess.append(0.0)
             self._judge(table, i)
-        self.keys = []
+        self.origin = None
 
     def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
         self.cpu_used[i] = table.cpu_base[i] + cpu_extra

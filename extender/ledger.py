@@ -42,6 +42,7 @@ __all__ = [
     "MAX_ENTRIES",
     "REPORT_INTERVAL_SECONDS",
     "Ledger",
+    "NodeTotals",
     "Pending",
     "Placement",
     "capped",
@@ -146,9 +147,46 @@ class Pending:
         return f"Pending(pods={self.pods}, {self.usage}, tlp={self.tlp_cpu_millis})"
 
 
+class NodeTotals(dict[str, Pending]):
+    """Per node, its pending totals; with ``changes``, the nodes whose totals changed, in
+    order, so a reader that saw this very object at ``seen()`` reads only the nodes changed
+    since (``since``) instead of every node's totals. Without it the fast path compared all
+    of them on each request: some 10 % of the extender's CPU through a 2,000-pod backlog on
+    500 nodes (yappi, CPU clock)."""
+
+    __slots__ = ("changes", "dropped")
+
+    # Past this many, the older half of the log is dropped; a reader behind it compares
+    # all the totals again (and so does a reader of a new NodeTotals object).
+    LOG_MAX = 4096
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changes: list[str] = []
+        self.dropped = 0
+
+    def seen(self) -> int:
+        """How many changes were logged so far."""
+        return self.dropped + len(self.changes)
+
+    def since(self, seen: int) -> list[str] | None:
+        """The nodes changed after ``seen`` (maybe repeated), or None if forgotten."""
+        if seen < self.dropped:
+            return None
+        return self.changes[seen - self.dropped :]
+
+    def log(self, node: str) -> None:
+        changes = self.changes
+        changes.append(node)
+        if len(changes) > self.LOG_MAX:
+            half = len(changes) // 2
+            del changes[:half]
+            self.dropped += half
+
+
 class _Totals:
     def __init__(self) -> None:
-        self.by_node: dict[str, Pending] = {}
+        self.by_node = NodeTotals()
 
     def add(self, p: Placement, sign: int) -> None:
         entry = self.by_node.get(p.node)
@@ -159,6 +197,7 @@ class _Totals:
         entry.add(p, sign)
         if entry.pods == 0:
             del self.by_node[p.node]
+        self.by_node.log(p.node)
 
 
 class Ledger:
@@ -284,8 +323,9 @@ class Ledger:
             if placed is not None and placed.seq == seq:
                 self._recent.add(placed, -1)
 
-    def recent(self, since: float) -> Mapping[str, Pending]:
-        """Per node, placements made after ``since``."""
+    def recent(self, since: float) -> NodeTotals:
+        """Per node, placements made after ``since``: the same object, updated in place,
+        until the window moves back (a source restarted)."""
         self._advance(since)
         return self._recent.by_node
 

@@ -12,9 +12,8 @@ from extender.decide import to_priorities
 from extender.estimate import PodFacts, pod_facts
 from extender.events import ANNOTATION, EventRecorder
 from extender.fastpath import LeastUsedFastPath
-from extender.fastpath import _changed as fast_changed
 from extender.fastpath import _priorities as fast_priorities
-from extender.ledger import Pending
+from extender.ledger import Ledger, NodeTotals, Pending
 from extender.model import LoadSnapshot, NodeInfo, NodeLoad, PodLoad, ResourceLoad, Usage
 from extender.policies import LeastUsed
 from extender.service import Extender
@@ -274,20 +273,47 @@ def test_the_table_stands_while_the_readings_do():
     assert fast._table is not table and after.fine[2] < before.fine[2]
 
 
-def test_changed_totals_are_found_wherever_they_are():
+def test_views_kept_in_step_by_the_ledgers_log_score_as_fresh_ones(monkeypatch):
+    """A view re-scores only the nodes the ledger's recent totals logged since it last
+    read them; over random binds, assumptions, forgets, the window moving on and back and
+    a log short enough to be cut, its scores equal those of a path that reads every total
+    afresh, and the log names every node whose totals changed."""
+    monkeypatch.setattr(NodeTotals, "LOG_MAX", 16)
     rng = random.Random(6)
-    for _ in range(300):
-        n = rng.choice([0, 1, 5, 32, 33, 100, 1000])
-        cpu0 = [float(rng.randint(0, 9)) for _ in range(n)]
-        mem0 = [float(rng.randint(0, 9)) for _ in range(n)]
-        cpu, mem = cpu0.copy(), mem0.copy()
-        for i in rng.sample(range(n), min(n, rng.choice([0, 1, 2, 40]))):
-            (cpu if rng.random() < 0.5 else mem)[i] += 1.0
-        extra = rng.randint(0, 3)  # keys the ledger gained: not compared
-        cpu += [1.0] * extra
-        mem += [1.0] * extra
-        expected = [i for i in range(n) if cpu[i] != cpu0[i] or mem[i] != mem0[i]]
-        assert fast_changed(cpu, cpu0, mem, mem0) == expected
+    names = [f"n{i}" for i in range(30)]
+    infos = {n: NodeInfo(n, 4000, 8 * GI, 4000, 8 * GI) for n in names}
+    loads = {n: NodeLoad(ResourceLoad(rng.uniform(0, 90)), ResourceLoad(20.0)) for n in names}
+    snap = LoadSnapshot("s", 0, 0, loads)
+    pod = PodFacts("p", "p", "ns", Usage(100, 64 * MI), 0, 0, 0)
+    kept = LeastUsedFastPath(LeastUsed(weights={"cpu": 1, "memory": 1}))
+    ledger = Ledger(max_entries=40)
+    since = 0.0
+    recent = read = ledger.recent(since)
+    seen, before = recent.seen(), {}
+    for step in range(1500):
+        roll = rng.random()
+        key, node = f"p{rng.randint(0, 60)}", rng.choice(names)
+        load = PodLoad(Usage(rng.randint(1, 900), rng.randint(1, 900) * MI), Usage(), 0)
+        if roll < 0.4:
+            ledger.assume(key, node, load, since + rng.uniform(0, 100))
+        elif roll < 0.6:
+            ledger.bind(key, node, load, since + rng.uniform(0, 100))
+        elif roll < 0.85:
+            ledger.forget(key)
+        else:  # the window moves on, now and then back (a source restarted)
+            since += rng.uniform(-30, 20)
+        recent = ledger.recent(since)
+        after = {n: (p.pods, p.cpu_millis, p.memory_bytes) for n, p in recent.items()}
+        if recent is read and seen >= recent.dropped and step % 3 == 0:
+            logged = set(recent.since(seen) or ())
+            assert {
+                n for n in before.keys() | after.keys() if before.get(n) != after.get(n)
+            } <= logged
+        if step % 3 == 0:
+            got = kept.scores(pod, names, infos, snap, recent)
+            fresh = LeastUsedFastPath(kept.policy).scores(pod, names, infos, snap, dict(recent))
+            assert got == fresh, step
+            read, seen, before = recent, recent.seen(), after
 
 
 def test_priorities_match_decide_to_priorities():
