@@ -69,7 +69,11 @@ ORDER = (
     "loadwise-tlp",
     "loadwise-lvrb",
     "trimaran-tlp",
+    "trimaran-tlp-w3",
+    "trimaran-tlp-w10",
     "trimaran-lvrb",
+    "trimaran-lvrb-w3",
+    "trimaran-lvrb-w10",
 )
 
 
