@@ -7,7 +7,8 @@ BIND_SECONDS (none lost or stuck Pending), what the extender's /readyz and /metr
 cluster's Events say meanwhile, how long the recovery took (printed as
 `fault <name>: recovered in N.N s`), and that once the load data is back no new pod goes to
 HOT. The faults: the extender killed (SIGKILL), load-watcher scaled to zero, metrics-server
-scaled to zero, kube-scheduler's process ended, a worker's container killed and started.
+scaled to zero, kube-scheduler's process ended, kube-apiserver's process ended, a worker's
+container killed and started.
 
 full (about 15 min here, most of it site.yml, the burner's first measurement and the waits
 for a stale snapshot and a NotReady node): the default run has scheduling going on with the
@@ -33,7 +34,7 @@ from lab import EXTENDER_HEALTH_URL, realnodes
 from lab.processes import wait_for
 from lab.workloads import apps, create_deployment, delete, placements, scored_events
 from tests.lab import test_real_site
-from tests.lab.test_real_site import CONFIG_FLAG, scheduler_pid, scheduler_ready
+from tests.lab.test_real_site import CONFIG_FLAG, pids_of, scheduler_pid, scheduler_ready
 
 pytestmark = [pytest.mark.lab, pytest.mark.xdist_group("realnodes"), pytest.mark.full]
 
@@ -289,6 +290,49 @@ def test_scheduler_restarted_mid_burst(real_host, installed, hot_node):
     assert scheduler_pid(real_host) not in ("", old)
     assert CONFIG_FLAG in " ".join(real_host.scheduler_cmdlines())
     assert where == {COOL: BURST}, f"placed {dict(where)}; why: {why}"
+
+
+def test_api_server_restarted_mid_burst(real_host, installed, hot_node):
+    """kube-apiserver's process ended (SIGTERM) right after a burst's Deployment is created:
+    nothing can be bound, listed or watched until the kubelet starts the static pod again.
+    The extender's pod and node watches fail and it says so (its journal; it lists again
+    after each failure, extender/reflector.py), kube-scheduler reconnects (or, its lease
+    lost, is restarted by the kubelet), and every pod of the burst is bound and runs, none on
+    HOT; a burst after it goes to COOL with the extender's Events."""
+    kube = installed
+    old = pids_of(real_host, "kube-apiserver")
+    assert old.isdigit(), f"not one kube-apiserver process: {old!r}"
+    since = time.time()
+    create_deployment(kube, "api-restarted", BURST, realnodes.workload())
+    try:
+        t0 = time.monotonic()
+        real_host.sh(f"kill -TERM {old}")
+        wait_for(
+            "the API server back: every node Ready, the scheduler Running",
+            lambda: realnodes.ready(kube.kubeconfig),
+            BIND_SECONDS,
+            2,
+        )
+        where = placements(kube, "api-restarted", BURST, timeout=BIND_SECONDS)
+        wait_for(
+            "every pod of the burst running",
+            lambda: all_running(kube, "api-restarted"),
+            BIND_SECONDS,
+            2,
+        )
+        wait_for("the extender ready from load-watcher", extender_ready, 120, 2)
+        took = recovered("api-server-restarted", t0)
+    finally:
+        delete(kube, "api-restarted")
+    assert pids_of(real_host, "kube-apiserver") not in ("", old)
+    journal = real_host.sh(
+        f"journalctl -u loadwise-extender --no-pager --since @{int(since)} | grep -c 'watching' "
+        "|| true"
+    ).strip()
+    print(f"bound {dict(where)} ({took:.1f} s); extender log lines about its watches: {journal}")
+    assert journal.isdigit() and int(journal) > 0, "the extender logged no failed watch"
+    assert HOT not in where, f"placed {dict(where)}"
+    assert_hot_avoided(kube, "after-api")
 
 
 def node_events(kube, reason: str, node: str, since: float) -> list[str]:

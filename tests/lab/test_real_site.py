@@ -148,12 +148,17 @@ def test_rollback_where_site_never_ran_changes_nothing(real_host, real_kube, pri
 PROOF = f"/var/lib/loadwise/backup/written{MANIFEST}.sha256"
 
 
-def scheduler_pid(real_host) -> str:
-    """The pid of the node's kube-scheduler process(es), read from /proc."""
+def pids_of(real_host, comm: str) -> str:
+    """The pids of the node's processes named `comm`, read from /proc."""
     return real_host.sh(
         "for p in /proc/[0-9]*; do read -r c < $p/comm 2>/dev/null || continue;"
-        ' [ "$c" = kube-scheduler ] && echo ${p#/proc/}; done; true'
+        f' [ "$c" = {comm} ] && echo ${{p#/proc/}}; done; true'
     ).strip()
+
+
+def scheduler_pid(real_host) -> str:
+    """The pid of the node's kube-scheduler process(es), read from /proc."""
+    return pids_of(real_host, "kube-scheduler")
 
 
 def test_a_site_run_killed_before_its_proof_is_proven_by_the_next(real_host, real_kube):
