@@ -37,6 +37,7 @@ to ``--out`` (results.json) and the table to stdout.
 from __future__ import annotations
 
 import argparse
+import calendar
 import json
 import os
 import statistics
@@ -54,7 +55,7 @@ from lab import EXTENDER_HEALTH_URL, realnodes
 from lab.fakenodes import parse_quantity
 from lab.peek import Container
 from lab.processes import wait_for
-from lab.workloads import create_deployment, delete
+from lab.workloads import create_deployment, delete, scored_events
 
 HOT, COOL = realnodes.WORKERS
 NAME = "realplace"
@@ -84,6 +85,7 @@ class Run:
     never_ready: int = 0
     peak_mib: dict[str, float] = field(default_factory=dict)
     cpu_millicores: dict[str, float] = field(default_factory=dict)
+    why_hot: list[str] = field(default_factory=list)  # the extender's Events, pods on HOT
 
 
 @dataclass
@@ -181,11 +183,17 @@ def events_since(kube: realnodes.Cluster, reason: str, since: float, namespace: 
     ]
 
 
-def quiet(kube: realnodes.Cluster) -> None:
-    """No burst pod, no hog, no worker under MemoryPressure: where every run starts."""
+def clear(kube: realnodes.Cluster) -> None:
+    """The burst and the hog gone (at the end of each run: neither may load the machine
+    through a playbook run or the next run's settling)."""
     delete(kube, NAME)
     for node in realnodes.WORKERS:
         realnodes.stop_hog(node)
+
+
+def quiet(kube: realnodes.Cluster) -> None:
+    """No burst pod, no hog, no worker under MemoryPressure: where every run starts."""
+    clear(kube)
     wait_for(
         "no worker under MemoryPressure",
         lambda: all(
@@ -196,9 +204,14 @@ def quiet(kube: realnodes.Cluster) -> None:
     )
 
 
-def hog_seen(kube: realnodes.Cluster, args: argparse.Namespace, base: float) -> None:
-    """Wait until metrics-server's NodeMetrics show most of the hog's memory on HOT, then
-    until the extender holds a load read after that (realnodes.wait_load_after)."""
+def hog_seen(kube: realnodes.Cluster, args: argparse.Namespace, base: float, since: float) -> None:
+    """Wait until a NodeMetrics sample of HOT taken after `since` (the hog holding its
+    memory) shows most of it, then until the extender holds a load read after that
+    (realnodes.wait_load_after). A sample from before `since` does not do: in a trial run the
+    previous run's hog was stopped and started again here, metrics-server's last sample still
+    showed the old one, and the extender's next load was read from a scrape in between (HOT at
+    9 % memory and 35 % CPU: memory is a gauge, CPU a rate over two scrapes), so the burst
+    was placed on a reading of a node without its hog."""
     from kubernetes import client
 
     def measured() -> bool:
@@ -208,8 +221,9 @@ def hog_seen(kube: realnodes.Cluster, args: argparse.Namespace, base: float) -> 
             )
         except Exception:  # no sample for the node yet: ask again
             return False
+        taken = calendar.timegm(time.strptime(doc["timestamp"], "%Y-%m-%dT%H:%M:%SZ"))
         hog = float(args.hog_memory) * MIB
-        return parse_quantity(doc["usage"]["memory"]) >= base + 0.75 * hog
+        return taken > since and parse_quantity(doc["usage"]["memory"]) >= base + 0.75 * hog
 
     wait_for(f"metrics-server to measure the hog on {HOT}", measured, 180, 3)
     realnodes.wait_load_after(time.time(), EXTENDER_HEALTH_URL, "the hog")
@@ -220,7 +234,7 @@ def one_run(kube: realnodes.Cluster, contender: str, repeat: int, args: argparse
     base = realnodes.working_set_bytes(HOT)
     realnodes.start_hog(HOT, cpu=args.hog_cpu, memory=args.hog_memory)
     if contender == "loadwise":
-        hog_seen(kube, args, base)
+        hog_seen(kube, args, base, time.time())
     else:
         # the same settling the loadwise runs get at the least (one metrics-server scrape)
         time.sleep(15)
@@ -274,6 +288,14 @@ def one_run(kube: realnodes.Cluster, contender: str, repeat: int, args: argparse
     run.startup_seconds = [p.startup for p in pods if p.startup is not None]
     run.never_ready = sum(1 for p in pods if p.startup is None)
     run.kernel_oom = kernel_oom_kills(boot_seconds)
+    if contender == "loadwise":
+        on_hot = {p.name for p in pods if p.node == HOT}
+        run.why_hot = [
+            e.message
+            for e in scored_events(kube, NAME, since=since, at_least=0, timeout=0)
+            if e.involved_object.name in on_hot
+        ]
+    clear(kube)
     return run
 
 
