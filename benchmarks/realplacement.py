@@ -361,7 +361,8 @@ def commit() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    # the tree the runs used: read before them, not after (a commit made meanwhile)
+    started, at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit()
     kubeconfig = (
         Path(os.environ.get("LOADWISE_REALNODES_RUN", "/tmp/loadwise-realnodes")) / "admin.conf"
     )
@@ -392,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
             json.dumps(
                 {
                     "args": vars(args),
-                    "commit": commit(),
+                    "commit": at,
                     "started": started,
                     "runs": [asdict(r) for r in runs],
                 },
@@ -402,7 +403,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.keep and not args.reuse:
             realnodes.down()
     print(
-        f"Started {started}, commit {commit()}; load average at the end "
+        f"Started {started}, commit {at}; load average at the end "
         f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}; workers of "
         f"{args.worker_memory}; hog on {HOT}: {args.hog_memory} MiB, {args.hog_cpu}m CPU; "
         f"{args.pods} pods holding {args.pod_memory} MiB, requesting {args.pod_request}; "
