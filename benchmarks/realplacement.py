@@ -22,7 +22,8 @@ leaves it) and ``loadwise`` (after site.yml). Each run counts, over ``--window``
 the burst: pods bound per node (replacements of evicted pods included), OOM kills (container
 terminations the kubelet reports with reason OOMKilled and exit code 137, each counted once),
 the kernel's own OOM kills in each node (this machine's kernel log, by the killed task),
-kubelet evictions (Events reason Evicted, and pods whose status.reason is Evicted),
+kubelet evictions (Events reason Evicted, pods with the DisruptionTarget condition the
+kubelet's eviction sets, and pods whose status.reason is Evicted),
 MemoryPressure seconds per node (sampled every ``--every`` s; the kubelets keep the condition
 30 s after the signal clears, lab/realnodes.py MEMORY_EVICTION), container restarts, pod
 startup latency (creation to the Ready condition), and each worker's memory working set
