@@ -2,7 +2,7 @@
 #   make demo   the product's main job; on one machine with no cluster, the lab demo
 #               (first run builds the real control plane from Go modules, ~25 min)
 #   make test   set up everything from scratch and run the whole test suite
-.PHONY: demo demo-offline lab-up lab-down test test-full setup unit lint bench bench-placement bench-cost soak footprint
+.PHONY: demo demo-offline lab-up lab-down test test-full setup unit lint bench bench-placement bench-cost bench-realplacement soak footprint
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -79,6 +79,14 @@ soak: setup
 # scheduler (benchmarks/footprint.py, ~12 min; it brings the cluster up and down).
 footprint: setup
 	flock /tmp/loadwise-lab.lock $(PY) -m benchmarks.footprint $(FOOTPRINT_ARGS)
+
+# Placement on the real-node cluster, its workers nodes of 2 GiB, one with a memory hog no pod
+# requests, and what each scheduler's placement cost there: OOM kills, kubelet evictions,
+# MemoryPressure, restarts, startup latency (benchmarks/realplacement.py, docs/placement.md
+# "On real kubelets"; ~25 min; it brings the cluster up and down).
+# REALPLACEMENT_ARGS="--repeats 1".
+bench-realplacement: setup
+	flock /tmp/loadwise-realnodes.lock $(PY) -m benchmarks.realplacement $(REALPLACEMENT_ARGS)
 
 demo: setup
 	scripts/demo

@@ -108,7 +108,7 @@ def cmd_realnodes(lab: Lab, args: argparse.Namespace) -> int:
     from lab import realnodes
 
     if args.action == "up":
-        res = realnodes.up(previous=args.previous)
+        res = realnodes.up(previous=args.previous, worker_memory=args.worker_memory)
         version = realnodes.previous_version() if args.previous else realnodes.K8S_VERSION
         print(
             f"real-node cluster (control plane {version}) up in {res.seconds:.0f}s from {res.image}"
@@ -176,6 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         "--previous",
         action="store_true",
         help="up: control plane at the release before the lab's, to try `kubeadm upgrade apply`",
+    )
+    s.add_argument(
+        "--worker-memory",
+        metavar="QUANTITY",
+        help="up: each worker a node of this much memory (e.g. 2Gi): a cgroup limit, its "
+        "/proc/meminfo and memory eviction (docs/lab.md); default: unlimited",
     )
     args = p.parse_args(argv)
     lab = Lab(args.run_dir)

@@ -171,9 +171,12 @@ def cni_conflist(index: int) -> dict[str, Any]:
     }
 
 
-def kubeadm_config(cp_ip: str, token: str, version: str = K8S_VERSION) -> str:
+def kubeadm_config(
+    cp_ip: str, token: str, version: str = K8S_VERSION, *, memory_eviction: bool = False
+) -> str:
     """kubeadm's init configuration (v1beta4) with the kubelet's, as one YAML stream; the
-    control plane at `version`."""
+    control plane at `version`. memory_eviction: the kubelets also evict on memory
+    (MEMORY_EVICTION), for workers with a memory limit (`up(worker_memory=...)`)."""
     docs: list[dict[str, Any]] = [
         {
             "apiVersion": "kubeadm.k8s.io/v1beta4",
@@ -236,7 +239,25 @@ def kubeadm_config(cp_ip: str, token: str, version: str = K8S_VERSION) -> str:
             "systemReserved": {"cpu": "800m"},
         },
     ]
+    if memory_eviction:
+        kubelet = docs[-1]
+        kubelet["evictionHard"] = {**kubelet["evictionHard"], **MEMORY_EVICTION["evictionHard"]}
+        kubelet["evictionPressureTransitionPeriod"] = MEMORY_EVICTION["transition"]
     return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+# The kubelet's memory eviction for `up(worker_memory=...)`. The evictionHard above names two
+# signals only, and a kubelet given some signals drops the defaults of the others
+# (cmd/kubelet/app/server.go, loadConfigFile: DefaultEvictionHard is merged only when
+# mergeDefaultEvictionSettings is set, false by default), so these kubelets have no
+# memory.available threshold at all; this puts back the default's value,
+# pkg/kubelet/eviction/defaults_linux.go "100Mi". The pressure transition period (how long a
+# condition stays True after its signal clears) is 30 s instead of the default 5 min, so that
+# one measurement's pressure has ended before the next one starts (benchmarks/realplacement.py).
+MEMORY_EVICTION: dict[str, Any] = {
+    "evictionHard": {"memory.available": "100Mi"},
+    "transition": "30s",
+}
 
 
 # The operator's inventory variables for this cluster: kubeadm's defaults leave it without a
@@ -261,11 +282,41 @@ class UpResult:
     image: str
 
 
-def _start_node(name: str, image: str) -> str:
-    """Start one node container; its address on podman's network."""
+def meminfo(limit: int, host: str) -> str:
+    """`host` (this machine's /proc/meminfo) with MemTotal said to be `limit` bytes, and
+    MemFree and MemAvailable at most that: what a node container with that memory limit
+    shows as /proc/meminfo (`up(worker_memory=...)`). The kubelet's capacity is cAdvisor's
+    MemTotal from /proc/meminfo (github.com/google/cadvisor machine/machine.go,
+    GetMachineMemoryCapacity), which a container otherwise reads as the whole machine's."""
+    kib = limit // 1024
+    out = []
+    for line in host.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("MemTotal", "MemFree", "MemAvailable"):
+            value = kib if key == "MemTotal" else min(kib, int(rest.split()[0]))
+            line = f"{key + ':':<16}{value:>8} kB"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _memory_args(name: str, limit: int) -> list[str]:
+    """podman run's arguments for a node of `limit` bytes: the cgroup limit (no swap: this
+    machine has none, and --memory-swap equal to --memory says so to the cgroup), and the
+    file shown as its /proc/meminfo (runc allows a bind mount there, for lxcfs's files)."""
+    path = _run_dir() / f"meminfo-{name}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(meminfo(limit, Path("/proc/meminfo").read_text()))
+    return ["--memory", str(limit), "--memory-swap", str(limit),
+            "--volume", f"{path}:/proc/meminfo:ro"]  # fmt: skip
+
+
+def _start_node(name: str, image: str, memory: int | None = None) -> str:
+    """Start one node container; its address on podman's network. memory: its memory limit
+    in bytes (_memory_args); none by default."""
     podman("rm", "--force", "--ignore", "--volumes", "--time", "10", name)
     podman(
         "run", "-d", "--name", name, "--hostname", name, "--network", "podman",
+        *(_memory_args(name, memory) if memory else []),
         "--privileged", "--systemd=always",
         # its own cgroup namespace: the kubelet then sees this container's cgroups as the root
         # and makes its kubepods hierarchy inside them, not at the machine's root next to the
@@ -338,11 +389,14 @@ def import_image(node: str, archive: Path, *, platform: str | None = None) -> st
               "exit $rc", timeout=300)  # fmt: skip
 
 
-def up(*, out: Any = None, previous: bool = False) -> UpResult:
+def up(*, out: Any = None, previous: bool = False, worker_memory: str | None = None) -> UpResult:
     """Bring the cluster up from scratch; raises LabError naming the step that failed.
     previous: its control plane and kube-proxy at previous_version() (the kubelets stay at
     K8S_VERSION, a patch apart, which Kubernetes' version skew policy allows), every image of
-    K8S_VERSION present too, so `kubeadm upgrade apply K8S_VERSION` finds what it needs."""
+    K8S_VERSION present too, so `kubeadm upgrade apply K8S_VERSION` finds what it needs.
+    worker_memory: each worker a node of that much memory (a quantity, "2Gi"): its
+    container's cgroup limit, its /proc/meminfo (so its capacity) and the kubelets' memory
+    eviction (MEMORY_EVICTION); by default the workers have the machine's memory, unlimited."""
     if shutil.which("podman") is None:
         raise LabError("podman is not installed (see docs/lab.md)")
     image = build_image()
@@ -352,8 +406,11 @@ def up(*, out: Any = None, previous: bool = False) -> UpResult:
     run.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     down()
+    limit = int(parse_quantity(worker_memory)) if worker_memory else None
     with ThreadPoolExecutor(len(nodes())) as pool:
-        ips = dict(zip(nodes(), pool.map(lambda n: _start_node(n, image), nodes()), strict=True))
+        ips = dict(zip(nodes(), pool.map(
+            lambda n: _start_node(n, image, limit if n in WORKERS else None), nodes()
+        ), strict=True))  # fmt: skip
 
         def prepare(index: int, name: str) -> None:
             _prepare_node(name, index, pod_routes(name, ips))
@@ -364,7 +421,8 @@ def up(*, out: Any = None, previous: bool = False) -> UpResult:
         list(pool.map(prepare, range(len(nodes())), nodes()))
     token = f"{secrets.token_hex(3)}.{secrets.token_hex(8)}"
     sh(CONTROL_PLANE, "cat > /etc/kubernetes/loadwise-kubeadm.yaml <<'EOF'\n"
-       f"{kubeadm_config(ips[CONTROL_PLANE], token, version)}EOF\n")  # fmt: skip
+       f"{kubeadm_config(ips[CONTROL_PLANE], token, version, memory_eviction=bool(limit))}"
+       "EOF\n")  # fmt: skip
     sh(
         CONTROL_PLANE,
         "kubeadm init --config /etc/kubernetes/loadwise-kubeadm.yaml "
@@ -677,3 +735,41 @@ def wait_load_after(seen: float, extender_url: str, what: str, timeout: float = 
         return age is not None and age >= 0 and time.time() - age > seen
 
     wait_for(f"the extender to hold a load measured after {what}", extender_caught_up, timeout, 3)
+
+
+# The hog: the lab's burner as a service of the node's own systemd, outside Kubernetes (no
+# pod, no request: the kubelet can neither see it as a pod nor evict it), as a backup agent
+# or a media server on a homelab node would be.
+HOG_UNIT = "loadwise-hog"
+HOG_BINARY = "/usr/local/bin/loadwise-burner"
+
+
+def start_hog(node: str, *, cpu: int, memory: int) -> None:
+    """Burn `cpu` millicores and hold `memory` MiB on `node` in a transient systemd unit
+    (HOG_UNIT), the binary copied from lab/build's cache; returns once it holds the memory
+    (its MemoryCurrent, which counts what it has touched, reaches 90 % of it)."""
+    from lab.components import build_binaries
+
+    podman("cp", build_binaries(["burner"])["burner"], f"{node}:{HOG_BINARY}")
+    sh(node, f"systemctl reset-failed {HOG_UNIT} 2>/dev/null; systemd-run --unit {HOG_UNIT} "
+       f"--collect {HOG_BINARY} -cpu {cpu} -memory {memory}")  # fmt: skip
+
+    def holding() -> bool:
+        out = sh(node, f"systemctl show {HOG_UNIT} -p MemoryCurrent --value", check=False)
+        return out.strip().isdigit() and int(out) >= 0.9 * memory * 2**20
+
+    wait_for(f"the hog on {node} to hold {memory} MiB", holding, 60, 1)
+
+
+def stop_hog(node: str) -> None:
+    """End the hog on `node` (nothing when none runs)."""
+    sh(node, f"systemctl stop {HOG_UNIT} 2>/dev/null; true")
+
+
+def memory_limit(node: str) -> int | None:
+    """The node container's memory limit in bytes, read on this machine from its cgroup;
+    None when unlimited (a cgroup v1 "unlimited" is a page-rounded 2**63 - 1)."""
+    path = Container(node).cgroup.lstrip("/")
+    v1 = Path("/sys/fs/cgroup/memory") / path / "memory.limit_in_bytes"
+    text = (v1 if v1.exists() else Path("/sys/fs/cgroup") / path / "memory.max").read_text()
+    return None if text.strip() == "max" or int(text) >= 2**62 else int(text)

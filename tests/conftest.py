@@ -43,8 +43,9 @@ PODMAN_GROUP = "podman"  # the molecule scenarios and the real-node cluster
 # site tests start from kubeadm's own cluster and end with loadwise rolled back, so the next
 # modules need no reset; test_real_nodes edits the scheduler's manifest by hand; the installer
 # checks prove their own clean start (a reset) and roll back what they install; the fault
-# tests (full) install loadwise on what the installer left and leave it so: only
-# test_real_upgrade.py, which replaces the cluster, runs after them.
+# tests (full) install loadwise on what the installer left and leave it so. Then the modules
+# that replace the shared cluster with one of their own under the same node names
+# (REALNODE_OWN_CLUSTER, both full): none of the shared cluster's modules may come after them.
 REALNODE_ORDER = (
     "test_real_site.py",
     "test_real_prometheus.py",
@@ -52,17 +53,19 @@ REALNODE_ORDER = (
     "test_real_installer.py",
     "test_real_faults.py",
 )
+REALNODE_OWN_CLUSTER = ("test_real_placement.py", "test_real_upgrade.py")
+_REALNODE_SEQUENCE = REALNODE_ORDER + REALNODE_OWN_CLUSTER
 
 
 def _realnode_rank(item: pytest.Item) -> int:
     name = Path(str(item.path)).name
-    return REALNODE_ORDER.index(name) if name in REALNODE_ORDER else len(REALNODE_ORDER)
+    return _REALNODE_SEQUENCE.index(name) if name in _REALNODE_SEQUENCE else len(_REALNODE_SEQUENCE)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # a stable sort: only the real-node modules move, each keeping its tests' own order
-    realnode = [i for i, item in enumerate(items) if _realnode_rank(item) < len(REALNODE_ORDER)]
+    realnode = [i for i, item in enumerate(items) if _realnode_rank(item) < len(_REALNODE_SEQUENCE)]
     ordered = sorted((items[i] for i in realnode), key=_realnode_rank)
     for i, item in zip(realnode, ordered, strict=True):
         items[i] = item

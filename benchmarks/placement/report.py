@@ -941,5 +941,19 @@ def write(
         plot_cost(cost, pdir / "cost.png")
         plots["cost"] = "placement/cost.png"
     md = out / "placement.md"
-    md.write_text(render(scenarios, results, plots, started=started, notes=notes))
+    kept = kept_sections(md.read_text()) if md.exists() else ""
+    md.write_text(render(scenarios, results, plots, started=started, notes=notes) + kept)
     return md
+
+
+# Sections of placement.md this report does not generate, kept as they are when it is written
+# again: the real-node measurement (benchmarks/realplacement.py) runs on another cluster and
+# its results are written by hand from that script's table.
+KEPT_HEADINGS = ("## On real kubelets",)
+
+
+def kept_sections(text: str) -> str:
+    """What of `text` (the placement.md being replaced) starts at the first KEPT_HEADINGS
+    line, to its end, with a blank line before it; "" when there is none."""
+    starts = [i for heading in KEPT_HEADINGS if (i := text.find(f"\n{heading}\n")) >= 0]
+    return "\n" + text[min(starts) + 1 :] if starts else ""

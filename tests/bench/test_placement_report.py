@@ -233,3 +233,17 @@ def test_the_largest_share_of_a_workload_on_one_node_is_shown_beside_the_utilisa
     # nodes > 80 %, pods on hot, then the largest share: a third, then half, of the 30.
     assert "| 1 | 10 | 33 | 0 |" in md, md
     assert "| 0 | 0 | 50 | 0 |" in md, md
+
+
+def test_the_hand_written_real_kubelet_section_survives_a_new_report(tmp_path):
+    (sc,) = select(["hog"])
+    first = report.write(tmp_path, [sc], [result("stock", {"hog-a": 30})], started="t")
+    assert "## On real kubelets" not in first.read_text()
+    real = "## On real kubelets\n\nMeasured by hand: 3 OOM kills.\n"
+    first.write_text(first.read_text() + "\n" + real)
+    again = report.write(tmp_path, [sc], [result("stock", {"hog-a": 10, "hog-b": 20})], started="u")
+    text = again.read_text()
+    assert text.endswith("\n\n" + real), text[-300:]
+    assert text.count("## On real kubelets") == 1
+    # the generated part is the new run's
+    assert "| stock | 30/30 | 1 |" in text and "Runs started u" in text, text[:2000]
