@@ -86,7 +86,7 @@ footprint: setup
 # "On real kubelets"; ~25 min; it brings the cluster up and down).
 # REALPLACEMENT_ARGS="--repeats 1".
 bench-realplacement: setup
-	flock /tmp/loadwise-realnodes.lock $(PY) -m benchmarks.realplacement $(REALPLACEMENT_ARGS)
+	flock /tmp/loadwise-lab.lock $(PY) -m benchmarks.realplacement $(REALPLACEMENT_ARGS)
 
 demo: setup
 	scripts/demo

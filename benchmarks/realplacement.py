@@ -2,7 +2,7 @@
 """Placement on real kubelets, with the consequences counted (issue #24, "Day-2 evidence").
 
     make bench-realplacement      # about 25 min with the defaults (3 runs of each contender)
-    flock /tmp/loadwise-realnodes.lock .venv/bin/python -m benchmarks.realplacement --help
+    flock /tmp/loadwise-lab.lock .venv/bin/python -m benchmarks.realplacement --help
 
 The placement benchmark (benchmarks/placement) runs on kwok nodes, where a pod sent to a full
 node costs only a number. Here the nodes are the lab's real kubeadm cluster

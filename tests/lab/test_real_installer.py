@@ -8,7 +8,7 @@ with no loadwise (real_without_loadwise, rollback.yml when an earlier module lef
 leaves it so, by rollback.yml, proven.
 
 Marked `lab`, in the xdist group "realnodes" with the other real-node modules. Alone:
-`flock /tmp/loadwise-realnodes.lock .venv/bin/python -m pytest tests/lab/test_real_installer.py
+`flock /tmp/loadwise-lab.lock .venv/bin/python -m pytest tests/lab/test_real_installer.py
 -n0`.
 """
 

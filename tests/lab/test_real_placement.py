@@ -15,7 +15,7 @@ full: 529 s here on 2026-11-27 (its own cluster, site.yml, a run of each contend
 default run has the hot node avoided on real kubelets by CPU load (test_real_site.py) and the
 hog scenario on kwok nodes (tests/lab/test_placement_smoke.py). The cluster has the shared
 cluster's node names, so this module brings that one down: it runs after the modules that
-share it (tests/conftest.py REALNODE_OWN_CLUSTER). Alone: `flock /tmp/loadwise-realnodes.lock
+share it (tests/conftest.py REALNODE_OWN_CLUSTER). Alone: `flock /tmp/loadwise-lab.lock
 .venv/bin/python -m pytest tests/lab/test_real_placement.py -n0 -m full -s`.
 """
 
