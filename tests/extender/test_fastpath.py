@@ -13,6 +13,7 @@ from extender.estimate import PodFacts, pod_facts
 from extender.events import ANNOTATION, EventRecorder
 from extender.fastpath import LeastUsedFastPath
 from extender.fastpath import _priorities as fast_priorities
+from extender.fastpath import _winner as fast_winner
 from extender.ledger import Ledger, NodeTotals, Pending
 from extender.model import LoadSnapshot, NodeInfo, NodeLoad, PodLoad, ResourceLoad, Usage
 from extender.policies import LeastUsed
@@ -366,3 +367,23 @@ def test_pod_facts_kept_per_resources_spec_are_each_pods_own():
         )
         args = decode_args(json.dumps({"Pod": raw, "NodeNames": []}).encode(), raw_nodes=False)
         assert ext._facts(args) == pod_facts(args.pod, ext.estimator, ext.tlp)
+
+
+def test_the_winner_among_idle_ties_is_the_one_the_counts_give():
+    """Told which nodes have pods pending, the winner among many tied nodes is found without
+    counting each: it is the one the counts' tuples give, and to_priorities' winner, over
+    ties with and without idle nodes and repeated names."""
+    rng = random.Random(8)
+    for _ in range(2000):
+        n = rng.choice([2, 5, 40, 230])
+        names = [f"n{rng.randint(0, 2 * n):03d}" for _ in range(n)]
+        scores = [rng.choice([70, 70, 70, rng.randint(0, 100)]) for _ in range(n)]
+        busy = {name: rng.randint(1, 3) for name in names if rng.random() < rng.random()}
+        top = max(scores)
+
+        def counts(tied, busy=busy):
+            return [busy.get(name, 0) for name in tied]
+
+        expected = fast_winner(names, scores, top, counts)
+        assert fast_winner(names, scores, top, counts, busy.keys()) == expected
+        assert to_priorities(names, scores, lambda name, b=busy: b.get(name, 0))[1] == expected
