@@ -666,7 +666,7 @@ def render(
     for sc in scenarios:
         mine = ordered(results, sc.name)
         if mine and sc.steady is not None:
-            out += steady_report.section(sc, mine)
+            out += steady_report.section(sc, mine, plots.get(sc.name))
         elif mine:
             out += scenario_section(sc, [row(sc, r) for r in mine], plots)
     cost = cost_table(scenarios, results)
@@ -932,9 +932,17 @@ def write(
     pdir = out / "placement"
     pdir.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}
+    # steady_report builds on this module's helpers, so it is imported here, not above.
+    from benchmarks.placement import steady_report
+
     for sc in scenarios:
         if sc.steady is not None:
-            continue  # its figures are over time; a final placement's bars would mislead
+            # over time: a final placement's bars would show one instant of a stream
+            fig = steady_report.figure(sc, ordered(results, sc.name))
+            if fig is not None:
+                _save(fig, pdir / f"{sc.name}.png")
+                plots[sc.name] = f"placement/{sc.name}.png"
+            continue
         rows = [row(sc, r) for r in ordered(results, sc.name)]
         if any(r.loads for r in rows):
             plot_utilisation(sc, rows, pdir / f"{sc.name}.png")

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from benchmarks.placement.measures import timing
+from benchmarks.placement.measures import HOT_THRESHOLD, timing
 from benchmarks.placement.report import _num, heading, spread
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Change, Scenario
-from benchmarks.placement.timeline import OverTime, Stay, over_time
+from benchmarks.placement.timeline import OverTime, Segment, Stay, over_time, segments
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -44,11 +49,14 @@ def stays(result: RunResult, start: float, end: float) -> list[Stay]:
     ]
 
 
-def steady_row(scenario: Scenario, result: RunResult) -> SteadyRow:
-    over = None
-    if result.stream is not None and result.stream[1] > result.stream[0]:
-        start, end = result.stream
-        over = over_time(
+def stream(scenario: Scenario, result: RunResult) -> list[Segment] | None:
+    """The run's step function (timeline.segments), in seconds into its stream; None when
+    it has no stream (it failed before one)."""
+    if result.stream is None or not result.stream[1] > result.stream[0]:
+        return None
+    start, end = result.stream
+    return list(
+        segments(
             scenario.nodes,
             stays(result, start, end),
             {w.name: w.usage for w in scenario.workloads},
@@ -57,6 +65,12 @@ def steady_row(scenario: Scenario, result: RunResult) -> SteadyRow:
             # as applied, not as scheduled
             [Change(c["at"] - start, c["node"], c["memory"], c.get("hot")) for c in result.changes],
         )
+    )
+
+
+def steady_row(scenario: Scenario, result: RunResult) -> SteadyRow:
+    parts = stream(scenario, result)
+    over = over_time(parts) if parts is not None else None
     t = timing(result.created, result.bound_at)
     return SteadyRow(
         result.contender,
@@ -115,8 +129,8 @@ def table(rows: Sequence[SteadyRow]) -> list[str]:
     return out
 
 
-def section(scenario: Scenario, results: Sequence[RunResult]) -> list[str]:
-    """The scenario's heading, description, table and the runs' errors."""
+def section(scenario: Scenario, results: Sequence[RunResult], plot: str | None = None) -> list[str]:
+    """The scenario's heading, description, table, the runs' errors and its `plot`."""
     assert scenario.steady is not None
     st = scenario.steady
     hot = [n.name for n in scenario.nodes if n.hot]
@@ -131,7 +145,54 @@ def section(scenario: Scenario, results: Sequence[RunResult]) -> list[str]:
     errs = [f"- {r.contender}: {r.error}" for r in rows if r.error]
     if errs:
         out += ["Runs with an error:", "", *errs, ""]
+    if plot:
+        out += [f"![the hottest node over time, {scenario.name}]({plot})", ""]
     return out
+
+
+def figure(scenario: Scenario, results: Sequence[RunResult]) -> Figure | None:
+    """The hottest node's utilisation over the stream, one line per contender: its run
+    with the median mean (the lower median, an observed run), the 80 % and 100 % lines,
+    and the scenario's changes where they were scheduled. None when no run has a stream."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by: dict[str, list[list[Segment]]] = {}
+    for r in results:
+        parts = stream(scenario, r)
+        if parts:
+            by.setdefault(r.contender, []).append(parts)
+    if not by:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
+    for name, runs in by.items():
+        runs.sort(key=lambda parts: over_time(parts).mean_hottest)
+        parts = runs[max(0, math.ceil(len(runs) / 2) - 1)]
+        xs = [g.start for g in parts] + [parts[-1].start + parts[-1].seconds]
+        ys = [100 * g.hottest for g in parts]
+        ax.stairs(ys, xs, label=f"{name} (n={len(runs)}, the median run)", baseline=None)
+    ax.axhline(100 * HOT_THRESHOLD, color="red", linestyle=":", linewidth=1, label="80 %")
+    ax.axhline(100, color="black", linestyle="--", linewidth=1, label="capacity")
+    assert scenario.steady is not None
+    for c in scenario.steady.changes:
+        ax.axvline(c.at_seconds, color="gray", linestyle="-.", linewidth=1)
+        ax.annotate(
+            f"{c.node} {c.memory / 2**30:g}Gi",
+            (c.at_seconds, 0.02),
+            xycoords=("data", "axes fraction"),
+            fontsize="small",
+            rotation=90,
+        )
+    ax.set(
+        xlabel="seconds into the stream",
+        ylabel="hottest node, % (max of CPU and memory)",
+        title=f"{scenario.name}: {scenario.title}",
+    )
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small", loc="lower right")
+    return fig
 
 
 INTRO = """\

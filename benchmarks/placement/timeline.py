@@ -11,7 +11,7 @@ node would throttle CPU or kill for memory.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from benchmarks.placement.measures import HOT_THRESHOLD
@@ -46,16 +46,28 @@ class OverTime:
     peak_share: float | None  # most of one workload's replicas on one node, at any instant
 
 
-def over_time(
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of the stream over which nothing changed."""
+
+    start: float
+    seconds: float
+    hottest: float  # the highest utilisation of any node, either resource
+    pods_on_hot: int
+    share: float | None  # most of one workload's replicas on one node
+
+
+def segments(
     nodes: Sequence[Node],
     stays: Sequence[Stay],
     usage: Mapping[str, Resources],
     replicas: Mapping[str, int],
     span: tuple[float, float],
     changes: Sequence[Change] = (),
-) -> OverTime:
-    """The measures of `stays` (pods' time on nodes, `usage` per workload) over `span`;
-    a stay outside it counts only for its part inside."""
+) -> Iterator[Segment]:
+    """The step function of `stays` (pods' time on nodes, `usage` per workload) over
+    `span`, one segment per stretch of positive length; a stay outside the span counts
+    only for its part inside."""
     start, end = span
     if not end > start:
         raise ValueError(f"empty span {span}")
@@ -67,8 +79,8 @@ def over_time(
     background = {n.name: n.background.memory for n in nodes}
     pod_memory = dict.fromkeys(by_name, 0.0)
     # (time, +1 arrives / -1 goes / 0 change). Every event of one instant is applied before
-    # the span after it is measured, so a replacement bound as its predecessor goes never
-    # counts beside it.
+    # the stretch after it is measured, so a replacement bound as its predecessor goes
+    # never counts beside it.
     events: list[tuple[float, int, Stay | Change]] = []
     for s in stays:
         if s.end > start and s.start < end and s.end > s.start:
@@ -79,8 +91,6 @@ def over_time(
     per: Counter[tuple[str, str]] = Counter()
     pods_on: Counter[str] = Counter()
     hot = {n.name for n in nodes if n.hot}
-    mean = peak = over80 = over100 = hot_pods = 0.0
-    share: float | None = None
     i, t = 0, start
     while t < end:
         while i < len(events) and events[i][0] <= t:
@@ -97,25 +107,39 @@ def over_time(
             pods_on[what.node] += sign
             per[(what.workload, what.node)] += sign
         nxt = min(events[i][0], end) if i < len(events) else end
-        dt = nxt - t
-        if dt > 0:
-            h = max(
+        if nxt > t:
+            shares = [k / replicas[w] for (w, _), k in per.items() if k > 0 and replicas.get(w)]
+            yield Segment(
+                t,
+                nxt - t,
                 max(
-                    cpu[n.name] / n.capacity.cpu,
-                    (background[n.name] + pod_memory[n.name]) / n.capacity.memory,
-                )
-                for n in nodes
+                    max(
+                        cpu[n.name] / n.capacity.cpu,
+                        (background[n.name] + pod_memory[n.name]) / n.capacity.memory,
+                    )
+                    for n in nodes
+                ),
+                sum(pods_on[n] for n in hot),
+                max(shares, default=None),
             )
-            mean += h * dt
-            peak = max(peak, h)
-            over80 += dt if h > HOT_THRESHOLD else 0.0
-            over100 += dt if h > OVER_CAPACITY else 0.0
-            hot_pods += dt * sum(pods_on[n] for n in hot)
-            for (w, _), k in per.items():
-                if k > 0 and replicas.get(w):
-                    share = max(share or 0.0, k / replicas[w])
         t = nxt
-    total = end - start
+
+
+def over_time(parts: Sequence[Segment]) -> OverTime:
+    """The measures of a stream's `segments` (all of them, in order)."""
+    if not parts:
+        raise ValueError("no segments: an empty span")
+    mean = peak = over80 = over100 = hot_pods = 0.0
+    share: float | None = None
+    for g in parts:
+        mean += g.hottest * g.seconds
+        peak = max(peak, g.hottest)
+        over80 += g.seconds if g.hottest > HOT_THRESHOLD else 0.0
+        over100 += g.seconds if g.hottest > OVER_CAPACITY else 0.0
+        hot_pods += g.seconds * g.pods_on_hot
+        if g.share is not None:
+            share = max(share or 0.0, g.share)
+    total = parts[-1].start + parts[-1].seconds - parts[0].start
     return OverTime(
         seconds=total,
         mean_hottest=mean / total,

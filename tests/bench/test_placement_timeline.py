@@ -7,13 +7,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.placement import report
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Change, Node, Resources, loads
-from benchmarks.placement.steady_report import stays, steady_row, table
-from benchmarks.placement.timeline import Stay, over_time
+from benchmarks.placement.steady_report import figure, stays, steady_row, table
+from benchmarks.placement.timeline import OverTime, Stay, over_time, segments
 from tests.bench.test_placement_steady import STEADY
 
 GI = 2.0**30
+
+
+def measured(*args, **kwargs) -> OverTime:
+    """over_time of the segments of these arguments."""
+    return over_time(list(segments(*args, **kwargs)))
+
 
 NODES = [
     Node("a", Resources(2, 4 * GI), Resources(0, 0)),
@@ -27,7 +34,7 @@ def test_over_time_integrates_the_hottest_node_by_hand():
     # 10-20 s: a second pod on b: b at 50 % memory. 20-30 s: b's background goes to 3 GiB
     # (100 %, demand over capacity: 3 + 1 = 4 GiB of 4) while a stays at 25 %.
     stays_ = [Stay("p1", "web", "a", 0, 30), Stay("p2", "web", "b", 10, 30)]
-    over = over_time(NODES, stays_, USAGE, {"web": 2}, (0, 30), [Change(20, "b", 3 * GI)])
+    over = measured(NODES, stays_, USAGE, {"web": 2}, (0, 30), [Change(20, "b", 3 * GI)])
     assert over.seconds == 30
     assert over.mean_hottest == pytest.approx((10 * 0.25 + 10 * 0.5 + 10 * 1.0) / 30)
     assert over.peak_hottest == pytest.approx(1.0)
@@ -39,7 +46,7 @@ def test_over_time_integrates_the_hottest_node_by_hand():
 
 def test_a_replacement_bound_as_its_predecessor_goes_is_never_counted_beside_it():
     stays_ = [Stay("p1", "web", "a", 0, 10), Stay("p2", "web", "a", 10, 20)]
-    over = over_time(NODES, stays_, USAGE, {"web": 1}, (0, 20))
+    over = measured(NODES, stays_, USAGE, {"web": 1}, (0, 20))
     assert over.peak_hottest == pytest.approx(0.25)  # never two pods on a (50 %)
     assert over.peak_share == pytest.approx(1.0)
 
@@ -47,17 +54,17 @@ def test_a_replacement_bound_as_its_predecessor_goes_is_never_counted_beside_it(
 def test_a_change_can_make_a_node_hot_and_cool_again():
     change = [Change(5, "a", 0, hot=True), Change(15, "a", 0, hot=False)]
     nodes = [NODES[0], Node("b", NODES[1].capacity, NODES[1].background)]  # b not hot
-    over = over_time(nodes, [Stay("p1", "web", "a", 0, 20)], USAGE, {"web": 1}, (0, 20), change)
+    over = measured(nodes, [Stay("p1", "web", "a", 0, 20)], USAGE, {"web": 1}, (0, 20), change)
     assert over.mean_pods_on_hot == pytest.approx(10 / 20)
 
 
 def test_only_the_part_of_a_stay_inside_the_span_counts():
-    over = over_time(NODES, [Stay("p1", "web", "a", -10, 5)], USAGE, {"web": 1}, (0, 10))
+    over = measured(NODES, [Stay("p1", "web", "a", -10, 5)], USAGE, {"web": 1}, (0, 10))
     assert over.mean_hottest == pytest.approx((5 * 0.25 + 5 * 0.25) / 10)  # b's 25 % after
     with pytest.raises(ValueError, match="not a node"):
-        over_time(NODES, [Stay("p", "web", "z", 0, 1)], USAGE, {"web": 1}, (0, 10))
+        measured(NODES, [Stay("p", "web", "z", 0, 1)], USAGE, {"web": 1}, (0, 10))
     with pytest.raises(ValueError, match="empty span"):
-        over_time(NODES, [], USAGE, {"web": 1}, (5, 5))
+        measured(NODES, [], USAGE, {"web": 1}, (5, 5))
 
 
 @settings(max_examples=60, deadline=None)
@@ -70,7 +77,7 @@ def test_only_the_part_of_a_stay_inside_the_span_counts():
 def test_over_time_agrees_with_sampling_the_step_function(raw):
     """Against a plain reading of the same stays at the middle of every 0.01 s step."""
     stays_ = [Stay(f"p{i}", "web", n, s, s + d) for i, (n, s, d) in enumerate(raw)]
-    over = over_time(NODES, stays_, USAGE, {"web": 4}, (0, 60))
+    over = measured(NODES, stays_, USAGE, {"web": 4}, (0, 60))
     step, total, peak, above = 0.01, 0.0, 0.0, 0.0
     for k in range(6000):
         t = (k + 0.5) * step
@@ -91,9 +98,10 @@ def test_over_time_agrees_with_sampling_the_step_function(raw):
     assert over.over_80_seconds == pytest.approx(above, abs=0.1 * (len(raw) + 1))
 
 
-def test_a_steady_row_and_table_come_from_a_run_result():
-    sc = loads(STEADY)
-    r = RunResult("s", "stock+descheduler")
+def result(contender: str = "stock+descheduler") -> RunResult:
+    """A steady run of STEADY: web-1 on a for 20 s, web-2 on b from 10 s, b's background
+    raised to 3 GiB at 15 s, one pod evicted."""
+    r = RunResult("s", contender)
     r.stream = [100.0, 130.0]
     r.created = {"web-1": 99.0, "web-2": 109.0}
     r.bound_at = {"web-1": 100.0, "web-2": 110.0}
@@ -103,6 +111,11 @@ def test_a_steady_row_and_table_come_from_a_run_result():
     r.expired = ["web-1"]
     r.evictions = [{"pod": "web-9", "node": "a", "at": 125.0}]
     r.changes = [{"node": "b", "memory": 3 * GI, "hot": True, "at": 115.0}]
+    return r
+
+
+def test_a_steady_row_and_table_come_from_a_run_result():
+    sc, r = loads(STEADY), result()
     assert [(s.pod, s.start, s.end) for s in stays(r, 100.0, 130.0)] == [
         ("web-1", 0.0, 20.0),
         ("web-2", 10.0, 30.0),
@@ -117,3 +130,24 @@ def test_a_steady_row_and_table_come_from_a_run_result():
     lines = table([row, row])
     assert lines[2].startswith("| stock+descheduler | 2 | 2 (2-2) | ")
     assert "| 1 (1-1) | 1 (1-1) | 0 (0-0) |" in lines[2]
+
+
+def test_the_report_of_a_steady_scenario_has_its_table_and_plot_over_time(tmp_path):
+    sc = loads(STEADY)
+    runs = [result("stock"), result("stock+descheduler")]
+    runs[0].stream = None  # a run that failed before its stream: a row, no line
+    runs[0].error = "the lab broke"
+    fig = figure(sc, runs)
+    assert fig is not None
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:1] == [
+        "stock+descheduler (n=1, the median run)"
+    ]
+    md = report.write(tmp_path, [sc], runs, started="t").read_text()
+    assert "| stock | 1 | 2 | - | - |" in md, md  # no stream, no figures over it
+    assert "| stock+descheduler | 1 | 2 | 66.7 | 100.0 | 15 | 0 | 0.5 | 25 | 1 | 1 | 0 |" in md
+    assert "- stock: the lab broke" in md
+    assert "![the hottest node over time, s](placement/s.png)" in md
+    assert (tmp_path / "placement" / "s.png").stat().st_size > 0
+    assert "**Steady** scenarios are a stream" in md
+    assert figure(sc, runs[:1]) is None
