@@ -67,7 +67,7 @@ def test_only_the_part_of_a_stay_inside_the_span_counts():
         measured(NODES, [], USAGE, {"web": 1}, (5, 5))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     st.lists(
         st.tuples(st.sampled_from("ab"), st.floats(0, 50), st.floats(0.1, 50)),
@@ -75,11 +75,11 @@ def test_only_the_part_of_a_stay_inside_the_span_counts():
     )
 )
 def test_over_time_agrees_with_sampling_the_step_function(raw):
-    """Against a plain reading of the same stays at the middle of every 0.01 s step."""
+    """Against a plain reading of the same stays at the middle of every 0.02 s step."""
     stays_ = [Stay(f"p{i}", "web", n, s, s + d) for i, (n, s, d) in enumerate(raw)]
     over = measured(NODES, stays_, USAGE, {"web": 4}, (0, 60))
-    step, total, peak, above = 0.01, 0.0, 0.0, 0.0
-    for k in range(6000):
+    step, total, peak, above = 0.02, 0.0, 0.0, 0.0
+    for k in range(3000):
         t = (k + 0.5) * step
         here = [s for s in stays_ if s.start <= t < s.end]
         util = [
