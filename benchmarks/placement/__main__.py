@@ -99,6 +99,7 @@ def measure(
             for name in names
             if not isinstance(c := can.get(name), str) and c is not None
             if sc.contenders is None or name in sc.contenders
+            if c.fits(sc.steady is not None)
         ]
         try:
             order = run_order(pairs, repeats, seed)

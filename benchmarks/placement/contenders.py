@@ -32,7 +32,11 @@ pod meant for another contender is never bound by this one:
   ``OpportunisticBatching=true|false (BETA - default=true)``). KEP-5598 "Opportunistic
   batching" (beta since v1.35): a mechanism "to improve performance of scheduling many
   compatible pods at once". Stock with and without it shows how much of stock's backlog
-  speed batching gives.
+  speed batching gives;
+- ``stock+descheduler``: stock with the upstream descheduler (lab/build, v0.36.0) running
+  beside it, with the policy the Ansible role renders (LowNodeUtilization on actual usage
+  from metrics-server), in steady scenarios only: a descheduler needs pods that live long
+  enough to be moved (benchmarks/placement/steady.py starts and stops it).
 
 Each scheduler's client QPS and burst are raised (``clientConnection.qps``/``burst``; the
 defaults, 50 and 100 in KubeSchedulerConfiguration v1, would cap every contender's throughput
@@ -144,6 +148,13 @@ class Contender:
     """An extender contender's entry names the filter verb; False: prioritize-only."""
     plugin_weight: int = 1
     """A Trimaran contender's score weight for its plugin."""
+    descheduler: bool = False
+    """The lab's descheduler runs beside the scheduler (steady scenarios only)."""
+
+    def fits(self, steady: bool) -> bool:
+        """Whether this contender runs in a scenario (steady or not): the descheduler
+        contender has nothing to move where no pod outlives the placement."""
+        return steady or not self.descheduler
 
     @property
     def binary(self) -> str:
@@ -438,6 +449,8 @@ CONTENDERS: dict[str, Contender] = {
             filter_verb=False,
         ),
         Contender("null-prioritize-only", "null-prioritize-only", "null", filter_verb=False),
+        # A pod's schedulerName is a DNS subdomain: no "+".
+        Contender("stock+descheduler", "stock-descheduler", descheduler=True),
         Contender(
             "stock-nobatch",
             "stock-nobatch",

@@ -65,6 +65,7 @@ class Row:
 # The tables' order: the baseline, loadwise's policies, then Trimaran's plugins.
 ORDER = (
     "stock",
+    "stock+descheduler",
     "loadwise-least-used",
     "loadwise-tlp",
     "loadwise-lvrb",
@@ -552,21 +553,31 @@ def table(
     return out
 
 
+def heading(scenario: Scenario, facts: str) -> list[str]:
+    """A scenario section's title, description and a line of `facts` naming its file."""
+    return [
+        f"## {scenario.name}: {scenario.title}",
+        "",
+        scenario.description,
+        "",
+        f"{facts}; file `benchmarks/scenarios/{scenario.name}.yaml`.",
+        "",
+    ]
+
+
 def scenario_section(scenario: Scenario, rows: Sequence[Row], plots: dict[str, str]) -> list[str]:
     b = bound_of(scenario)
     opt = optimum_of(scenario)
     nodes = scenario.all_nodes()
     hot = [n.name for n in nodes if n.hot]
-    out = [
-        f"## {scenario.name}: {scenario.title}",
-        "",
-        scenario.description,
-        "",
+    out = heading(
+        scenario,
         f"{len(scenario.nodes)} nodes"
         + (f" (+{len(scenario.joins)} joining)" if scenario.joins else "")
         + (f", hot: {', '.join(hot)}" if hot else "")
-        + f"; {scenario.pod_count} pods; file `benchmarks/scenarios/{scenario.name}.yaml`.",
-        "",
+        + f"; {scenario.pod_count} pods",
+    )
+    out += [
         *table(scenario, rows, b, opt),
         "",
         *optimum_lines(scenario, b, opt),
@@ -662,10 +673,17 @@ def render(
     out += ["Provenance of the runs:", "", *provenance_lines(results), *order_line(results), ""]
     if notes:
         out += [*("- " + " ".join(n.split()) for n in notes), ""]
+    # steady_report builds on this module's helpers, so it is imported here, not above.
+    from benchmarks.placement import steady_report
+
+    if any(sc.steady for sc in scenarios):
+        out[2] += steady_report.INTRO
     for sc in scenarios:
-        rows = [row(sc, r) for r in ordered(results, sc.name)]
-        if rows:
-            out += scenario_section(sc, rows, plots)
+        mine = ordered(results, sc.name)
+        if mine and sc.steady is not None:
+            out += steady_report.section(sc, mine, plots.get(sc.name))
+        elif mine:
+            out += scenario_section(sc, [row(sc, r) for r in mine], plots)
     cost = cost_table(scenarios, results)
     if cost or "cost" in plots:
         out += ["## Cost against node count", ""]
@@ -931,7 +949,17 @@ def write(
     pdir = out / "placement"
     pdir.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}
+    # steady_report builds on this module's helpers, so it is imported here, not above.
+    from benchmarks.placement import steady_report
+
     for sc in scenarios:
+        if sc.steady is not None:
+            # over time: a final placement's bars would show one instant of a stream
+            fig = steady_report.figure(sc, ordered(results, sc.name))
+            if fig is not None:
+                _save(fig, pdir / f"{sc.name}.png")
+                plots[sc.name] = f"placement/{sc.name}.png"
+            continue
         rows = [row(sc, r) for r in ordered(results, sc.name)]
         if any(r.loads for r in rows):
             plot_utilisation(sc, rows, pdir / f"{sc.name}.png")

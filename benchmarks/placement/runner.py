@@ -19,6 +19,9 @@ Two variants, chosen by the scenario:
   the Ansible role's policy (descheduler_policy) from the first pod until a while after
   the last is bound; the watch records every eviction (pod, node, when), and the
   replacements the ReplicaSets create are waited for and timed like the others.
+- ``steady:``: a stream of ReplicaSet pods, each deleted at the end of its lifetime and
+  replaced, for a fixed duration, with the descheduler only for a contender that brings
+  it (benchmarks/placement/steady.py).
 
 Pods and nodes carry the label BENCH_LABEL (the scenario's name) and pods select nodes by
 it, so the lab's own nodes (lab/fakenodes.py DEFAULT_NODES) stay as they are and get no
@@ -88,6 +91,11 @@ class Starter(Protocol):
     @property
     def scheduler_name(self) -> str: ...
 
+    @property
+    def descheduler(self) -> bool:
+        """The contender runs the lab's descheduler beside its scheduler (steady runs)."""
+        ...
+
     def start(self, lab: Lab, workdir: Path) -> Any: ...
 
 
@@ -133,6 +141,13 @@ class RunResult:
     extender_cpu_seconds: float | None = None
     algorithm_seconds: float | None = None
     algorithm_pods: int | None = None
+    # Steady runs: the stream's span (monotonic), when each pod was first seen going,
+    # the pods the runner deleted at the end of their lifetime (the rest of the deleted
+    # were evicted), and the background changes as applied ({"node", "memory", "at"}).
+    stream: list[float] | None = None
+    gone_at: dict[str, float] = field(default_factory=dict)
+    expired: list[str] = field(default_factory=list)
+    changes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -162,6 +177,10 @@ class RunResult:
             "extender_cpu_seconds": self.extender_cpu_seconds,
             "algorithm_seconds": self.algorithm_seconds,
             "algorithm_pods": self.algorithm_pods,
+            "stream": self.stream,
+            "gone_at": self.gone_at,
+            "expired": self.expired,
+            "changes": self.changes,
         }
 
     @classmethod
@@ -635,6 +654,7 @@ class BindingWatch:
         self.node: dict[str, str] = {}
         self.workload: dict[str, str] = {}
         self.live: dict[str, str] = {}
+        self.gone_at: dict[str, float] = {}
         self.deleted: list[str] = []
         self.evictions: list[dict[str, Any]] = []
         self.error: str | None = None
@@ -673,11 +693,17 @@ class BindingWatch:
                 # The first sign of its end: a ReplicaSet replaces the pod from here on.
                 del self.live[name]
                 self.deleted.append(name)
+                self.gone_at[name] = now
                 if node:
                     self.evictions.append({"pod": name, "node": node, "at": now})
             elif not gone:
                 self.live[name] = node
             self._cond.notify_all()
+
+    def snapshot(self) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
+        """Copies of ``live``, ``bound_at`` and ``workload``, taken together."""
+        with self._cond:
+            return dict(self.live), dict(self.bound_at), dict(self.workload)
 
     def bound_now(self) -> int:
         """Pods bound and not being deleted."""
@@ -777,12 +803,13 @@ def _scale(lab: Lab, w: Workload, scenario: str, scheduler_name: str) -> None:
 
 
 @contextlib.contextmanager
-def descheduler(lab: Lab, scenario: Scenario, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """The lab's descheduler (lab/build, v0.36.0) with descheduler_policy, logging to
-    workdir/descheduler.log, stopped on exit."""
-    assert scenario.descheduler is not None
+def descheduler(
+    lab: Lab, scenario: str, interval_seconds: float, workdir: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The lab's descheduler (lab/build, v0.36.0) with descheduler_policy for `scenario`'s
+    nodes, logging to workdir/descheduler.log, stopped on exit."""
     cfg = workdir / "descheduler-policy.yaml"
-    cfg.write_text(yaml.safe_dump(descheduler_policy(scenario.name), sort_keys=False))
+    cfg.write_text(yaml.safe_dump(descheduler_policy(scenario), sort_keys=False))
     binary = lab.binaries(["descheduler"])["descheduler"]
     with (workdir / "descheduler.log").open("ab") as log:
         proc = subprocess.Popen(
@@ -790,7 +817,7 @@ def descheduler(lab: Lab, scenario: Scenario, workdir: Path) -> Iterator[subproc
                 binary,
                 f"--kubeconfig={lab.kubeconfig}",
                 f"--policy-config-file={cfg}",
-                f"--descheduling-interval={scenario.descheduler.interval_seconds:g}s",
+                f"--descheduling-interval={interval_seconds:g}s",
                 "--secure-port=0",
                 "--v=3",
             ],
@@ -843,7 +870,11 @@ def place(
     with contextlib.ExitStack() as stack:
         desched = None
         if scenario.descheduler is not None:
-            desched = stack.enter_context(descheduler(lab, scenario, workdir or Path(".")))
+            desched = stack.enter_context(
+                descheduler(
+                    lab, scenario.name, scenario.descheduler.interval_seconds, workdir or Path(".")
+                )
+            )
         try:
             pods = [(w, p) for w in scenario.workloads for p in w.pod_names()]
             joins = list(scenario.joins)
@@ -900,6 +931,12 @@ def place(
         finally:
             watch.stop()
     result.seconds = time.monotonic() - t0
+    finish(lab, scenario, result, watch)
+    return result
+
+
+def finish(lab: Lab, scenario: Scenario, result: RunResult, watch: BindingWatch) -> None:
+    """Fill `result` from the lab's pods as they are now and from the watch."""
     # The final truth of where pods are (a pod could in principle be rebound after an
     # eviction; the watch's first binding gives the timing).
     final = _bench_pods(lab)
@@ -926,9 +963,9 @@ def place(
     if scenario.owned:
         result.created = dict(watch.seen_at)
         result.workloads = {p: w for p, w in watch.workload.items() if w}
-    if watch.error and result.error is None and len(result.bound_at) < total:
+    result.gone_at = dict(watch.gone_at)
+    if watch.error and result.error is None and len(result.bound_at) < scenario.pod_count:
         result.error = watch.error
-    return result
 
 
 def save_events(lab: Lab, scenario: Scenario, path: Path, since: datetime.datetime) -> None:
@@ -986,15 +1023,20 @@ def run(
             decisions = DecisionWatch(lab, scenario.pod_count, pids)
             decisions.start()
             try:
-                result = place(
-                    lab,
-                    scenario,
-                    contender.scheduler_name,
-                    log,
-                    watch=watch,
-                    workdir=wd,
-                    created=created,
-                )
+                if scenario.steady is not None:
+                    from benchmarks.placement import steady  # it builds on this module
+
+                    result = steady.place(lab, scenario, contender, log, watch=watch, workdir=wd)
+                else:
+                    result = place(
+                        lab,
+                        scenario,
+                        contender.scheduler_name,
+                        log,
+                        watch=watch,
+                        workdir=wd,
+                        created=created,
+                    )
             finally:
                 decisions.stop()
             result.decided_at = decisions.decided_at
@@ -1021,7 +1063,7 @@ def run(
     log(
         f"{scenario.name} x {contender.name}: {bound}/{scenario.pod_count} bound in "
         f"{result.seconds:.1f}s"
-        + (f"; {len(result.evictions)} evicted" if scenario.descheduler else "")
+        + (f"; {len(result.evictions)} evicted" if scenario.owned else "")
         + (f"; {result.error}" if result.error else "")
     )
     return result

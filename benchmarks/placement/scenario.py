@@ -4,7 +4,10 @@ A scenario file says what the cluster is (nodes with capacity, background usage 
 requests, and `hot: true` on the nodes a load-aware scheduler should avoid), what is placed
 on it (workloads: replicas, requests, limits, and the *actual* usage each pod has, which the
 lab's kwok nodes report through metrics-server), when (all at once or at a rate), and what
-happens meanwhile (a node joining after N pods are bound). The schema is the `_*` structs
+happens meanwhile (a node joining after N pods are bound). A `steady:` scenario is a stream
+instead (docs/placement.md, "Steady state"): each workload's pods live for a while, are
+deleted and replaced, for `duration_seconds`, while nodes' background memory may change.
+The schema is the `_*` structs
 below; every key is checked, and an unknown or mistyped key is refused with the file and
 its path in the message (msgspec's `- at $.nodes[0].cpu`).
 
@@ -58,6 +61,11 @@ class _Node(msgspec.Struct, forbid_unknown_fields=True):
     pods: int = 110
 
 
+class _Lifetime(msgspec.Struct, forbid_unknown_fields=True):
+    min: float
+    max: float
+
+
 class _Workload(msgspec.Struct, forbid_unknown_fields=True):
     name: str
     replicas: int
@@ -66,6 +74,33 @@ class _Workload(msgspec.Struct, forbid_unknown_fields=True):
     limits: _Resources | None = None
     # Pods created per second; omitted: all at once (as fast as the client creates them).
     rate: float | None = None
+    # Steady scenarios only: each pod is deleted this long after it was bound (drawn
+    # uniformly between the two), and its ReplicaSet replaces it.
+    lifetime_seconds: _Lifetime | None = None
+
+
+class _Change(msgspec.Struct, forbid_unknown_fields=True):
+    """A node's background memory set to `memory` at `at_seconds` into a steady run. Memory
+    only, and refused for CPU by the schema: the lab's node CPU counter is the background
+    cores x the seconds since the node was created (lab/components.py metric_doc), so a
+    change of background CPU rewrites the whole counter and one metrics-server window reads
+    a rate that never was (lab/cluster.py Lab.set_background)."""
+
+    at_seconds: float
+    node: str
+    memory: Quantity
+    # The node counts as hot (the "pods on hot" measure) from this change on; omitted:
+    # as it was.
+    hot: bool | None = None
+
+
+class _Steady(msgspec.Struct, forbid_unknown_fields=True):
+    # How long the stream runs, from its first pod; the measures are over this span.
+    duration_seconds: float
+    # The stock+descheduler contender's --descheduling-interval (the role's is 5m, a run
+    # would see one pass).
+    descheduler_interval_seconds: float = 60
+    changes: list[_Change] = []
 
 
 class _Event(msgspec.Struct, forbid_unknown_fields=True):
@@ -106,6 +141,7 @@ class _Scenario(msgspec.Struct, forbid_unknown_fields=True):
     contenders: list[str] | None = None
     goals: _Goals = msgspec.field(default_factory=_Goals)
     timeout_seconds: float = 300
+    steady: _Steady | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +169,7 @@ class Workload:
     limits: Resources | None
     usage: Resources
     rate: float | None
+    lifetime: tuple[float, float] | None = None  # (min, max) seconds, steady scenarios
 
     def pod_names(self) -> list[str]:
         return [f"{self.name}-{i:04d}" for i in range(1, self.replicas + 1)]
@@ -153,6 +190,27 @@ class Descheduler:
 
     seconds: float
     interval_seconds: float
+
+
+@dataclass(frozen=True)
+class Change:
+    """A node's background memory (bytes) from `at_seconds` into a steady run on, and
+    whether it counts as hot from then (None: unchanged)."""
+
+    at_seconds: float
+    node: str
+    memory: float
+    hot: bool | None = None
+
+
+@dataclass(frozen=True)
+class Steady:
+    """A steady scenario's stream: how long it runs, the descheduler contender's interval,
+    and the background changes, in time order."""
+
+    duration_seconds: float
+    descheduler_interval_seconds: float
+    changes: tuple[Change, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -180,11 +238,12 @@ class Scenario:
     goals: Goals
     timeout_seconds: float
     backlog: bool = False
+    steady: Steady | None = None
 
     @property
     def owned(self) -> bool:
         """Pods are created by ReplicaSets (evictable, replaced), not as bare pods."""
-        return self.descheduler is not None
+        return self.descheduler is not None or self.steady is not None
 
     def workload(self, name: str) -> Workload:
         return next(w for w in self.workloads if w.name == name)
@@ -250,6 +309,16 @@ def parse(raw: _Scenario, source: str) -> Scenario:
                 raise fail(f"{where}.replicas", f"must be >= 1, got {w.replicas}")
             if w.rate is not None and not (w.rate > 0 and math.isfinite(w.rate)):
                 raise fail(f"{where}.rate", f"pods per second must be > 0, got {w.rate}")
+            life = w.lifetime_seconds
+            if life is not None and not (0 < life.min <= life.max < math.inf):
+                raise fail(
+                    f"{where}.lifetime_seconds", f"needs 0 < min <= max, got {life.min}..{life.max}"
+                )
+            if (life is None) != (raw.steady is None):
+                raise fail(
+                    f"{where}.lifetime_seconds",
+                    "every workload of a steady scenario has one, and only they do",
+                )
             workloads.append(
                 Workload(
                     w.name,
@@ -258,6 +327,7 @@ def parse(raw: _Scenario, source: str) -> Scenario:
                     _resources(w.limits, f"{where}.limits") if w.limits else None,
                     _resources(w.usage, f"{where}.usage"),
                     w.rate,
+                    (life.min, life.max) if life is not None else None,
                 )
             )
     except ScenarioError as exc:
@@ -285,6 +355,7 @@ def parse(raw: _Scenario, source: str) -> Scenario:
                 raise fail(f"$.descheduler.{key}", f"must be > 0 seconds, got {v}")
         if raw.backlog:
             raise fail("$.backlog", "a backlog of bare pods and the descheduler exclude each other")
+    steady = _steady(raw, [n.name for n in nodes], source)
     g = raw.goals
     return Scenario(
         name=raw.name,
@@ -305,6 +376,50 @@ def parse(raw: _Scenario, source: str) -> Scenario:
         ),
         timeout_seconds=raw.timeout_seconds,
         backlog=raw.backlog,
+        steady=steady,
+    )
+
+
+def _steady(raw: _Scenario, nodes: Sequence[str], source: str) -> Steady | None:
+    """The steady stream, checked: a positive duration and interval, changes inside the run
+    on the scenario's initial nodes; and none of the placement modes it replaces."""
+    st = raw.steady
+    if st is None:
+        return None
+
+    def fail(where: str, msg: str) -> ScenarioError:
+        return ScenarioError(f"{source}: {where}: {msg}")
+
+    for key, v in (
+        ("duration_seconds", st.duration_seconds),
+        ("descheduler_interval_seconds", st.descheduler_interval_seconds),
+    ):
+        if not (v > 0 and math.isfinite(v)):
+            raise fail(f"$.steady.{key}", f"must be > 0 seconds, got {v}")
+    # Each of these changes what a run is; a steady one is a stream of its own.
+    for key, on in (
+        ("backlog", raw.backlog),
+        ("events", bool(raw.events)),
+        ("descheduler", raw.descheduler is not None),
+    ):
+        if on:
+            raise fail(f"$.{key}", "not with steady: (the stock+descheduler contender runs it)")
+    changes = []
+    for i, c in enumerate(st.changes):
+        where = f"$.steady.changes[{i}]"
+        if c.node not in nodes:
+            raise fail(f"{where}.node", f"{c.node!r} is not one of the scenario's nodes")
+        if not 0 <= c.at_seconds <= st.duration_seconds:
+            raise fail(f"{where}.at_seconds", f"must be in 0..{st.duration_seconds:g}")
+        try:
+            memory = _amount(c.memory, f"{where}.memory")
+        except ScenarioError as exc:
+            raise ScenarioError(f"{source}: {exc}") from None
+        changes.append(Change(c.at_seconds, c.node, memory, c.hot))
+    return Steady(
+        st.duration_seconds,
+        st.descheduler_interval_seconds,
+        tuple(sorted(changes, key=lambda c: c.at_seconds)),
     )
 
 
@@ -339,10 +454,11 @@ def available(directory: Path = SCENARIOS_DIR) -> dict[str, Path]:
 
 
 def select(names: Iterable[str] | None, directory: Path = SCENARIOS_DIR) -> list[Scenario]:
-    """The named scenarios (all but `smoke` when None), loaded; unknown names refused."""
+    """The named scenarios (all but the tests' `smoke*` when None), loaded; unknown names
+    refused."""
     files = available(directory)
     if names is None:
-        names = [n for n in files if n != "smoke"]
+        names = [n for n in files if not n.startswith("smoke")]
     out = []
     for n in names:
         if n not in files:

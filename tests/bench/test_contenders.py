@@ -52,6 +52,7 @@ WANTED = {
     "stock-nobatch",
     "loadwise-prioritize-only",
     "null-prioritize-only",
+    "stock+descheduler",  # issue #24
 }
 
 

@@ -59,8 +59,13 @@ def test_a_scenario_is_read_with_its_quantities_in_base_units():
     ],
 )
 def test_a_bad_key_is_refused_naming_the_file_and_the_key(edit, names):
+    refused(GOOD.replace(*edit), names)
+
+
+def refused(text: str, names: list[str]) -> None:
+    """`text` is refused with a message naming the file first, then each of `names`."""
     with pytest.raises(ScenarioError) as exc:
-        loads(GOOD.replace(*edit), "bad.yaml")
+        loads(text, "bad.yaml")
     msg = str(exc.value)
     assert msg.startswith("bad.yaml: "), msg
     for n in names:

@@ -38,3 +38,43 @@ def test_smoke_scenario_runs_end_to_end_and_the_extender_avoids_the_hot_node(lab
     assert loadwise.summary.pods_on_hot == 0, f"loadwise used the hot node:\n{md}"
     assert "no pod on a hot node: **PASS**" in md, md
     assert (tmp_path / "docs" / "placement" / "smoke.png").stat().st_size > 0
+
+
+# full: 98 s on 2026-11-27 (reset, a 30 s stream, cleanup), over the default run's budget of
+# about 60 s a new test; the default run has the steady mode's parts in tests/bench
+# (test_placement_steady.py: keys, lifetimes, the measures over time) and the descheduler
+# with the role's policy on the lab (test_e2e_descheduler.py).
+@pytest.mark.full
+def test_a_steady_run_streams_replaces_changes_and_runs_the_descheduler(lab, tmp_path):
+    """benchmarks/scenarios/smoke-steady.yaml with stock+descheduler: pods end their
+    lifetimes and are replaced, the background change lands at its time and is undone after,
+    the descheduler ran beside the scheduler, and the report has the steady table."""
+    from benchmarks.placement.steady_report import steady_row
+    from lab.fakenodes import BG_MEMORY
+
+    (sc,) = select(["smoke-steady"])
+    assert sc.steady is not None
+    try:
+        r = run(lab, sc, CONTENDERS["stock+descheduler"], tmp_path / "work")
+        node = lab.core().read_node("ss-002")
+    finally:
+        cleanup(lab)
+    assert r.error is None, r.error
+    assert r.stream is not None
+    start, end = r.stream
+    assert end - start == pytest.approx(sc.steady.duration_seconds, abs=2)
+    # Lifetimes of 8-12 s in a 30 s stream: the first six pods all end, and their
+    # replacements are bound.
+    assert len(r.expired) >= sc.pod_count, r.expired
+    assert len(r.bound_at) >= 2 * sc.pod_count, r.bound_at
+    assert all(p in r.gone_at for p in r.expired)
+    (change,) = r.changes
+    assert change["node"] == "ss-002" and 10 <= change["at"] - start < 12
+    assert node.metadata.annotations[BG_MEMORY] == "268435456"  # 256Mi again
+    log = (tmp_path / "work" / "smoke-steady-stock+descheduler-0" / "descheduler.log").read_text()
+    assert "LowNodeUtilization" in log, log[-2000:]
+    row = steady_row(sc, r)
+    assert row.over is not None and row.placed == len(r.bound_at)
+    md = report.write(tmp_path / "docs", [sc], [r], started="smoke").read_text()
+    assert "| stock+descheduler | 1 | " in md, md
+    assert "hottest node, mean %" in md, md

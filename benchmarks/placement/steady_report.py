@@ -1,0 +1,214 @@
+"""docs/placement.md's section for a steady scenario: figures over the stream's span
+(benchmarks/placement/timeline.py) instead of one final placement."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from benchmarks.placement.measures import HOT_THRESHOLD, timing
+from benchmarks.placement.report import _num, heading, spread
+from benchmarks.placement.runner import RunResult
+from benchmarks.placement.scenario import Change, Scenario
+from benchmarks.placement.timeline import OverTime, Segment, Stay, over_time, segments
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+@dataclass(frozen=True)
+class SteadyRow:
+    """One run of a steady scenario."""
+
+    contender: str
+    over: OverTime | None  # None: the run has no stream (it failed before it)
+    placed: int  # pods bound during the stream, replacements included
+    expired: int  # pods the runner deleted at the end of their lifetime
+    evicted: int  # pods deleted by anything else: the descheduler
+    pending: int  # pods left unbound at the end
+    p50: float | None  # creation to binding, seconds
+    p99: float | None
+    error: str | None
+
+
+def stays(result: RunResult, start: float, end: float) -> list[Stay]:
+    """Each bound pod's time on its node, in seconds after `start`: from its binding until
+    it was first seen going, or `end` for a pod still there."""
+    return [
+        Stay(
+            pod,
+            result.workloads[pod],
+            node,
+            result.bound_at[pod] - start,
+            result.gone_at.get(pod, end) - start,
+        )
+        for pod, node in result.placed.items()
+        if pod in result.bound_at and pod in result.workloads
+    ]
+
+
+def stream(scenario: Scenario, result: RunResult) -> list[Segment] | None:
+    """The run's step function (timeline.segments), in seconds into its stream; None when
+    it has no stream (it failed before one)."""
+    if result.stream is None or not result.stream[1] > result.stream[0]:
+        return None
+    start, end = result.stream
+    return list(
+        segments(
+            scenario.nodes,
+            stays(result, start, end),
+            {w.name: w.usage for w in scenario.workloads},
+            {w.name: w.replicas for w in scenario.workloads},
+            (0.0, end - start),
+            # as applied, not as scheduled
+            [Change(c["at"] - start, c["node"], c["memory"], c.get("hot")) for c in result.changes],
+        )
+    )
+
+
+def steady_row(scenario: Scenario, result: RunResult) -> SteadyRow:
+    parts = stream(scenario, result)
+    over = over_time(parts) if parts is not None else None
+    t = timing(result.created, result.bound_at)
+    return SteadyRow(
+        result.contender,
+        over,
+        len(result.bound_at),
+        len(result.expired),
+        len(result.evictions),
+        sum(result.pending.values()),
+        t.p50 if t else None,
+        t.p99 if t else None,
+        result.error,
+    )
+
+
+HEADER = [
+    "| contender | n | pods placed | hottest node, mean % | hottest node, peak % "
+    "| s any node > 80 % | s any node's demand > capacity | pods on hot, mean "
+    "| largest share %, peak | ended lifetime | evicted | pending at end | p50 ms | p99 ms |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+]
+
+
+def table(rows: Sequence[SteadyRow]) -> list[str]:
+    """One line per contender, each figure the median over its runs (min-max)."""
+    by: dict[str, list[SteadyRow]] = {}
+    for r in rows:
+        by.setdefault(r.contender, []).append(r)
+    pct, one, ms = _num(), _num(1, "{:.0f}"), _num(1000, "{:.0f}")
+    out = list(HEADER)
+    for name, runs in by.items():
+        overs = [r.over for r in runs if r.over is not None]
+
+        def cell(values: Sequence[float | None], fmt: Callable[[float], str] = one) -> str:
+            return spread([v for v in values if v is not None], fmt)
+
+        out.append(
+            f"| {name} | {len(runs)} | "
+            + " | ".join(
+                [
+                    cell([float(r.placed) for r in runs]),
+                    cell([o.mean_hottest for o in overs], pct),
+                    cell([o.peak_hottest for o in overs], pct),
+                    cell([o.over_80_seconds for o in overs]),
+                    cell([o.over_capacity_seconds for o in overs]),
+                    cell([o.mean_pods_on_hot for o in overs], _num(1, "{:.1f}")),
+                    cell([o.peak_share for o in overs], _num(100, "{:.0f}")),
+                    cell([float(r.expired) for r in runs]),
+                    cell([float(r.evicted) for r in runs]),
+                    cell([float(r.pending) for r in runs]),
+                    cell([r.p50 for r in runs], ms),
+                    cell([r.p99 for r in runs], ms),
+                ]
+            )
+            + " |"
+        )
+    return out
+
+
+def section(scenario: Scenario, results: Sequence[RunResult], plot: str | None = None) -> list[str]:
+    """The scenario's heading, description, table, the runs' errors and its `plot`."""
+    assert scenario.steady is not None
+    st = scenario.steady
+    hot = [n.name for n in scenario.nodes if n.hot]
+    rows = [steady_row(scenario, r) for r in results]
+    out = heading(
+        scenario,
+        f"{len(scenario.nodes)} nodes"
+        + (f", hot: {', '.join(hot)}" if hot else "")
+        + f"; {scenario.pod_count} pods at a time, a {st.duration_seconds:g} s stream",
+    )
+    out += [*table(rows), ""]
+    errs = [f"- {r.contender}: {r.error}" for r in rows if r.error]
+    if errs:
+        out += ["Runs with an error:", "", *errs, ""]
+    if plot:
+        out += [f"![the hottest node over time, {scenario.name}]({plot})", ""]
+    return out
+
+
+def figure(scenario: Scenario, results: Sequence[RunResult]) -> Figure | None:
+    """The hottest node's utilisation over the stream, one line per contender: its run
+    with the median mean (the lower median, an observed run), the 80 % and 100 % lines,
+    and the scenario's changes where they were scheduled. None when no run has a stream."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by: dict[str, list[list[Segment]]] = {}
+    for r in results:
+        parts = stream(scenario, r)
+        if parts:
+            by.setdefault(r.contender, []).append(parts)
+    if not by:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
+    for name, runs in by.items():
+        runs.sort(key=lambda parts: over_time(parts).mean_hottest)
+        parts = runs[max(0, math.ceil(len(runs) / 2) - 1)]
+        xs = [g.start for g in parts] + [parts[-1].start + parts[-1].seconds]
+        ys = [100 * g.hottest for g in parts]
+        ax.stairs(ys, xs, label=f"{name} (n={len(runs)}, the median run)", baseline=None)
+    ax.axhline(100 * HOT_THRESHOLD, color="red", linestyle=":", linewidth=1, label="80 %")
+    ax.axhline(100, color="black", linestyle="--", linewidth=1, label="capacity")
+    assert scenario.steady is not None
+    for c in scenario.steady.changes:
+        ax.axvline(c.at_seconds, color="gray", linestyle="-.", linewidth=1)
+        ax.annotate(
+            f"{c.node} {c.memory / 2**30:g}Gi",
+            (c.at_seconds, 0.02),
+            xycoords=("data", "axes fraction"),
+            fontsize="small",
+            rotation=90,
+        )
+    ax.set(
+        xlabel="seconds into the stream",
+        ylabel="hottest node, % (max of CPU and memory)",
+        title=f"{scenario.name}: {scenario.title}",
+    )
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize="small", loc="lower right")
+    return fig
+
+
+INTRO = """\
+- **Steady** scenarios are a stream, not one placement: every pod lives for a time drawn
+  from its workload's range, is deleted by the benchmark and replaced by its ReplicaSet,
+  for the stated number of seconds (at least five of load-watcher's one-minute collections
+  for the shipped ones), so each contender decides later pods on metrics that hold its
+  earlier ones. Their figures are over that span, from the same ground truth: **hottest
+  node** is, at each instant, the highest utilisation of any node in either resource,
+  averaged over the span (mean) and at its highest (peak); **s any node > 80 %** and
+  **s any node's demand > capacity** are the seconds during which some node was above
+  80 % or above 100 % (kwok nodes report what their pods declare, so above 100 % is demand
+  a real node could not meet, not measured use); **pods on hot, mean** the pods on nodes
+  while they count as hot (marked so, or from a change that makes them so), averaged over
+  the span; **largest share %, peak** the most of one workload's
+  replicas on one node at any instant; **ended lifetime** the pods the benchmark deleted;
+  **evicted** those something else deleted (the descheduler); **p50/p99 ms** creation to
+  binding over every pod of the stream.
+"""
