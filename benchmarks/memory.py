@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Peak memory of the extender while 20 callers send it a maximum-size body each.
 
-    .venv/bin/python benchmarks/memory.py                 # three limits, 3 rounds each (~1 min)
-    .venv/bin/python benchmarks/memory.py --checkout DIR  # the extender of another tree
+    .venv/bin/python -m benchmarks.memory                 # three limits, 3 rounds each (~1 min)
+    .venv/bin/python -m benchmarks.memory --checkout DIR  # the extender of another tree
 
 What runs (all on loopback): the real extender process (``loadwise-extender``, or
 ``python -m extender`` from ``--checkout``) with a file load source, and this process
@@ -42,12 +42,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run as a script: this checkout's extender and benchmarks
+import msgspec
 
-import msgspec  # noqa: E402
-
-from benchmarks.prioritize import (  # noqa: E402
+from benchmarks.prioritize import (
     extender_command,
     extender_commit,
     free_port,
@@ -57,8 +54,10 @@ from benchmarks.prioritize import (  # noqa: E402
     make_watcher,
     node_name,
 )
-from benchmarks.procstat import memory_bytes  # noqa: E402
-from extender.config import NAMES_BODY_BYTES, NODE_BODY_BYTES  # noqa: E402
+from benchmarks.procstat import memory_bytes
+from extender.config import NAMES_BODY_BYTES, NODE_BODY_BYTES
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CALLERS = 20
 GOAL_MB = 100.0
