@@ -94,7 +94,13 @@ class LeastUsed:
                 texts.append(text)
         score = self.combine(parts.get("cpu"), parts.get("memory"), parts.get("pods"))
         if score is None:
-            return NodeScore(MAX_SCORE // 2, "no usable load data; neutral")
+            # Lowest, as TargetLoadPacking and LoadVariationRiskBalancing score a node without
+            # data: a node whose reading was refused (or went stale) is never preferred to a
+            # measured one. Scored neutral (50), such a node beat every busier measured node:
+            # in the steady-hog scenario the hog's own node, its reading refused as above
+            # capacity, drew 11 pods (docs/placement.md). Among nodes all without data the
+            # scores stay equal, so the ledger's tie-break still spreads a burst.
+            return NodeScore(0, "no usable load data; scored lowest")
         if not explain:
             return NodeScore(score, "")
         why = ", ".join(texts) + " after placement"

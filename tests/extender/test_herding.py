@@ -190,7 +190,7 @@ async def test_stale_source_keeps_the_last_reading_then_becomes_unknown():
     assert after[decision.best] == before.get(decision.best, 0) + 1
 
     # Older than max_stale: unknown. Nothing is rejected on unknown data, and the
-    # hot node scores no better than any other (all neutral), never best-as-idle.
+    # hot node scores no better than any other (all lowest), never best-as-idle.
     clock.now += 400
     await ext.refresher.refresh_once()
     assert not ext.refresher.usable(clock.now)

@@ -157,10 +157,10 @@ def test_least_used_without_node_size_uses_percentages():
     assert LeastUsed().score(EMPTY, state(None, 30, 50)).score == 60
 
 
-def test_least_used_over_capacity_is_zero_and_neutral_without_data():
+def test_least_used_over_capacity_is_zero_and_lowest_without_data():
     info = node_info(cpu="1", memory="1Gi")
     assert LeastUsed({"cpu": 1}).score(EMPTY, state(info, 150, 10)).score == 0
-    assert LeastUsed({"pods": 1}).score(EMPTY, state(info, 1, 1)).score == 50  # no pod count
+    assert LeastUsed({"pods": 1}).score(EMPTY, state(info, 1, 1)).score == 0  # no pod count
 
 
 def test_extender_priority_mapping():

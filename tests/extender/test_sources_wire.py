@@ -8,9 +8,9 @@ requests with real Node and Pod shapes (nodeCacheCapable: false, so full Nodes).
 
 Three nodes of 4 CPU and 8 GiB: ``a`` idle-ish, ``b`` with the bad reading, ``c`` at
 95 % CPU. Whatever ``b`` reports, ``a`` and ``c`` keep their load-awareness (``c`` is
-rejected by the filter and scored last, ``a`` is the favourite), ``b`` is scored
-neutral (never as idle), nothing is answered fail-open, and ``/readyz`` and
-``/metrics`` say which node was refused and why.
+rejected by the filter and scored low, ``a`` is the favourite), ``b`` is scored
+lowest (never as idle, never above a measured node), nothing is answered fail-open, and
+``/readyz`` and ``/metrics`` say which node was refused and why.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from extender.config import load_settings
 from extender.server import make_app
-from extender.service import NEUTRAL_PRIORITY, Extender
+from extender.service import Extender
 from extender.wiring import build_extender
 
 from .helpers import container, node_json, pod_json
@@ -200,8 +200,8 @@ async def assert_only_b_refused(served: Served, reason: str, detail: str) -> Non
     assert list(failed) == ["c"] and failed["c"].startswith("cpu 9"), failed  # c still rejected
 
     scores = await served.prioritize()
-    assert scores["b"] == NEUTRAL_PRIORITY  # neutral, not read as idle
-    assert scores["a"] > scores["b"] > scores["c"], scores  # a and c scored by their load
+    # b: lowest, not read as idle, never above a measured node (c is busy: it may tie)
+    assert scores["b"] == 0 and scores["a"] > scores["c"] >= scores["b"], scores
 
     ready = await served.readyz("with invalid readings")
     assert ready.startswith("ok: 2 nodes from "), ready
@@ -337,11 +337,11 @@ async def test_a_source_refusing_every_node_names_a_bounded_few(start: Start) ->
     text = await served.metrics()
     assert _metric(text, "loadwise_extender_invalid_reading_nodes") == 40
     assert sorted(_nodes_named(text)) == [f"node-{i:02}" for i in range(16)]
-    # nodes of unknown load only: all neutral, the favourite a step ahead of the others
+    # nodes of unknown load only: all lowest, the favourite a step ahead of the others
     # (docs/contracts.md, "Ties and the ledger"), none rejected
     names = ["node-00", "node-01", "node-02"]
     scores = await served.prioritize(names)
-    assert sorted(scores.values()) == [NEUTRAL_PRIORITY - 1] * 2 + [NEUTRAL_PRIORITY]
+    assert sorted(scores.values()) == [0, 0, 1]
     assert await served.filter(names) == (names, {})
 
 
@@ -358,4 +358,4 @@ async def test_a_reading_dated_in_the_future_still_goes_stale_when_the_source_di
     up.status = 500  # the source dies; the last reading is all the extender has
     await served.readyz("is stale", status=503)
     scores = await served.prioritize()
-    assert sorted(scores.values()) == [NEUTRAL_PRIORITY - 1] * 2 + [NEUTRAL_PRIORITY]  # unknown
+    assert sorted(scores.values()) == [0, 0, 1]  # unknown: all lowest, the favourite a step up
