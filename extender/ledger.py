@@ -150,9 +150,9 @@ class Pending:
 class NodeTotals(dict[str, Pending]):
     """Per node, its pending totals; with ``changes``, the nodes whose totals changed, in
     order, so a reader that saw this very object at ``seen()`` reads only the nodes changed
-    since (``since``) instead of every node's totals. Without it the fast path compared all
-    of them on each request: some 10 % of the extender's CPU through a 2,000-pod backlog on
-    500 nodes (yappi, CPU clock)."""
+    since (``since``) instead of every node's totals, which the fast path compared on each
+    request (in-process, 2,000 pods on 500 nodes with 230 listed, filter and prioritize:
+    about 200 -> 165 us a pod)."""
 
     __slots__ = ("changes", "dropped")
 
