@@ -6,6 +6,7 @@ as extender/config.py validates it."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -266,3 +267,12 @@ def test_the_fair_trimaran_weight_gives_the_plugin_the_extenders_say():
     assert 100 * FAIR_TRIMARAN_WEIGHT == extender_most
     fair = [c for c in CONTENDERS.values() if c.plugin_weight == FAIR_TRIMARAN_WEIGHT]
     assert {c.policy for c in fair} == {"TargetLoadPacking", "LoadVariationRiskBalancing"}
+
+
+def test_every_scheduler_name_can_name_kubernetes_objects():
+    """A pod's spec.schedulerName must be a DNS-1123 subdomain (the API server's pod
+    validation), and the lab tests name pods after it; a contender's own name may hold more
+    ("stock+descheduler")."""
+    label = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+    bad = [c.scheduler_name for c in CONTENDERS.values() if not label.fullmatch(c.scheduler_name)]
+    assert not bad, bad

@@ -79,7 +79,8 @@ def _log_fields(log: str, message: str) -> list[dict[str, str]]:
 @pytest.mark.parametrize("name", sorted(CONTENDERS))
 def test_contender_binds_its_own_pods_only(lab, tmp_path, name):
     c = CONTENDERS[name]
-    mine, other = f"contender-{name}", f"contender-not-{name}"
+    # by its schedulerName: a contender's name may hold what a pod's may not ("+")
+    mine, other = f"contender-{c.scheduler_name}", f"contender-not-{c.scheduler_name}"
     core = lab.core()
     with c.start(lab, tmp_path, verbosity=6 if c.kind == "trimaran" else 0):
         core.create_namespaced_pod("default", _pod(other, f"not-{c.scheduler_name}"))
