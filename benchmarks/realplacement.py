@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.placement.report import spread
 from lab import EXTENDER_HEALTH_URL, realnodes
 from lab.fakenodes import parse_quantity
 from lab.peek import Container
@@ -311,16 +312,6 @@ def switch(host: Any, contender: str) -> None:
     print(f"{playbook} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
 
 
-def spread(values: list[float], fmt: str = "{:g}") -> str:
-    """The lower median (an observed run's figure) and, with more than one run, the range."""
-    if not values:
-        return "-"
-    med = fmt.format(statistics.median_low(values))
-    return (
-        med if len(values) == 1 else f"{med} ({fmt.format(min(values))}-{fmt.format(max(values))})"
-    )
-
-
 def table(runs: list[Run]) -> str:
     cols: list[tuple[str, Callable[[Run], float]]] = [
         ("pods on hot", lambda r: r.bound.get(HOT, 0)),
@@ -348,7 +339,7 @@ def table(runs: list[Run]) -> str:
     ]
     for contender in dict.fromkeys(r.contender for r in runs):
         mine = [r for r in runs if r.contender == contender]
-        cells = [spread([float(f(r)) for r in mine]) for _, f in cols]
+        cells = [spread([float(f(r)) for r in mine], "{:g}".format) for _, f in cols]
         lines.append(f"| {contender} | {len(mine)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
