@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.placement.report import spread
+from benchmarks.placement.runner import provenance
 from lab import EXTENDER_HEALTH_URL, realnodes
 from lab.fakenodes import parse_quantity
 from lab.peek import Container
@@ -345,11 +346,11 @@ def table(runs: list[Run]) -> str:
 
 
 def commit() -> str:
-    def git(*a: str) -> str:
-        return subprocess.run(["git", *a], capture_output=True, text=True).stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD")
-    return head + (" (with uncommitted changes)" if git("status", "--porcelain", "-uno") else "")
+    """HEAD as the placement benchmark records it (runner.provenance: untracked files make
+    the tree dirty too)."""
+    prov = provenance()
+    dirty = " (with uncommitted changes)" if prov.clean is False else ""
+    return (prov.commit or "unknown")[:7] + dirty
 
 
 def run(args: argparse.Namespace) -> int:
