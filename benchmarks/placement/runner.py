@@ -621,19 +621,19 @@ class DecisionWatch:
         self.count, self.seconds = got
         if self.first is None and self.count > 0:
             self.first = (time.monotonic(), self.count)
-            self.cpu_first = self._cpu(self.pids)
-            self.extender_cpu_first = self._cpu(self.pids[1:])
+            self.cpu_first, self.extender_cpu_first = self._cpu()
         if self.decided_at is None and self.count >= self.target:
             self.decided_at = time.monotonic()
-            self.cpu_decided = self._cpu(self.pids)
-            self.extender_cpu_decided = self._cpu(self.pids[1:])
+            self.cpu_decided, self.extender_cpu_decided = self._cpu()
 
-    @staticmethod
-    def _cpu(pids: Sequence[int]) -> float | None:
+    def _cpu(self) -> tuple[float | None, float | None]:
+        """CPU seconds of all the pids and of the extender's (``pids[1:]``), from one
+        read of each process."""
         try:
-            return sum(cpu_seconds(p) for p in pids) if pids else None
+            each = [cpu_seconds(p) for p in self.pids]
         except (OSError, ValueError, IndexError):
-            return None  # a process gone: no figure rather than a wrong one
+            return None, None  # a process gone: no figure rather than a wrong one
+        return (sum(each) if each else None), (sum(each[1:]) if each[1:] else None)
 
     def _run(self) -> None:
         while not self._stop.wait(self.INTERVAL):
