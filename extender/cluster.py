@@ -43,6 +43,8 @@ class PlacementSink(Protocol):
 
     def forget(self, pod_key: str) -> None: ...
 
+    def depart(self, pod_key: str, node: str, load: PodLoad, at: float) -> None: ...
+
 
 class ClusterView(Protocol):
     """What the extender reads from a cluster watch, on the event loop's thread."""
@@ -172,9 +174,14 @@ class ClusterWatch:
 
     def _pod_event_deleted(self, key: str) -> None:
         known = self._pods.pop(key, None)
-        if known is not None:
-            self._off_node(key, known[0])
-        self._placements.forget(key)
+        if known is None:
+            self._placements.forget(key)  # an assumption the watch never confirmed
+            return
+        node, load = known
+        self._off_node(key, node)
+        # Seen now (a watch event arrives within a second or so of the change; after a
+        # relist, the time of the list): the load source's reading may predate it.
+        self._placements.depart(key, node, load, time.time())
 
     def _off_node(self, key: str, node: str) -> None:
         pods = self._by_node.get(node)

@@ -352,8 +352,10 @@ def demand_after(
         own = pod.load.request if pod.load is not None else own
     if resource == "cpu":
         capacity, allocatable = info.cpu_capacity_millis, info.cpu_allocatable_millis
-        extra = pending.cpu_millis + own.cpu_millis
+        before, extra = pending.cpu_millis, own.cpu_millis
     else:
         capacity, allocatable = info.memory_capacity_bytes, info.memory_allocatable_bytes
-        extra = pending.memory_bytes + own.memory_bytes
-    return Demand(load.avg * capacity / 100 + extra, allocatable)
+        before, extra = pending.memory_bytes, own.memory_bytes
+    before += load.avg * capacity / 100
+    # pods gone since the reading (``ledger``) can take off more than the reading held
+    return Demand((before if before > 0.0 else 0.0) + extra, allocatable)

@@ -129,7 +129,8 @@ def _winner(
     """The index ``decide.to_priorities`` names the winner: the highest score, then
     the fewest pending pods (``counts`` maps names to them), then the first name.
     Only the tied nodes are looked at, each with C-level calls. ``pending_on``, if given,
-    holds every node with a pending pod (``counts`` gives the others 0)."""
+    holds every node with a pending pod, and maybe others (``counts`` gives the nodes it
+    lacks 0)."""
     find = scores.index
     win = find(top)
     tied = [win]
@@ -155,7 +156,14 @@ def _winner(
         # 7.6 % of the extender's main-thread samples there (perf, python3.12 -X perf).
         idle = list(filterfalse(pending_on.__contains__, tied_names))
         if idle:
-            return tied[tied_names.index(min(idle))]
+            first = min(idle)
+            if counts is not None:
+                # a node the ledger holds only departures for has no pending pod either
+                listed = list(filter(pending_on.__contains__, tied_names))
+                zero = [n for n, c in zip(listed, counts(listed), strict=True) if c <= 0]
+                if zero:
+                    first = min(first, min(zero))
+            return tied[tied_names.index(first)]
     # min over tuples: the same order as to_priorities' key, then the first index
     if counts is None:
         return min(zip(tied_names, tied, strict=True))[1]
@@ -190,6 +198,13 @@ def _priorities(
     return _stepped(scores, win, PRIORITY_OF[top]), win
 
 
+def _used(base: float, pending: float, own: float) -> float:
+    """``estimate.demand_after``'s sum, in its order: the reading and the pods pending,
+    at least 0 (pods gone since the reading can take off more than it held), and the pod."""
+    before = base + pending
+    return (before if before > 0.0 else 0.0) + own
+
+
 class _Synced:
     """Per-node figures for one pod shape over a table, kept in step with the ledger's
     pending totals (``sync``). Subclasses say which totals they read (``_CPU_OF``,
@@ -209,7 +224,7 @@ class _Synced:
         self.origin: NodeTotals | None = None  # the totals sync read last, and how far
         self.seen = 0
 
-    def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
+    def rescore(self, table: _Table, i: int, cpu_pending: float, mem_pending: float) -> None:
         raise NotImplementedError
 
     def sync(self, table: _Table, recent: Mapping[str, Pending]) -> None:
@@ -240,11 +255,11 @@ class _Synced:
             p = recent.get(name)
             if p is None:  # nothing pending there any more
                 if applied.pop(name, None) is not None:
-                    self.rescore(table, i, 0.0 + self.pc, 0.0 + self.pm)
+                    self.rescore(table, i, 0.0, 0.0)
                 continue
             c, m = self._CPU_OF(p), self._MEM_OF(p)
             applied[name] = (c, m)
-            self.rescore(table, i, c + self.pc, m + self.pm)
+            self.rescore(table, i, c, m)
 
     def _compare(self, table: _Table, recent: Mapping[str, Pending]) -> None:
         index, applied = table.index, self.applied
@@ -262,12 +277,12 @@ class _Synced:
             # some node's placements left the window (or the ledger forgot them)
             for name in [n for n in applied if n not in recent]:
                 del applied[name]
-                self.rescore(table, index[name], 0.0 + self.pc, 0.0 + self.pm)
+                self.rescore(table, index[name], 0.0, 0.0)
 
     def rebase(self, table: _Table, i: int) -> None:
         """Node ``i``'s size changed: score it again with what is pending on it."""
         c, m = self.applied.get(table.names[i], (0.0, 0.0))
-        self.rescore(table, i, c + self.pc, m + self.pm)
+        self.rescore(table, i, c, m)
 
 
 class _View(_Synced):
@@ -287,8 +302,8 @@ class _View(_Synced):
         compares everything, since the ledger may already hold some for them)."""
         start, pc, pm = len(self.scores), self.pc, self.pm
         # the same sums, in the same order, as estimate.demand_after (pending 0.0)
-        cpu = [b + (0.0 + pc) for b in table.cpu_base[start:]]
-        mem = [b + (0.0 + pm) for b in table.mem_base[start:]]
+        cpu = [_used(b, 0.0, pc) for b in table.cpu_base[start:]]
+        mem = [_used(b, 0.0, pm) for b in table.mem_base[start:]]
         scores = list(map(table.score, table.cpu_alloc[start:], cpu, table.mem_alloc[start:], mem))
         if scores and (min(scores) < 0 or max(scores) > MAX_SCORE):
             raise ValueError("least-used scored outside 0..100")  # _priorities relies on it
@@ -301,9 +316,9 @@ class _View(_Synced):
         self.mem_used.extend(mem)
         self.origin = None
 
-    def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
-        cu = self.cpu_used[i] = table.cpu_base[i] + cpu_extra
-        mu = self.mem_used[i] = table.mem_base[i] + mem_extra
+    def rescore(self, table: _Table, i: int, cpu_pending: float, mem_pending: float) -> None:
+        cu = self.cpu_used[i] = _used(table.cpu_base[i], cpu_pending, self.pc)
+        mu = self.mem_used[i] = _used(table.mem_base[i], mem_pending, self.pm)
         score = table.score(table.cpu_alloc[i], cu, table.mem_alloc[i], mu)
         if not 0 <= score <= MAX_SCORE:
             raise ValueError(f"least-used scored {score}")  # _priorities relies on 0..100
@@ -364,8 +379,8 @@ class _FilterView(_Synced):
             self.own.append(own)
             self.owners += own is not None
         # the same sums, in the same order, as estimate.demand_after (pending 0.0)
-        self.cpu_used.extend(b + (0.0 + pc) for b in table.cpu_base[start:])
-        self.mem_used.extend(b + (0.0 + pm) for b in table.mem_base[start:])
+        self.cpu_used.extend(_used(b, 0.0, pc) for b in table.cpu_base[start:])
+        self.mem_used.extend(_used(b, 0.0, pm) for b in table.mem_base[start:])
         for i in range(start, len(table.names)):
             self.over.append(False)
             self.why.append("")
@@ -373,9 +388,9 @@ class _FilterView(_Synced):
             self._judge(table, i)
         self.origin = None
 
-    def rescore(self, table: _Table, i: int, cpu_extra: float, mem_extra: float) -> None:
-        self.cpu_used[i] = table.cpu_base[i] + cpu_extra
-        self.mem_used[i] = table.mem_base[i] + mem_extra
+    def rescore(self, table: _Table, i: int, cpu_pending: float, mem_pending: float) -> None:
+        self.cpu_used[i] = _used(table.cpu_base[i], cpu_pending, self.pc)
+        self.mem_used[i] = _used(table.mem_base[i], mem_pending, self.pm)
         self._judge(table, i)
 
     def _judge(self, table: _Table, i: int) -> None:
@@ -638,7 +653,7 @@ class LeastUsedFastPath:
             return list(map(_PODS, map(recent.get, tied, repeat(_NOTHING))))
 
         top = max(scores)  # the view keeps scores within 0..100 (_View.rescore)
-        # the ledger's totals drop a node at 0 pods, so it names exactly the busy ones
+        # the ledger's totals drop a node with no entries, so every busy one is in it
         busy = recent if isinstance(recent, NodeTotals) else None
         win = _winner(known.names, scores, top, counts, busy)
         step = PRIORITY_OF[top]

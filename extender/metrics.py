@@ -68,7 +68,8 @@ class Metrics:
         )
         self.ledger_entries = Gauge(
             "loadwise_extender_ledger_entries",
-            "Placements in the herding ledger (bounded by its horizon and a hard cap).",
+            "Placements and departures in the herding ledger (bounded by its horizon and a hard "
+            "cap).",
             registry=r,
         )
         self.ledger_heap_entries = Gauge(

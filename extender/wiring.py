@@ -47,6 +47,9 @@ class _Placements:
     def forget(self, pod_key: str) -> None:
         self._ledger.forget(pod_key)
 
+    def depart(self, pod_key: str, node: str, load: PodLoad, at: float) -> None:
+        self._ledger.depart(pod_key, node, load, at)
+
 
 def build_source(
     settings: Settings, *, api: KubeAPI | None, cluster: ClusterWatch | None

@@ -57,7 +57,8 @@ class LoadVariationRiskBalancing:
     name: str = "load-variation-risk-balancing"
 
     def _one(self, load: ResourceLoad, capacity: float, request: float, pending: float) -> float:
-        avg = (load.avg or 0.0) * capacity / 100 + pending
+        # pods gone since the reading (``ledger``) may take off more than it held
+        avg = max((load.avg or 0.0) * capacity / 100 + pending, 0.0)
         std = (load.std or 0.0) * capacity / 100
         return compute_score(
             capacity, request, avg, std, self.safe_variance_margin, self.safe_variance_sensitivity

@@ -40,7 +40,9 @@ class TargetLoadPacking:
         capacity = node.info.cpu_capacity_millis if node.info else 0
         if capacity > 0:
             used = util / 100 * capacity
-            predicted = 100 * (used + pod.tlp_cpu_millis + node.pending_tlp_cpu_millis) / capacity
+            # pods gone since the reading (``ledger``) may take off more than it held
+            before = max(used + node.pending_tlp_cpu_millis, 0.0)
+            predicted = 100 * (before + pod.tlp_cpu_millis) / capacity
         else:
             predicted = util
         score = tlp_score(predicted, self.target_utilization)

@@ -213,6 +213,9 @@ async def test_fast_and_general_filters_agree(config):
                         f"u{uid - 3}", where, PodLoad(Usage(300, MI), Usage(200, MI), 0), now
                     )
                     ext.ledger.forget(f"u{uid - 5}")
+                    # a pod the reading holds left: its request comes off, floored at 0
+                    big = PodLoad(Usage(), Usage(900, GI), 0)
+                    ext.ledger.depart(f"gone{uid}", names[uid % len(names)], big, now)
     for ext in exts.values():
         assert ext.recorder is not None
         await ext.recorder.stop()

@@ -264,19 +264,121 @@ def test_single_node_left_by_filter_is_counted_as_placed():
     assert ext.ledger.pending()["a"].pods == 1
 
 
+def test_a_pod_gone_since_the_reading_comes_off_its_node_until_the_window_passes():
+    ledger = Ledger()
+    one = placed(Usage(300, 30), 40, request=Usage(200, 20))
+    ledger.bind("old", "n1", one, at=100)  # in every reading from 100 on
+    ledger.depart("old", "n1", one, at=200)
+    ledger.bind("new", "n1", one, at=201)  # its replacement
+    before = ledger.recent(150)["n1"]  # a reading between: holds "old", not "new"
+    assert (before.pods, before.departed, before.usage, before.request) == (
+        1,
+        1,
+        Usage(0, 0),
+        Usage(0, 0),
+    )
+    assert before.tlp_cpu_millis == 0
+    assert ledger.recent(200.5)["n1"].usage == Usage(300, 30)  # "old" gone from the reading
+    assert "n1" not in ledger.recent(300)
+    # A pod placed and gone after the window starts was never in the reading: nothing
+    # either way, until a window starts between the two (the window moves back, too).
+    ledger.bind("brief", "n2", one, at=400)
+    ledger.depart("brief", "n2", one, at=420)
+    assert "n2" not in ledger.recent(390)
+    gone = ledger.recent(410)["n2"]
+    assert (gone.pods, gone.departed, gone.cpu_millis) == (0, 1, -300)
+    assert "n2" not in ledger.recent(430)
+    assert ledger.recent(405)["n2"].departed == 1
+    # A pod the ledger no longer holds (older than its horizon) was in any reading.
+    ledger.depart("ancient", "n3", one, at=500)
+    assert ledger.recent(499)["n3"].cpu_millis == -300
+    # Departures leave with the horizon, like placements.
+    ledger.prune(now=500 + ledger.horizon + 1)
+    assert len(ledger) == 0 and not ledger.recent(499)
+
+
+def test_a_replaced_pod_is_not_counted_twice():
+    # A node read at 40 % of 4 cores with its pods; since the reading two of them left and
+    # two replacements came: the estimate is the reading, not the reading plus two pods.
+    snap = snapshot({"a": (40.0, 20.0)})
+    ledger = Ledger()
+    each = placed(Usage(425, 0), request=Usage(100, 0))
+    for i in range(4):
+        ledger.bind(f"p{i}", "a", each, snap.window_end - 600)
+    for i in range(2):
+        ledger.depart(f"p{i}", "a", each, snap.window_end + 1)
+        ledger.bind(f"q{i}", "a", each, snap.window_end + 2)
+    (state,) = build_states(
+        ["a"], {"a": node_info("a")}, snap, fresh=True, ledger=ledger, cluster=None
+    )
+    facts = pod_facts(msgspec.convert(pod_json(STREAM), type=Pod))
+    scored = demand_after("cpu", facts, state)
+    filtered = demand_after("cpu", facts, state, filtering=True)
+    assert scored is not None and filtered is not None
+    assert (scored.used, filtered.used) == (1600 + 425, 1600 + 100)
+    assert state.pending_pods == 2
+    # More gone than the reading held (an estimate above what the pods used): 0, not less.
+    for i in range(2, 4):
+        ledger.depart(f"p{i}", "a", placed(Usage(4000, 0)), snap.window_end + 3)
+    (state,) = build_states(
+        ["a"], {"a": node_info("a")}, snap, fresh=True, ledger=ledger, cluster=None
+    )
+    scored = demand_after("cpu", facts, state)
+    assert scored is not None and scored.used == 425
+
+
+def test_the_watch_reports_a_deleted_pod_as_gone_from_its_node():
+    ledger = Ledger()
+    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    watch = ClusterWatch(
+        None,  # type: ignore[arg-type]  # never started: events are fed in below
+        estimator=settings.estimator_args(),
+        tlp=settings.tlp_args(),
+        placements=ledger,
+    )
+    watch._listed_nodes([msgspec.convert(node_json("a"), Node)])
+    bound = pod_json(container({"cpu": "500m", "memory": "1Gi"}), name="x", uid="x")
+    bound["spec"]["nodeName"] = "a"
+    # scheduled long before any reading the ledger serves
+    bound["status"] = {
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+        ]
+    }
+    watch._listed_pods([msgspec.convert(bound, Pod)])
+    t0 = time.time()
+    watch._pod_event("DELETED", msgspec.convert(bound, Pod))
+    gone = ledger.recent(t0 - 1)["a"]
+    assert gone.departed == 1 and gone.pods == 0 and gone.cpu_millis < 0
+    assert "a" not in ledger.recent(time.time() + 1)
+    assert watch.facts().pod_counts.get("a", 0) == 0
+    # a pod the watch never saw bound was only assumed: forgotten, no departure
+    ledger.assume("ns/guess", "a", placed(Usage(100, 0)), at=t0)
+    watch._pod_event_deleted("ns/guess")
+    assert ledger.recent(t0 - 1)["a"].pods == 0
+
+
 def test_ledger_running_totals_match_a_full_recount():
     import random
 
     rng = random.Random(7)
     ledger = Ledger()
     truth: dict[str, tuple[str, float, bool]] = {}
+    # departures: key -> (node, placed at, left at)
+    gone: dict[int, tuple[str, float, float]] = {}
     since = 0.0
     for step in range(3000):
         key = f"p{rng.randrange(400)}"
         node = f"n{rng.randrange(5)}"
         at = step + rng.uniform(-50, 0)
         op = rng.random()
-        if op < 0.45:
+        if op < 0.07:
+            prev = truth.pop(key, None)
+            ledger.depart(key, node, placed(Usage(100, 10), 150), at)
+            placed_at = prev[1] if prev and prev[0] == node else -float("inf")
+            if placed_at < at:
+                gone[step] = (node, placed_at, at)
+        elif op < 0.45:
             ledger.assume(key, node, placed(Usage(100, 10), 150), at)
             if key not in truth or not truth[key][2]:
                 truth[key] = (node, at, False)
@@ -291,20 +393,24 @@ def test_ledger_running_totals_match_a_full_recount():
             truth.pop(key, None)
         if step % 97 == 0:
             since = step - rng.uniform(0, 200) if rng.random() < 0.2 else max(since, step - 100)
-            got = {n: p.pods for n, p in ledger.recent(since).items()}
-            want: dict[str, int] = {}
+            got = {n: (p.pods, p.departed) for n, p in ledger.recent(since).items()}
+            want: dict[str, tuple[int, int]] = {}
             for n, t, _ in truth.values():
                 if t > since:
-                    want[n] = want.get(n, 0) + 1
-            assert got == want
+                    pods, departed = want.get(n, (0, 0))
+                    want[n] = (pods + 1, departed)
+            for n, placed_at, left_at in gone.values():
+                if placed_at <= since < left_at and left_at >= step - ledger.horizon:
+                    pods, departed = want.get(n, (0, 0))
+                    want[n] = (pods, departed + 1)
+            assert got == want, step
             unconf: dict[str, int] = {}
             for n, _, confirmed in truth.values():
                 if not confirmed:
                     unconf[n] = unconf.get(n, 0) + 1
             assert {n: p.pods for n, p in ledger.unconfirmed().items()} == unconf
-            assert ledger.recent(since).get("n0") is None or ledger.recent(since)[
-                "n0"
-            ].cpu_millis == (100 * ledger.recent(since)["n0"].pods)
+            n0 = ledger.recent(since).get("n0")
+            assert n0 is None or n0.cpu_millis == pytest.approx(100 * (n0.pods - n0.departed))
 
 
 # -- 2. the ledger's assumption matches a scheduler that breaks ties at random ----------
