@@ -426,9 +426,9 @@ class Extender:
         stale: bool,
     ) -> None:
         """Record the verdicts for the pod's Event (which nodes were over, and why)."""
-        if self.recorder is None:
+        if not self._records(pod):
             return
-        assert args.pod is not None
+        assert self.recorder is not None and args.pod is not None
         meta = args.pod.metadata
 
         def update(d: Decision) -> Decision:
@@ -510,14 +510,24 @@ class Extender:
             names, infos = self._infos(args)
         return _FastInputs(fast, snap, recent, names, infos)
 
+    def _records(self, pod: PodFacts) -> bool:
+        """Whether the recorder takes a note about ``pod`` (else the note is counted as
+        dropped here, and not built: its figures, reasons and winner's explanation)."""
+        if self.recorder is None:
+            return False
+        if self.recorder.wants(pod.key):
+            return True
+        self.recorder.drop()
+        return False
+
     def _fast_answer(
-        self, pod: PodFacts, args: ExtenderArgs | PrioritizeArgs, now: float
+        self, pod: PodFacts, args: ExtenderArgs | PrioritizeArgs, now: float, figures: bool
     ) -> tuple[FastAnswer, list[str], Mapping[str, NodeInfo]] | None:
-        """least-used's fast path (see ``fastpath``) when it applies, else None."""
+        """least-used's fast path (see ``fastpath``) when it applies, else None;
+        ``figures``: with the nodes' use, for the Event."""
         got = self._fast_inputs(args, now)
         if got is None:
             return None
-        figures = self.recorder is not None
         answer = got.fast.answer(pod, got.names, got.infos, got.snap, got.recent, figures=figures)
         return None if answer is None else (answer, got.names, got.infos)
 
@@ -553,13 +563,14 @@ class Extender:
         assert args.pod is not None
         now = self.clock()
         scored: Scored | None = None
-        fast = self._fast_answer(pod, args, now)
+        record = self._records(pod)
+        fast = self._fast_answer(pod, args, now, record)
         if fast is not None:
             answer, names, infos = fast
             stale, body = False, answer.body
             win = names[answer.win] if answer.win is not None else None
             why = ""
-            if self.recorder is not None:
+            if record:
                 if win is not None:
                     state = self._states([win], infos)[0][0]
                     why = self.policy.score(pod, state, True).why
@@ -571,7 +582,7 @@ class Extender:
             winner = best(ranked)
             win, why = (winner.node, winner.detail.why) if winner else (None, "")
             body = encode([HostPriority(r.node, r.priority) for r in ranked])
-            if self.recorder is not None:
+            if record:
                 scored = _general_scored(pod, states, ranked)
         self._scored.inc(len(names))
         if self.observe:

@@ -238,6 +238,57 @@ def test_pending_pods_are_capped_and_counted_and_shown_as_a_gauge():
     rec.note("a", "a", "ns", "a", lambda d: d, Decision(policy="p", source="s"))  # known: kept
     assert len(rec) == 2 and outcomes == ["dropped"]
     assert b"loadwise_extender_events_pending 2.0" in metrics.render()
+    assert rec.wants("a") and not rec.wants("c")  # what note keeps and drops
+
+
+def test_a_full_recorder_changes_no_answer_and_counts_each_note_it_could_not_take():
+    # The extender asks before it builds a note (figures, reasons): once the recorder is
+    # full, each verb's note about a new pod is counted as dropped, as note() would.
+    import time
+
+    from extender.config import load_settings
+    from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
+    from extender.service import Extender
+    from extender.wire import decode_args
+
+    from .helpers import StaticSource, container, node_json, pod_json
+
+    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    now = time.time()
+    names = [f"n{i}" for i in range(5)]
+    loads = {n: NodeLoad(ResourceLoad(10.0 * i), ResourceLoad(20.0)) for i, n in enumerate(names)}
+    snap = LoadSnapshot("s", now - 5, now, loads)
+    outcomes: list[str] = []
+    full = EventRecorder(
+        lambda ns, ev: None, per_minute=60, max_pending=1, on_result=outcomes.append
+    )
+    exts = [Extender(settings, StaticSource(snap), recorder=r) for r in (full, None)]
+    nodes = [node_json(n) for n in names]
+    for ext in exts:
+        ext.refresher.snapshot = snap
+    assert exts[0].fast_path is not None
+    real_answer, asked = exts[0].fast_path.answer, []
+
+    def answer(*args, figures=False, **kw):  # type: ignore[no-untyped-def]
+        asked.append(figures)
+        return real_answer(*args, figures=figures, **kw)
+
+    exts[0].fast_path.answer = answer  # type: ignore[method-assign]
+    for i in range(3):
+        pod = pod_json(container({"cpu": "300m", "memory": "256Mi"}), name=f"p{i}", uid=f"u{i}")
+        raw = json.dumps({"Pod": pod, "Nodes": {"items": nodes}}).encode()
+        answers = []
+        for ext in exts:
+            filtered = ext.filter(decode_args(raw, raw_nodes=False))
+            answers.append(
+                (
+                    msgspec.json.encode(filtered),
+                    bytes(ext.prioritize_json(decode_args(raw, raw_nodes=False))),
+                )
+            )
+        assert answers[0] == answers[1], i
+    assert len(full) == 1 and outcomes == ["dropped"] * 4
+    assert asked == [True, False, False]  # no figures gathered for a note not taken
 
 
 def test_message_when_only_the_filter_ran():

@@ -83,6 +83,12 @@ class Notes:
         self.decisions: dict[str, Decision] = {}
         self.scored: dict[str, object] = {}  # the candidates' figures (events.Scored)
 
+    def wants(self, key: str) -> bool:
+        return True
+
+    def drop(self) -> None:
+        raise AssertionError("a note dropped with room to spare")
+
     def note(self, key, name, namespace, uid, update, initial, scored=None) -> None:  # type: ignore[no-untyped-def]
         self.decisions[key] = update(self.decisions.get(key, initial))
         self.scored[key] = scored
