@@ -40,11 +40,10 @@ def test_smoke_scenario_runs_end_to_end_and_the_extender_avoids_the_hot_node(lab
     assert (tmp_path / "docs" / "placement" / "smoke.png").stat().st_size > 0
 
 
-# full: 98 s on 2026-11-27 (reset, a 30 s stream, cleanup), over the default run's budget of
-# about 60 s a new test; the default run has the steady mode's parts in tests/bench
-# (test_placement_steady.py: keys, lifetimes, the measures over time) and the descheduler
-# with the role's policy on the lab (test_e2e_descheduler.py).
-@pytest.mark.full
+# In the default run (issue #24: a short smoke of each mode). With a 30 s stream it took 53 s
+# on 2026-11-27 (98 s in the measurement that had kept it in `full`); with the 12 s stream 33 s
+# the same day: 18 s of it the runner's reset, whose two new nodes wait for metrics-server's
+# 15 s resolution.
 def test_a_steady_run_streams_replaces_changes_and_runs_the_descheduler(lab, tmp_path):
     """benchmarks/scenarios/smoke-steady.yaml with stock+descheduler: pods end their
     lifetimes and are replaced, the background change lands at its time and is undone after,
@@ -63,13 +62,16 @@ def test_a_steady_run_streams_replaces_changes_and_runs_the_descheduler(lab, tmp
     assert r.stream is not None
     start, end = r.stream
     assert end - start == pytest.approx(sc.steady.duration_seconds, abs=2)
-    # Lifetimes of 8-12 s in a 30 s stream: the first six pods all end, and their
-    # replacements are bound.
+    # Six pods ramped up at 4/s living 2-4 s in a 12 s stream: the first six all end by about
+    # 6 s, and their replacements are bound well before the stream ends.
     assert len(r.expired) >= sc.pod_count, r.expired
     assert len(r.bound_at) >= 2 * sc.pod_count, r.bound_at
     assert all(p in r.gone_at for p in r.expired)
     (change,) = r.changes
-    assert change["node"] == "ss-002" and 10 <= change["at"] - start < 12
+    (planned,) = sc.steady.changes
+    # applied at its time, to the stream's tick (steady.TICK, 0.5 s) and an API call
+    assert change["node"] == planned.node == "ss-002"
+    assert planned.at_seconds <= change["at"] - start < planned.at_seconds + 2
     assert node.metadata.annotations[BG_MEMORY] == "268435456"  # 256Mi again
     log = (tmp_path / "work" / "smoke-steady-stock+descheduler-0" / "descheduler.log").read_text()
     assert "LowNodeUtilization" in log, log[-2000:]
