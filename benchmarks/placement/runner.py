@@ -802,16 +802,23 @@ def _scale(lab: Lab, w: Workload, scenario: str, scheduler_name: str) -> None:
         apps.patch_namespaced_replica_set_scale(w.name, NAMESPACE, {"spec": {"replicas": n}})
 
 
+DESCHEDULER_PASSED = b'"Number of evictions/requests"'
+
+
 @contextlib.contextmanager
 def descheduler(
     lab: Lab, scenario: str, interval_seconds: float, workdir: Path
 ) -> Iterator[subprocess.Popen[bytes]]:
     """The lab's descheduler (lab/build, v0.36.0) with descheduler_policy for `scenario`'s
-    nodes, logging to workdir/descheduler.log, stopped on exit."""
+    nodes, logging to workdir/descheduler.log, stopped on exit. Yields once it has made its
+    first pass (a contender is up before the pods come, as a scheduler is), so that a short
+    run cannot end before the descheduler ever looked."""
     cfg = workdir / "descheduler-policy.yaml"
     cfg.write_text(yaml.safe_dump(descheduler_policy(scenario), sort_keys=False))
     binary = lab.binaries(["descheduler"])["descheduler"]
-    with (workdir / "descheduler.log").open("ab") as log:
+    path = workdir / "descheduler.log"
+    start = path.stat().st_size if path.exists() else 0
+    with path.open("ab") as log:
         proc = subprocess.Popen(
             [
                 binary,
@@ -826,6 +833,22 @@ def descheduler(
             stderr=subprocess.STDOUT,
         )
     try:
+
+        def running() -> None:
+            if proc.poll() is not None:
+                raise RunError(f"the descheduler exited with {proc.returncode} (log: {path})")
+
+        # logged at the end of every descheduling pass (descheduler.go, v0.36.0), about a
+        # second after its start on this machine
+        with path.open("rb") as out:
+            out.seek(start)
+            seen = bytearray()
+            wait_for(
+                "the descheduler's first pass",
+                lambda: seen.extend(out.read()) or DESCHEDULER_PASSED in seen,
+                60,
+                proc_check=running,
+            )
         yield proc
     finally:
         stop_child(proc)

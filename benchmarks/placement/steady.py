@@ -80,6 +80,10 @@ def _delete(lab: Lab, pod: str) -> bool:
         resp = lab.core().delete_namespaced_pod(
             pod, NAMESPACE, grace_period_seconds=0, _preload_content=False
         )
+        # read to the end before the connection goes back to the pool: left unread, the
+        # next request on it read this pod's JSON as its status line (urllib3 BadStatusLine),
+        # was retried, and a retried DELETE's 404 counted a pod the runner deleted as evicted
+        resp.read()
         resp.release_conn()
     except ApiException as exc:
         if exc.status == 404:
