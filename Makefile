@@ -44,6 +44,7 @@ lint: setup
 bench: setup
 	$(PY) benchmarks/prioritize.py
 	$(PY) -m benchmarks.memory
+	$(PY) -m benchmarks.cluster_side
 
 # Placement quality and scheduling cost against the stock scheduler and Trimaran, on the lab
 # (docs/placement.md). Builds what it needs first (Go builds and the lab each under their

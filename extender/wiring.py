@@ -24,7 +24,7 @@ from .sources import (
     PrometheusSource,
 )
 
-__all__ = ["BIND_WAIT_SECONDS", "build_extender", "build_source"]
+__all__ = ["BIND_WAIT_SECONDS", "RecordedPlacements", "build_extender", "build_source"]
 
 # How long a pod's Event waits for the watch to show its binding. kube-scheduler
 # binds in its own goroutine right after scoring (pkg/scheduler/schedule_one.go,
@@ -33,7 +33,7 @@ __all__ = ["BIND_WAIT_SECONDS", "build_extender", "build_source"]
 BIND_WAIT_SECONDS = 3.0
 
 
-class _Placements:
+class RecordedPlacements:
     """The watch's placements go to the ledger, and tell the recorder where a pod went."""
 
     def __init__(self, ledger: Ledger, recorder: EventRecorder) -> None:
@@ -97,7 +97,7 @@ def build_extender(settings: Settings) -> Extender:
             api,
             estimator=settings.estimator_args(),
             tlp=settings.tlp_args(),
-            placements=ledger if recorder is None else _Placements(ledger, recorder),
+            placements=ledger if recorder is None else RecordedPlacements(ledger, recorder),
         )
     return Extender(
         settings,

@@ -174,7 +174,7 @@ async def test_bound_comes_from_the_pod_watch_and_does_not_wait_longer():
     from extender.cluster import ClusterWatch
     from extender.estimate import EstimatorArgs, TLPArgs
     from extender.ledger import Ledger
-    from extender.wiring import _Placements
+    from extender.wiring import RecordedPlacements
 
     posted = []
     rec = EventRecorder(
@@ -182,7 +182,7 @@ async def test_bound_comes_from_the_pod_watch_and_does_not_wait_longer():
     )
     ledger = Ledger()
     watch = ClusterWatch(
-        None, estimator=EstimatorArgs(), tlp=TLPArgs(), placements=_Placements(ledger, rec)
+        None, estimator=EstimatorArgs(), tlp=TLPArgs(), placements=RecordedPlacements(ledger, rec)
     )
     rec.start()
     scored = _scored(3, [93, 91, 60], [9, 9, 6], lambda i: (i, i, False))
