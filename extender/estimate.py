@@ -42,6 +42,7 @@ __all__ = [
     "Demand",
     "check_pod",
     "demand_after",
+    "used_after",
     "EstimatorArgs",
     "PodFacts",
     "TLPArgs",
@@ -333,6 +334,14 @@ class Demand(msgspec.Struct, frozen=True):
         return 100 * self.used / self.allocatable if self.allocatable else 100.0
 
 
+def used_after(measured: float, pending: float, own: float) -> float:
+    """A node's use with a pod on it: the measured use and the pods pending, at least 0
+    (pods gone since the reading, ``ledger``, can take off more than it held), then the
+    pod's own. The one sum both the general path and the fast path make, in this order."""
+    before = measured + pending
+    return (before if before > 0.0 else 0.0) + own
+
+
 def demand_after(
     resource: str, pod: PodFacts, node: NodeState, *, filtering: bool = False
 ) -> Demand | None:
@@ -352,10 +361,8 @@ def demand_after(
         own = pod.load.request if pod.load is not None else own
     if resource == "cpu":
         capacity, allocatable = info.cpu_capacity_millis, info.cpu_allocatable_millis
-        before, extra = pending.cpu_millis, own.cpu_millis
+        waiting, extra = pending.cpu_millis, own.cpu_millis
     else:
         capacity, allocatable = info.memory_capacity_bytes, info.memory_allocatable_bytes
-        before, extra = pending.memory_bytes, own.memory_bytes
-    before += load.avg * capacity / 100
-    # pods gone since the reading (``ledger``) can take off more than the reading held
-    return Demand((before if before > 0.0 else 0.0) + extra, allocatable)
+        waiting, extra = pending.memory_bytes, own.memory_bytes
+    return Demand(used_after(load.avg * capacity / 100, waiting, extra), allocatable)

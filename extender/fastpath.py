@@ -48,7 +48,7 @@ from .decide import (
     over_reason,
     to_priorities,
 )
-from .estimate import PodFacts, go_round
+from .estimate import PodFacts, go_round, used_after
 from .ledger import NodeTotals, Pending
 from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
@@ -198,13 +198,6 @@ def _priorities(
     return _stepped(scores, win, PRIORITY_OF[top]), win
 
 
-def _used(base: float, pending: float, own: float) -> float:
-    """``estimate.demand_after``'s sum, in its order: the reading and the pods pending,
-    at least 0 (pods gone since the reading can take off more than it held), and the pod."""
-    before = base + pending
-    return (before if before > 0.0 else 0.0) + own
-
-
 class _Synced:
     """Per-node figures for one pod shape over a table, kept in step with the ledger's
     pending totals (``sync``). Subclasses say which totals they read (``_CPU_OF``,
@@ -302,8 +295,8 @@ class _View(_Synced):
         compares everything, since the ledger may already hold some for them)."""
         start, pc, pm = len(self.scores), self.pc, self.pm
         # the same sums, in the same order, as estimate.demand_after (pending 0.0)
-        cpu = [_used(b, 0.0, pc) for b in table.cpu_base[start:]]
-        mem = [_used(b, 0.0, pm) for b in table.mem_base[start:]]
+        cpu = [used_after(b, 0.0, pc) for b in table.cpu_base[start:]]
+        mem = [used_after(b, 0.0, pm) for b in table.mem_base[start:]]
         scores = list(map(table.score, table.cpu_alloc[start:], cpu, table.mem_alloc[start:], mem))
         if scores and (min(scores) < 0 or max(scores) > MAX_SCORE):
             raise ValueError("least-used scored outside 0..100")  # _priorities relies on it
@@ -317,8 +310,8 @@ class _View(_Synced):
         self.origin = None
 
     def rescore(self, table: _Table, i: int, cpu_pending: float, mem_pending: float) -> None:
-        cu = self.cpu_used[i] = _used(table.cpu_base[i], cpu_pending, self.pc)
-        mu = self.mem_used[i] = _used(table.mem_base[i], mem_pending, self.pm)
+        cu = self.cpu_used[i] = used_after(table.cpu_base[i], cpu_pending, self.pc)
+        mu = self.mem_used[i] = used_after(table.mem_base[i], mem_pending, self.pm)
         score = table.score(table.cpu_alloc[i], cu, table.mem_alloc[i], mu)
         if not 0 <= score <= MAX_SCORE:
             raise ValueError(f"least-used scored {score}")  # _priorities relies on 0..100
@@ -379,8 +372,8 @@ class _FilterView(_Synced):
             self.own.append(own)
             self.owners += own is not None
         # the same sums, in the same order, as estimate.demand_after (pending 0.0)
-        self.cpu_used.extend(_used(b, 0.0, pc) for b in table.cpu_base[start:])
-        self.mem_used.extend(_used(b, 0.0, pm) for b in table.mem_base[start:])
+        self.cpu_used.extend(used_after(b, 0.0, pc) for b in table.cpu_base[start:])
+        self.mem_used.extend(used_after(b, 0.0, pm) for b in table.mem_base[start:])
         for i in range(start, len(table.names)):
             self.over.append(False)
             self.why.append("")
@@ -389,8 +382,8 @@ class _FilterView(_Synced):
         self.origin = None
 
     def rescore(self, table: _Table, i: int, cpu_pending: float, mem_pending: float) -> None:
-        self.cpu_used[i] = _used(table.cpu_base[i], cpu_pending, self.pc)
-        self.mem_used[i] = _used(table.mem_base[i], mem_pending, self.pm)
+        self.cpu_used[i] = used_after(table.cpu_base[i], cpu_pending, self.pc)
+        self.mem_used[i] = used_after(table.mem_base[i], mem_pending, self.pm)
         self._judge(table, i)
 
     def _judge(self, table: _Table, i: int) -> None:
