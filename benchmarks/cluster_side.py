@@ -32,6 +32,7 @@ import random
 import statistics
 import sys
 import time
+from typing import Any
 
 import msgspec
 
@@ -48,40 +49,43 @@ CONFIGS = ("verbs", "+watch", "+events")
 _pod = msgspec.json.Decoder(Pod)
 
 
-def _bodies(names: list[str], pods: int, rng: random.Random) -> list[bytes]:
-    """One filter/prioritize body per pod, each pod distinct (as in a burst)."""
+def _pods(pods: int, rng: random.Random) -> list[dict[str, Any]]:
+    """Each pod's container (distinct pods, as in a burst; two shapes)."""
     shapes = [{"cpu": "100m", "memory": "128Mi"}, {"cpu": "250m", "memory": "384Mi"}]
-    out = []
-    for i in range(pods):
-        c = kubeobjects.container("app", requests=rng.choice(shapes))
-        doc = kubeobjects.pod(f"p{i}", uid=f"u{i}", containers=[c])
-        out.append(json.dumps({"Pod": doc, "NodeNames": names}).encode())
-    return out
+    return [kubeobjects.container("app", requests=rng.choice(shapes)) for _ in range(pods)]
 
 
-def _updates(body: bytes, node: str) -> list[bytes]:
-    """The pod watch's three updates of a pod bound to ``node``: the binding, then Pending
-    and Running (what the API server sends; made before the clock starts)."""
-    doc = json.loads(body)["Pod"]
-    doc["spec"]["nodeName"] = node
-    out = [json.dumps(doc).encode()]
-    for phase in ("Pending", "Running"):
-        doc["status"] = {
-            "phase": phase,
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastTransitionTime": "2026-11-27T00:00:00Z",
-                }
-            ],
-        }
-        out.append(json.dumps(doc).encode())
-    return out
+def _bodies(names: list[str], containers: list[dict[str, Any]]) -> list[bytes]:
+    """One filter/prioritize body per pod."""
+    return [
+        json.dumps({"Pod": _pod_doc(i, c), "NodeNames": names}).encode()
+        for i, c in enumerate(containers)
+    ]
 
 
-async def _run(config: str, names: list[str], bodies: list[bytes], seed: int) -> float:
-    """CPU seconds per pod for ``config``."""
+def _pod_doc(i: int, container: dict[str, Any], **status: Any) -> dict[str, Any]:
+    return kubeobjects.pod(f"p{i}", uid=f"u{i}", containers=[container], **status)
+
+
+def _updates(i: int, container: dict[str, Any], node: str) -> list[bytes]:
+    """The pod watch's three updates of pod ``i`` bound to ``node``: the binding, then
+    Pending and Running (what the API server sends; made before the clock starts)."""
+    bound = _pod_doc(i, container, node_name=node)
+    updates = [
+        _pod_doc(i, container, node_name=node, phase=phase, scheduled_at="2026-11-27T00:00:00Z")
+        for phase in ("Pending", "Running")
+    ]
+    return [json.dumps(doc).encode() for doc in (bound, *updates)]
+
+
+async def _run(
+    config: str,
+    names: list[str],
+    containers: list[dict[str, Any]],
+    bodies: list[bytes],
+    seed: int,
+) -> float:
+    """CPU seconds per pod for ``config``; ``bodies``: ``_bodies(names, containers)``."""
     rng = random.Random(seed)
     now = time.time()
     loads = {
@@ -122,7 +126,7 @@ async def _run(config: str, names: list[str], bodies: list[bytes], seed: int) ->
         # kube-scheduler picks at random among its top scores (selectHost)
         chosen = rng.choice([h["Host"] for h in hosts if h["Score"] == top])
         if watch is not None:
-            updates = _updates(body, chosen)
+            updates = _updates(i, containers[i], chosen)
             t0 = time.process_time()
             for raw in updates:
                 watch._pod_event("MODIFIED", _pod.decode(raw))
@@ -144,11 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     a = parser.parse_args(argv)
     names = [f"node-{i:04d}" for i in range(a.nodes)]
-    bodies = _bodies(names, a.pods, random.Random(a.seed))
+    containers = _pods(a.pods, random.Random(a.seed))
+    bodies = _bodies(names, containers)
     spent: dict[str, list[float]] = {c: [] for c in CONFIGS}
     for r in range(a.rounds):
         for config in CONFIGS:
-            spent[config].append(asyncio.run(_run(config, names, bodies, a.seed + r)))
+            spent[config].append(asyncio.run(_run(config, names, containers, bodies, a.seed + r)))
         print(
             f"round {r + 1}: " + ", ".join(f"{c} {spent[c][-1] * 1e3:.3f} ms" for c in CONFIGS),
             flush=True,

@@ -1,6 +1,5 @@
 """benchmarks/cluster_side.py runs (so `make bench` cannot silently rot) and measures what it
-says: with the watch the pods are bound where the answers sent them, and the recorder holds
-the notes it took."""
+says: with the watch, every pod's three updates bind it to a node the answers named."""
 
 from benchmarks import cluster_side
 
@@ -15,7 +14,7 @@ def test_a_small_run_prints_every_configuration(capsys):
 
 async def test_the_watch_config_binds_every_pod_on_a_node_named_in_the_answer(monkeypatch):
     names = [f"n{i}" for i in range(4)]
-    bodies = cluster_side._bodies(names, 12, cluster_side.random.Random(3))
+    containers = cluster_side._pods(12, cluster_side.random.Random(3))
     seen = []
     real = cluster_side.ClusterWatch._pod_event
 
@@ -24,5 +23,10 @@ async def test_the_watch_config_binds_every_pod_on_a_node_named_in_the_answer(mo
         return real(self, kind, pod)
 
     monkeypatch.setattr(cluster_side.ClusterWatch, "_pod_event", spy)
-    assert await cluster_side._run("+watch", names, bodies, 3) > 0
+    assert (
+        await cluster_side._run(
+            "+watch", names, containers, cluster_side._bodies(names, containers), 3
+        )
+        > 0
+    )
     assert len(seen) == 3 * 12 and set(seen) <= set(names)
