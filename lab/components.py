@@ -52,6 +52,9 @@ PORTS = {
     "kwok": 20247,
     "metrics-server": 14443,
     "load-watcher": 2020,  # fixed in load-watcher v0.2.4
+    # Prometheus for scenarios that read load through it (lab/prometheus.py start_for_kwok);
+    # the real-node cluster's listens on the podman bridge at 19090.
+    "prometheus": 19091,
 }
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"  # kwok hands out fake pod IPs from here; nothing routes to them
@@ -64,6 +67,7 @@ COMPONENTS = [
     "kwok",
     "metrics-server",
     "load-watcher",
+    "prometheus",  # started only by scenarios that read load through it (runner.reset)
     "loadwise-extender",  # started only by `scripts/lab demo` (lab/demo.py)
     "kube-scheduler",
 ]
@@ -218,6 +222,37 @@ def metric_doc() -> dict[str, Any]:
                     "kind": "gauge",
                     "value": f'node.Usage("memory") + {ann(BG_MEMORY)}',
                     "help": "Current working set of the node in bytes",
+                },
+            ],
+        },
+    }
+
+
+def machine_doc() -> dict[str, Any]:
+    """kwok Metric: a kubelet-like cAdvisor endpoint with only the machine's size
+    (`machine_cpu_cores`, `machine_memory_bytes`, the node's capacity), the two series of a
+    real kubelet's /metrics/cadvisor that lab/prometheus.py's recording rules divide by, so the
+    kwok nodes and the real ones are read by the same rules."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Metric",
+        "metadata": {"name": "loadwise-lab-machine"},
+        "spec": {
+            "path": "/metrics/nodes/{nodeName}/metrics/cadvisor",
+            "metrics": [
+                {
+                    "name": "machine_cpu_cores",
+                    "dimension": "node",
+                    "kind": "gauge",
+                    "value": 'node.status.capacity["cpu"]',
+                    "help": "Number of logical CPU cores",
+                },
+                {
+                    "name": "machine_memory_bytes",
+                    "dimension": "node",
+                    "kind": "gauge",
+                    "value": 'node.status.capacity["memory"]',
+                    "help": "Amount of memory installed on the machine",
                 },
             ],
         },
@@ -406,6 +441,7 @@ def start_kwok(procs: Processes, pki: Path, kubeconfig: str, binary: str) -> Non
         [s.strip() for s in stages]
         + [
             yaml.safe_dump(metric_doc(), sort_keys=False),
+            yaml.safe_dump(machine_doc(), sort_keys=False),
             yaml.safe_dump(usage_doc(), sort_keys=False),
         ]
     )
@@ -462,11 +498,21 @@ def start_metrics_server(procs: Processes, kubeconfig: str, binary: str) -> None
 
 
 def start_load_watcher(
-    procs: Processes, kubeconfig: str, binary: str, watcher: Callable[[], dict[str, Any]]
+    procs: Processes,
+    kubeconfig: str,
+    binary: str,
+    watcher: Callable[[], dict[str, Any]],
+    prometheus_url: str | None = None,
 ) -> None:
-    """Start load-watcher and wait until `watcher()` (its /watcher document) names a node."""
+    """Start load-watcher and wait until `watcher()` (its /watcher document) names a node.
+    It reads metrics.k8s.io (its default provider, latest values), or with `prometheus_url`
+    its Prometheus provider: the average and standard deviation of the two recording rules
+    over each window (pkg/watcher/internal/metricsprovider/prometheus.go)."""
     env = dict(os.environ, KUBE_CONFIG=kubeconfig)
-    env.pop("METRICS_PROVIDER_NAME", None)  # default provider: metrics-server (k8s API)
+    for key in ("METRICS_PROVIDER_NAME", "METRICS_PROVIDER_ADDRESS", "METRICS_PROVIDER_TOKEN"):
+        env.pop(key, None)
+    if prometheus_url:
+        env.update(METRICS_PROVIDER_NAME="Prometheus", METRICS_PROVIDER_ADDRESS=prometheus_url)
     procs.spawn("load-watcher", [binary], env=env)
 
     def serving() -> bool:

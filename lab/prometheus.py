@@ -22,6 +22,11 @@ node's name:
     prom = start(kubeconfig, workdir)   # config, rules, token, TSDB and log in workdir
     prom.by_node(CPU_RULE)              # {"loadwise-real-cp": 0.21, ...}
     prom.stop()
+
+The loopback lab (lab/cluster.py) runs one too, for the placement scenarios whose load source
+is Prometheus (benchmarks/placement/runner.py reset): `start_for_kwok` scrapes kwok's
+kubelet-like endpoints of each fake node on 127.0.0.1 (kwok asks for no token) with the same
+rules, as the lab's component "prometheus", its TSDB new at every start.
 """
 
 from __future__ import annotations
@@ -31,13 +36,14 @@ import contextlib
 import ctypes
 import ipaddress
 import json
+import shutil
 import signal
 import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +51,8 @@ from typing import Any
 import yaml
 
 from lab import realnodes
-from lab.processes import LabError, stop_child, wait_for
+from lab.components import PORTS
+from lab.processes import HOST, LabError, Processes, stop_child, wait_for
 
 # Away from Prometheus' default 9090, like the lab's other ports (lab/components.py).
 PORT = 19090
@@ -135,28 +142,38 @@ def grant(cluster: realnodes.Cluster, *, timeout: float = 60) -> str:
     return found
 
 
-def _kubelet_job(name: str, path: str, targets: dict[str, str], token_file: Path) -> dict[str, Any]:
-    return {
+def _kubelet_job(
+    name: str, endpoint: str, targets: Mapping[str, tuple[str, str]], token_file: Path | None
+) -> dict[str, Any]:
+    """A scrape job for one kubelet endpoint (/metrics/resource or /metrics/cadvisor) of each
+    node in `targets`: node name -> (host:port, the path before the endpoint: "" on a kubelet,
+    /metrics/nodes/<node> on kwok, which serves every fake node's on one port)."""
+    job: dict[str, Any] = {
         "job_name": name,
         "scheme": "https",
-        "metrics_path": path,
-        "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
         # kubeadm's kubelets serve a self-signed certificate (no serverTLSBootstrap, as
-        # metrics-server is told with --kubelet-insecure-tls in realnodes.SITE_VARS): nothing to
-        # verify it against, so it is not verified.
+        # metrics-server is told with --kubelet-insecure-tls in realnodes.SITE_VARS), and
+        # metrics-server scrapes kwok's the same way (lab/components.py): nothing to verify
+        # them against, so they are not verified.
         "tls_config": {"insecure_skip_verify": True},
         "static_configs": [
-            {"targets": [f"{addr}:10250"], "labels": {"node": node}}
-            for node, addr in targets.items()
+            {"targets": [addr], "labels": {"node": node, "__metrics_path__": prefix + endpoint}}
+            for node, (addr, prefix) in targets.items()
         ],
         # instance = the node's name (not address:port), the label the extender's default
-        # node_label reads
+        # node_label and load-watcher's Prometheus provider read
         "relabel_configs": [{"source_labels": ["node"], "target_label": "instance"}],
     }
+    if token_file is not None:
+        job["authorization"] = {"type": "Bearer", "credentials_file": str(token_file)}
+    return job
 
 
-def config(targets: dict[str, str], token_file: Path, rule_file: Path) -> dict[str, Any]:
-    """prometheus.yml for the kubelets at `targets` (node name -> address)."""
+def config(
+    targets: Mapping[str, tuple[str, str]], token_file: Path | None, rule_file: Path
+) -> dict[str, Any]:
+    """prometheus.yml for the kubelets at `targets` (see _kubelet_job), with a bearer token
+    from `token_file` where they authorize (the real ones) or none (kwok)."""
     cadvisor = _kubelet_job("kubelet-cadvisor", "/metrics/cadvisor", targets, token_file)
     # cAdvisor's endpoint has series for every container; only the machine's size is used
     cadvisor["metric_relabel_configs"] = [
@@ -213,11 +230,14 @@ def _die_with_parent() -> Callable[[], None]:
 
 
 @dataclass
-class Prometheus:
+class Api:
+    """A Prometheus server's HTTP API at `url`."""
+
     url: str
-    workdir: Path
-    log: Path
-    process: subprocess.Popen[bytes] = field(repr=False)
+
+    def ready(self) -> bool:
+        with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as r:
+            return bool(r.status == 200)
 
     def get(self, path: str, **params: str) -> Any:
         """GET an API path (JSON), e.g. get("/api/v1/query", query="up")."""
@@ -245,6 +265,15 @@ class Prometheus:
             + (f": {t['lastError']}" if t.get("lastError") else "")
             for t in doc["data"]["activeTargets"]
         }
+
+
+@dataclass
+class Prometheus(Api):
+    """The real-node cluster's Prometheus, a child of this process (start)."""
+
+    workdir: Path
+    log: Path
+    process: subprocess.Popen[bytes] = field(repr=False)
 
     def tail(self, lines: int = 25) -> str:
         try:
@@ -300,7 +329,7 @@ def start(
     token_file.touch(mode=0o600)
     token_file.write_text(token)
     rule_file.write_text(yaml.safe_dump(rules(), sort_keys=False))
-    targets = {node: realnodes.address(node) for node in realnodes.nodes()}
+    targets = {node: (f"{realnodes.address(node)}:10250", "") for node in realnodes.nodes()}
     config_file = workdir / "prometheus.yml"
     config_file.write_text(yaml.safe_dump(config(targets, token_file, rule_file), sort_keys=False))
     log = workdir / "prometheus.log"
@@ -323,12 +352,8 @@ def start(
         )
     prom = Prometheus(url, workdir, log, process)
 
-    def ready() -> bool:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-            return bool(r.status == 200)
-
     try:
-        wait_for(f"Prometheus {url}/-/ready", ready, timeout, interval=0.5,
+        wait_for(f"Prometheus {url}/-/ready", prom.ready, timeout, interval=0.5,
                  proc_check=prom.check_running)  # fmt: skip
     except BaseException:
         prom.stop()
@@ -336,11 +361,60 @@ def start(
     return prom
 
 
+def kwok_url() -> str:
+    """Where the loopback lab's Prometheus (start_for_kwok) answers."""
+    return f"http://{HOST}:{PORTS['prometheus']}"
+
+
+def start_for_kwok(
+    procs: Processes, nodes: Iterable[str], binary: str, *, timeout: float = 60
+) -> Api:
+    """Prometheus for the loopback lab (lab/cluster.py): the same rules over kwok's
+    kubelet-like endpoints of `nodes` (lab/components.py metric_doc and machine_doc), run as
+    the lab's component "prometheus" on 127.0.0.1 (so `down` stops it). The TSDB is new at
+    every start: an average or a deviation over any window covers this start's samples alone
+    (a placement run's, runner.reset). Returned once /-/ready answers."""
+    procs.stop("prometheus")
+    workdir = procs.run / "prometheus"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    rule_file = workdir / "rules.yml"
+    rule_file.write_text(yaml.safe_dump(rules(), sort_keys=False))
+    kwok = f"{HOST}:{PORTS['kwok']}"
+    config_file = workdir / "prometheus.yml"
+    config_file.write_text(
+        yaml.safe_dump(
+            config({n: (kwok, f"/metrics/nodes/{n}") for n in nodes}, None, rule_file),
+            sort_keys=False,
+        )
+    )
+    api = Api(kwok_url())
+    procs.spawn(
+        "prometheus",
+        [
+            binary,
+            f"--config.file={config_file}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address={api.url.removeprefix('http://')}",
+        ],
+    )
+    wait_for(f"Prometheus {api.url}/-/ready", api.ready, timeout, interval=0.5,
+             proc_check=procs.check_running("prometheus"))  # fmt: skip
+    return api
+
+
 def ratios(
-    prom: Prometheus, nodes: tuple[str, ...], timeout: float = 120
+    prom: Api,
+    nodes: Iterable[str],
+    timeout: float = 120,
+    proc_check: Callable[[], None] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Wait until both recording rules have a sample for every node; {rule: {node: value}}.
-    A timeout names the scrape targets' health."""
+    A timeout names the scrape targets' health. proc_check: whether the server still runs
+    (a Prometheus's own check_running by default)."""
+    nodes = tuple(nodes)
+    if proc_check is None and isinstance(prom, Prometheus):
+        proc_check = prom.check_running
 
     def complete() -> dict[str, dict[str, float]] | None:
         got = {rule: prom.by_node(rule) for rule in (CPU_RULE, MEMORY_RULE)}
@@ -349,9 +423,10 @@ def ratios(
     try:
         found = wait_for(
             "both recording rules for every node", complete, timeout, interval=2,
-            proc_check=prom.check_running,
+            proc_check=proc_check,
         )  # fmt: skip
     except LabError as e:
-        raise LabError(f"{e}\ntargets: {prom.targets()}\n{prom.tail()}") from None
+        tail = prom.tail() if isinstance(prom, Prometheus) else ""
+        raise LabError(f"{e}\ntargets: {prom.targets()}\n{tail}") from None
     assert found is not None  # wait_for returns only a truthy value
     return found

@@ -54,7 +54,7 @@ from benchmarks.placement.exceptions import RunError
 from benchmarks.placement.scenario import Node, Scenario, Workload
 from benchmarks.procstat import cpu_seconds
 from extender import kubeobjects
-from lab import Lab, LabError, rendered
+from lab import Lab, LabError, prometheus, rendered
 from lab.components import start_load_watcher
 from lab.fakenodes import USAGE_CPU, USAGE_MEMORY, NodeSpec, node_object, plain_number
 from lab.processes import stop_child, wait_for
@@ -451,9 +451,12 @@ def delete_nodes(lab: Lab, keep: Collection[str] = ()) -> None:
 
 
 def cleanup(lab: Lab) -> None:
-    """Leave the lab as found: no benchmark pod or node."""
+    """Leave the lab as found: no benchmark pod or node, no Prometheus of a scenario's and
+    load-watcher reading metrics.k8s.io, as `up` starts it."""
     delete_pods(lab)
     delete_nodes(lab)
+    if lab.stop("prometheus"):
+        restart_load_watcher(lab)
 
 
 def ensure_nodes(lab: Lab, scenario: Scenario, log: Callable[[str], None]) -> None:
@@ -499,7 +502,13 @@ def settled_watcher(lab: Lab, nodes: tuple[Node, ...]) -> bool:
     nmm = lab.watcher().get("data", {}).get("NodeMetricsMap") or {}
     bad = []
     for n in nodes:
-        got = {m["type"]: m["value"] for m in (nmm.get(n.name) or {}).get("metrics", [])}
+        # the metrics-server provider's latest values, or the Prometheus provider's
+        # averages (its STD entries share the type)
+        got = {
+            m["type"]: m["value"]
+            for m in (nmm.get(n.name) or {}).get("metrics", [])
+            if m.get("operator", "") in ("", "Latest", "AVG")
+        }
         want = {
             "CPU": 100 * n.background.cpu / n.capacity.cpu,
             "Memory": 100 * n.background.memory / n.capacity.memory,
@@ -516,13 +525,25 @@ def settled_watcher(lab: Lab, nodes: tuple[Node, ...]) -> bool:
     return True
 
 
-def restart_load_watcher(lab: Lab) -> None:
+def restart_load_watcher(lab: Lab, prometheus_url: str | None = None) -> None:
     """load-watcher collects once a minute (paypal/load-watcher pkg/watcher/watcher.go,
     FifteenMinutes/TenMinutes/FiveMinutes windows refreshed every minute) and once at
-    start: a restart makes it collect now instead of up to a minute later."""
+    start: a restart makes it collect now instead of up to a minute later. It reads
+    metrics.k8s.io, or the lab's Prometheus at `prometheus_url`."""
     lab.stop("load-watcher")
     binary = lab.binaries(["load-watcher"])["load-watcher"]
-    start_load_watcher(lab.procs, lab.kubeconfig, binary, lab.watcher)
+    start_load_watcher(lab.procs, lab.kubeconfig, binary, lab.watcher, prometheus_url)
+
+
+def start_prometheus(lab: Lab, nodes: tuple[Node, ...]) -> str:
+    """A new Prometheus for the scenario's nodes (lab/prometheus.py start_for_kwok), once
+    both recording rules have a sample for every node; its URL."""
+    binary = lab.binaries(["prometheus"])["prometheus"]
+    api = prometheus.start_for_kwok(lab.procs, [n.name for n in nodes], binary)
+    prometheus.ratios(
+        api, [n.name for n in nodes], timeout=60, proc_check=lab.procs.check_running("prometheus")
+    )
+    return api.url
 
 
 def reset(lab: Lab, scenario: Scenario, log: Callable[[str], None] = log_line) -> None:
@@ -534,8 +555,14 @@ def reset(lab: Lab, scenario: Scenario, log: Callable[[str], None] = log_line) -
     wait_for(
         "metrics.k8s.io at background", lambda: settled_metrics(lab, scenario.nodes), timeout, 2
     )
+    # A scenario reading load through Prometheus gets a new one (its averages and deviations
+    # then cover this run alone); the others none, and load-watcher back on metrics.k8s.io.
+    lab.stop("prometheus")
+    url = None
+    if scenario.steady is not None and scenario.steady.source == "prometheus":
+        url = start_prometheus(lab, scenario.nodes)
     for attempt in range(3):
-        restart_load_watcher(lab)
+        restart_load_watcher(lab, url)
         try:
             wait_for(
                 "load-watcher at background", lambda: settled_watcher(lab, scenario.nodes), 20, 2

@@ -32,6 +32,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 import yaml
@@ -101,6 +102,10 @@ class _Steady(msgspec.Struct, forbid_unknown_fields=True):
     # would see one pass).
     descheduler_interval_seconds: float = 60
     changes: list[_Change] = []
+    # Where load-watcher reads load (and so loadwise and Trimaran through it): metrics.k8s.io,
+    # the latest values, or the lab's Prometheus, the average and the standard deviation of
+    # each node's use over load-watcher's window (what variance-aware policies need).
+    source: Literal["metrics-server", "prometheus"] = "metrics-server"
 
 
 class _Event(msgspec.Struct, forbid_unknown_fields=True):
@@ -206,11 +211,13 @@ class Change:
 @dataclass(frozen=True)
 class Steady:
     """A steady scenario's stream: how long it runs, the descheduler contender's interval,
-    and the background changes, in time order."""
+    the background changes, in time order, and where load-watcher reads load
+    ("metrics-server" or "prometheus", _Steady.source)."""
 
     duration_seconds: float
     descheduler_interval_seconds: float
     changes: tuple[Change, ...] = ()
+    source: str = "metrics-server"
 
 
 @dataclass(frozen=True)
@@ -420,6 +427,7 @@ def _steady(raw: _Scenario, nodes: Sequence[str], source: str) -> Steady | None:
         st.duration_seconds,
         st.descheduler_interval_seconds,
         tuple(sorted(changes, key=lambda c: c.at_seconds)),
+        st.source,
     )
 
 

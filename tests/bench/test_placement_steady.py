@@ -39,6 +39,8 @@ def test_a_steady_scenario_is_read_with_its_changes_in_time_order():
         (60, "b", 3 * GI, True),
     ]
     assert sc.workloads[0].lifetime == (10, 20)
+    assert sc.steady.source == "metrics-server"  # the default
+    assert loads(STEADY + "  source: prometheus\n").steady.source == "prometheus"
 
 
 @pytest.mark.parametrize(
@@ -56,6 +58,10 @@ def test_a_steady_scenario_is_read_with_its_changes_in_time_order():
             ["$.steady.descheduler_interval_seconds"],
         ),
         (("max: 20", "max: 5"), ["$.workloads[0].lifetime_seconds", "min <= max"]),
+        (
+            ("duration_seconds: 300", "duration_seconds: 300\n  source: graphite"),
+            ["$.steady.source", "graphite"],
+        ),
         (("{min: 10, max: 20}", "{min: 10}"), ["$.workloads[0].lifetime_seconds", "max"]),
         (("title: s", "title: s\nbacklog: true"), ["$.backlog", "steady"]),
         (("title: s", "title: s\ndescheduler: {}"), ["$.descheduler", "steady"]),
@@ -95,6 +101,13 @@ def test_the_shipped_steady_scenarios_span_five_load_watcher_collections():
     ratios = {w.usage.cpu / w.requests.cpu for s in steady for w in s.workloads}
     assert min(ratios) < 1 < max(ratios), ratios
     assert any(s.steady.changes for s in steady)
+    # load that varies, through a source that reports its variation, for the variance-aware
+    # policies, each of them a contender there
+    varying = [s for s in steady if s.steady.source == "prometheus"]
+    assert varying, "no steady scenario reads load through Prometheus"
+    for s in varying:
+        assert {"loadwise-lvrb", "trimaran-lvrb"} <= set(s.contenders or ()), s.name
+        assert len({c.memory for c in s.steady.changes}) > 1, s.name
     assert "smoke-steady" in available() and "smoke-steady" not in [s.name for s in select(None)]
 
 

@@ -14,8 +14,9 @@ import pytest
 
 from benchmarks.placement import report
 from benchmarks.placement.contenders import CONTENDERS
-from benchmarks.placement.runner import DESCHEDULER_PASSED, cleanup, run
+from benchmarks.placement.runner import DESCHEDULER_PASSED, cleanup, restart_load_watcher, run
 from benchmarks.placement.scenario import select
+from lab import prometheus
 
 pytestmark = pytest.mark.lab
 
@@ -56,8 +57,22 @@ def test_a_steady_run_streams_replaces_changes_and_runs_the_descheduler(lab, tmp
     try:
         r = run(lab, sc, CONTENDERS["stock+descheduler"], tmp_path / "work")
         node = lab.core().read_node("ss-002")
+        # Through the lab's Prometheus (the scenario's source): load-watcher, made to collect
+        # now, reports the change on ss-002 as a deviation over the run and none on ss-001
+        # beyond its pods coming and going.
+        restart_load_watcher(lab, prometheus.kwok_url())
+        doc = lab.watcher()
     finally:
         cleanup(lab)
+    assert doc.get("source") == "Prometheus", doc
+    std = {
+        n: {m["type"]: m["value"] for m in nm["metrics"] if m["operator"] == "STD"}
+        for n, nm in doc["data"]["NodeMetricsMap"].items()
+    }
+    # 256 MiB then 4 GiB of 8 GiB for 12 s of the run: about 20 points
+    assert std["ss-002"]["Memory"] > max(5.0, 2 * std["ss-001"]["Memory"]), std
+    # and, the scenario over, load-watcher is back on metrics.k8s.io for the next test
+    assert lab.watcher().get("source") != "Prometheus"
     assert r.error is None, r.error
     assert r.stream is not None
     start, end = r.stream
