@@ -216,6 +216,27 @@ def rules() -> dict[str, Any]:
     }
 
 
+def _argv(
+    binary: str,
+    workdir: Path,
+    targets: Mapping[str, tuple[str, str]],
+    token_file: Path | None,
+    listen: str,
+) -> list[str]:
+    """Write rules.yml and prometheus.yml (for `targets`, see _kubelet_job) into workdir and
+    return the command line that serves them on `listen` (host:port), its TSDB in
+    workdir/data."""
+    rule_file, config_file = workdir / "rules.yml", workdir / "prometheus.yml"
+    rule_file.write_text(yaml.safe_dump(rules(), sort_keys=False))
+    config_file.write_text(yaml.safe_dump(config(targets, token_file, rule_file), sort_keys=False))
+    return [
+        binary,
+        f"--config.file={config_file}",
+        f"--storage.tsdb.path={workdir / 'data'}",
+        f"--web.listen-address={listen}",
+    ]
+
+
 def _die_with_parent() -> Callable[[], None]:
     """For Popen's preexec_fn: the child gets SIGTERM when the thread that started it ends (a
     killed test run), so no Prometheus outlives it holding the port. libc is loaded here, in
@@ -325,20 +346,12 @@ def start(
         token = grant(cluster)
     finally:
         cluster.close()
-    token_file, rule_file = workdir / "token", workdir / "rules.yml"
+    token_file = workdir / "token"
     token_file.touch(mode=0o600)
     token_file.write_text(token)
-    rule_file.write_text(yaml.safe_dump(rules(), sort_keys=False))
     targets = {node: (f"{realnodes.address(node)}:10250", "") for node in realnodes.nodes()}
-    config_file = workdir / "prometheus.yml"
-    config_file.write_text(yaml.safe_dump(config(targets, token_file, rule_file), sort_keys=False))
+    argv = _argv(binary, workdir, targets, token_file, f"{host}:{port}")
     log = workdir / "prometheus.log"
-    argv = [
-        binary,
-        f"--config.file={config_file}",
-        f"--storage.tsdb.path={workdir / 'data'}",
-        f"--web.listen-address={host}:{port}",
-    ]
     with open(log, "ab") as out:
         out.write(f"--- {time.strftime('%FT%T')} {' '.join(argv)}\n".encode())
         out.flush()
@@ -361,9 +374,12 @@ def start(
     return prom
 
 
+_KWOK_LISTEN = f"{HOST}:{PORTS['prometheus']}"
+
+
 def kwok_url() -> str:
     """Where the loopback lab's Prometheus (start_for_kwok) answers."""
-    return f"http://{HOST}:{PORTS['prometheus']}"
+    return f"http://{_KWOK_LISTEN}"
 
 
 def start_for_kwok(
@@ -378,26 +394,10 @@ def start_for_kwok(
     workdir = procs.run / "prometheus"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    rule_file = workdir / "rules.yml"
-    rule_file.write_text(yaml.safe_dump(rules(), sort_keys=False))
     kwok = f"{HOST}:{PORTS['kwok']}"
-    config_file = workdir / "prometheus.yml"
-    config_file.write_text(
-        yaml.safe_dump(
-            config({n: (kwok, f"/metrics/nodes/{n}") for n in nodes}, None, rule_file),
-            sort_keys=False,
-        )
-    )
+    targets = {n: (kwok, f"/metrics/nodes/{n}") for n in nodes}
     api = Api(kwok_url())
-    procs.spawn(
-        "prometheus",
-        [
-            binary,
-            f"--config.file={config_file}",
-            f"--storage.tsdb.path={workdir / 'data'}",
-            f"--web.listen-address={api.url.removeprefix('http://')}",
-        ],
-    )
+    procs.spawn("prometheus", _argv(binary, workdir, targets, None, _KWOK_LISTEN))
     wait_for(f"Prometheus {api.url}/-/ready", api.ready, timeout, interval=0.5,
              proc_check=procs.check_running("prometheus"))  # fmt: skip
     return api

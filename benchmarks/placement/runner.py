@@ -539,10 +539,9 @@ def start_prometheus(lab: Lab, nodes: tuple[Node, ...]) -> str:
     """A new Prometheus for the scenario's nodes (lab/prometheus.py start_for_kwok), once
     both recording rules have a sample for every node; its URL."""
     binary = lab.binaries(["prometheus"])["prometheus"]
-    api = prometheus.start_for_kwok(lab.procs, [n.name for n in nodes], binary)
-    prometheus.ratios(
-        api, [n.name for n in nodes], timeout=60, proc_check=lab.procs.check_running("prometheus")
-    )
+    names = [n.name for n in nodes]
+    api = prometheus.start_for_kwok(lab.procs, names, binary)
+    prometheus.ratios(api, names, timeout=60, proc_check=lab.procs.check_running("prometheus"))
     return api.url
 
 
@@ -556,11 +555,13 @@ def reset(lab: Lab, scenario: Scenario, log: Callable[[str], None] = log_line) -
         "metrics.k8s.io at background", lambda: settled_metrics(lab, scenario.nodes), timeout, 2
     )
     # A scenario reading load through Prometheus gets a new one (its averages and deviations
-    # then cover this run alone); the others none, and load-watcher back on metrics.k8s.io.
-    lab.stop("prometheus")
+    # then cover this run alone; start_for_kwok stops the last one first); the others none,
+    # and load-watcher back on metrics.k8s.io.
     url = None
     if scenario.steady is not None and scenario.steady.source == "prometheus":
         url = start_prometheus(lab, scenario.nodes)
+    else:
+        lab.stop("prometheus")
     for attempt in range(3):
         restart_load_watcher(lab, url)
         try:
