@@ -150,6 +150,12 @@ def section(scenario: Scenario, results: Sequence[RunResult], plot: str | None =
     return out
 
 
+# Beyond this many instants the rotated labels of the changes overprint one another at the
+# figure's 10-inch width (steady-vary's 12 instants of two changes each did); the lines stay
+# and the scenario's description says what they are.
+MAX_CHANGE_LABELS = 8
+
+
 def figure(scenario: Scenario, results: Sequence[RunResult]) -> Figure | None:
     """The hottest node's utilisation over the stream, one line per contender: its run
     with the median mean (the lower median, an observed run), the 80 % and 100 % lines,
@@ -176,15 +182,20 @@ def figure(scenario: Scenario, results: Sequence[RunResult]) -> Figure | None:
     ax.axhline(100 * HOT_THRESHOLD, color="red", linestyle=":", linewidth=1, label="80 %")
     ax.axhline(100, color="black", linestyle="--", linewidth=1, label="capacity")
     assert scenario.steady is not None
+    at: dict[float, list[Change]] = {}
     for c in scenario.steady.changes:
-        ax.axvline(c.at_seconds, color="gray", linestyle="-.", linewidth=1)
-        ax.annotate(
-            f"{c.node} {c.memory / 2**30:g}Gi",
-            (c.at_seconds, 0.02),
-            xycoords=("data", "axes fraction"),
-            fontsize="small",
-            rotation=90,
-        )
+        at.setdefault(c.at_seconds, []).append(c)
+    for i, (t, changes) in enumerate(sorted(at.items())):
+        ax.axvline(t, color="gray", linestyle="-.", linewidth=1,
+                   label="background changed" if i == 0 else None)  # fmt: skip
+        if len(at) <= MAX_CHANGE_LABELS:
+            ax.annotate(
+                ", ".join(f"{c.node} {c.memory / 2**30:g}Gi" for c in changes),
+                (t, 0.02),
+                xycoords=("data", "axes fraction"),
+                fontsize="small",
+                rotation=90,
+            )
     ax.set(
         xlabel="seconds into the stream",
         ylabel="hottest node, % (max of CPU and memory)",

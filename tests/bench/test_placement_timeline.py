@@ -3,6 +3,8 @@ agree with sampling, and the report's steady rows come from a run's result."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +15,9 @@ from benchmarks.placement.scenario import Change, Node, Resources, loads
 from benchmarks.placement.steady_report import figure, stays, steady_row, table
 from benchmarks.placement.timeline import OverTime, Stay, over_time, segments
 from tests.bench.test_placement_steady import STEADY
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 GI = 2.0**30
 
@@ -151,3 +156,29 @@ def test_the_report_of_a_steady_scenario_has_its_table_and_plot_over_time(tmp_pa
     assert (tmp_path / "placement" / "s.png").stat().st_size > 0
     assert "**Steady** scenarios are a stream" in md
     assert figure(sc, runs[:1]) is None
+
+
+def _annotations(fig: Figure) -> list[str]:
+    from matplotlib.text import Annotation
+
+    (ax,) = fig.axes
+    return [t.get_text() for t in ax.texts if isinstance(t, Annotation)]
+
+
+def test_changes_at_one_instant_share_a_label_and_many_instants_get_none():
+    # two changes at 30 s: one line, one label naming both
+    sc = loads(STEADY.replace("at_seconds: 60", "at_seconds: 30"))
+    fig = figure(sc, [result()])
+    assert fig is not None
+    assert _annotations(fig) == ["b 3Gi, a 0.5Gi"]  # in the file's order
+    assert "background changed" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    # a change every 10 s (steady-vary's kind of scenario): the labels would overprint
+    many = "".join(
+        f"    - {{at_seconds: {t}, node: {'ab'[i % 2]}, memory: {1 + i % 2}Gi}}\n"
+        for i, t in enumerate(range(10, 300, 10))
+    )
+    head = STEADY.split("  changes:\n")[0]
+    fig = figure(loads(head + "  changes:\n" + many), [result()])
+    assert fig is not None
+    assert _annotations(fig) == []
+    assert len(fig.axes[0].get_lines()) == 2 + 29  # the 80 % and capacity lines, one per change
