@@ -17,7 +17,8 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -25,6 +26,7 @@ from aiohttp import web
 from . import __version__
 from .config import Settings, host_port, load_settings
 from .exceptions import ConfigError, KubeError, LoadwiseError
+from .metrics import Metrics
 from .policies import POLICY_NAMES
 from .tasks import cancel
 
@@ -140,6 +142,10 @@ def overrides_from(ns: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# A warning at start when a certificate expires sooner: the role renews leaf
+# certificates 30 days ahead (loadwise_extender_tls_renew_days), the alert fires at 14.
+_EXPIRY_WARNING_DAYS = 14.0
+
 # After the grace period, how long aiohttp may take to close what is left (it cancels
 # the handlers still running once this is over).
 _CLOSE_SECONDS = 1.0
@@ -148,14 +154,38 @@ _CLOSE_SECONDS = 1.0
 async def serve(settings: Settings, environ: Mapping[str, str] | None = None) -> None:
     """Serve until SIGTERM/SIGINT, then stop gracefully (see the module docstring).
     ``environ`` holds systemd's NOTIFY_SOCKET and WATCHDOG_USEC (default: os.environ)."""
+    from .certs import ca_not_after, not_after
+    from .cluster import ClusterWatch
     from .listener import Listener, tls_context
     from .sdnotify import Notifier, keep_alive, watchdog_interval
-    from .server import HEADER_DEADLINE_SECONDS, ServerState, make_app, make_health_app
+    from .server import (
+        HEADER_DEADLINE_SECONDS,
+        ServerState,
+        make_app,
+        make_health_app,
+        request_logger,
+    )
+    from .throttle import loop_exception_handler
     from .wiring import build_extender
 
     env = os.environ if environ is None else environ
     ssl_context = tls_context(settings.tls) if settings.tls is not None else None
     ext = build_extender(settings)
+    loop = asyncio.get_running_loop()
+    # asyncio's default handler logs each report with a traceback; a caller provoking
+    # them (failed accepts, broken transports) would fill the journal.
+    loop.set_exception_handler(loop_exception_handler(log, ext.metrics.loop_errors.inc))
+    if isinstance(ext.cluster, ClusterWatch):
+        ext.cluster.on_bound = ext.metrics.pods_bound.inc
+    if settings.tls is not None and ssl_context is not None:
+        _certificate_expiry(ext.metrics, not_after(settings.tls.cert_file), "serving")
+        _certificate_expiry(ext.metrics, ca_not_after(ssl_context), "client_ca")
+        if settings.tls.client_names is None:
+            log.warning(
+                "tls.client_names is not set: any certificate %s signed is accepted; set it "
+                "to the name in the scheduler's certificate",
+                settings.tls.client_ca_file,
+            )
     if not settings.kubeconfig:
         log.warning(
             "no kubeconfig: node sizes are known only from full-Node requests "
@@ -172,6 +202,7 @@ async def serve(settings: Settings, environ: Mapping[str, str] | None = None) ->
     apps = [make_app(ext, state=state)]
     if settings.health_listen is not None:
         apps.append(make_health_app(ext, state))
+    names = ("scheduler", "health")
     runners = [
         web.AppRunner(
             app,
@@ -179,8 +210,9 @@ async def serve(settings: Settings, environ: Mapping[str, str] | None = None) ->
             handle_signals=False,
             keepalive_timeout=HEADER_DEADLINE_SECONDS,
             shutdown_timeout=_CLOSE_SECONDS,
+            logger=request_logger(ext.metrics, name),
         )
-        for app in apps
+        for app, name in zip(apps, names, strict=False)
     ]
     addresses = [settings.host_port]
     if settings.health_listen is not None:
@@ -191,9 +223,12 @@ async def serve(settings: Settings, environ: Mapping[str, str] | None = None) ->
             host,
             port,
             ssl_context=ssl_context if i == 0 else None,
+            client_names=settings.tls.client_names if i == 0 and settings.tls else None,
             max_connections=settings.max_connections,
             on_refused=ext.metrics.connections_refused.inc,
-            on_accepted=ext.metrics.connections.labels("scheduler" if i == 0 else "health").inc,
+            on_accepted=ext.metrics.connections.labels(names[i]).inc,
+            on_failed=_count_failures(ext.metrics, names[i]),
+            on_accept_error=ext.metrics.accept_errors.labels(names[i]).inc,
         )
         for i, (runner, (host, port)) in enumerate(zip(runners, addresses, strict=True))
     ]
@@ -205,7 +240,6 @@ async def serve(settings: Settings, environ: Mapping[str, str] | None = None) ->
         (hurry if stop.is_set() else stop).set()
 
     # Before anything is announced: a signal right after READY=1 must stop gracefully.
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
     set_up: list[web.AppRunner] = []
@@ -255,6 +289,30 @@ async def serve(settings: Settings, environ: Mapping[str, str] | None = None) ->
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     log.info("stopped")
+
+
+def _count_failures(metrics: Metrics, listener: str) -> Callable[[str], None]:
+    def count(reason: str) -> None:
+        metrics.handshake_failures.labels(listener, reason).inc()
+
+    return count
+
+
+def _certificate_expiry(metrics: Metrics, when: float | None, which: str) -> None:
+    """Export ``which`` certificate's notAfter, and say at start if it is near or past."""
+    if when is None:
+        return
+    metrics.certificate_expiry.labels(which).set(when)
+    days = (when - time.time()) / 86400
+    if days < 0:
+        log.error(
+            "the %s certificate expired %.0f days ago: the scheduler's calls fail their "
+            "TLS handshake (renew: docs/ansible.md)",
+            which,
+            -days,
+        )
+    elif days < _EXPIRY_WARNING_DAYS:
+        log.warning("the %s certificate expires in %.1f days (renew: docs/ansible.md)", which, days)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -109,6 +109,8 @@ class ClusterWatch:
         self.nodes_synced = False
         self.pods_synced = False
         self.last_error: str | None = None
+        self.on_bound: Callable[[], None] | None = None
+        """Called for each pod the watch sees bound (loadwise_extender_pods_bound_total)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
 
@@ -253,8 +255,15 @@ class ClusterWatch:
                 "/api/v1/nodes", "", _node, self._listed_nodes, self._node_event, failed
             )
         return self._reflect(
-            "/api/v1/pods", POD_SELECTOR, _pod, self._listed_pods, self._pod_event, failed
+            "/api/v1/pods", POD_SELECTOR, _pod, self._listed_pods, self._pod_watched, failed
         )
+
+    def _pod_watched(self, kind: str, pod: Pod) -> None:
+        # The selector holds only pods with a node, so a pod the watch adds (not a list)
+        # and not yet known has just been bound.
+        if kind == "ADDED" and self.on_bound is not None and pod.key not in self._pods:
+            self.on_bound()
+        self._pod_event(kind, pod)
 
     def _reflect(
         self,

@@ -97,6 +97,10 @@ class TLSConfig(msgspec.Struct, forbid_unknown_fields=True):
     cert_file: str
     key_file: str
     client_ca_file: str
+    client_names: list[str] | None = None
+    """Names a client certificate must carry one of (its common name, or a DNS or URI
+    subject alternative name), besides being signed by the CA. None: any certificate the
+    CA signed (a warning at start says so)."""
 
 
 def host_port(text: str, key: str) -> tuple[str, int]:
@@ -229,6 +233,13 @@ def _validate(settings: Settings) -> Settings:
         raise ConfigError("max_connections must be >= 1")
     if settings.shutdown_grace_seconds < 0:
         raise ConfigError("shutdown_grace_seconds must be >= 0")
+    if settings.tls is not None and settings.tls.client_names is not None:
+        names = settings.tls.client_names
+        if not names or not all(name.strip() for name in names):
+            raise ConfigError(
+                "tls.client_names: list the names the scheduler's certificate carries "
+                "(its CN or a DNS/URI SAN), or leave it unset; got an empty list or name"
+            )
     if settings.health_listen is not None:
         if host_port(settings.health_listen, "health_listen") == (host, port):
             raise ConfigError("health_listen must differ from listen")

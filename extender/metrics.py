@@ -126,7 +126,8 @@ class Metrics:
         )
         self.connections = Counter(
             "loadwise_extender_connections_total",
-            "Connections accepted, by listener (scheduler, health). kube-scheduler keeps its "
+            "Connections served (past their TLS handshake), by listener (scheduler, health). "
+            "kube-scheduler keeps its "
             "connections alive, so this stays far below the requests served.",
             ["listener"],
             registry=r,
@@ -134,6 +135,41 @@ class Metrics:
         self.connections_refused = Counter(
             "loadwise_extender_connections_refused_total",
             "Connections closed on arrival: max_connections were open on that listener.",
+            registry=r,
+        )
+        self.handshake_failures = Counter(
+            "loadwise_extender_handshake_failures_total",
+            "Connections closed before a request could be read, by listener and reason: a "
+            "failed TLS handshake (no_certificate, untrusted, expired, wrong_purpose, "
+            "name_not_allowed, not_tls, protocol, closed), none within the handshake timeout "
+            "(timeout), or closed to make room for a new one (evicted).",
+            ["listener", "reason"],
+            registry=r,
+        )
+        self.accept_errors = Counter(
+            "loadwise_extender_accept_errors_total",
+            "accept() failures for want of file descriptors or memory, by listener.",
+            ["listener"],
+            registry=r,
+        )
+        self.loop_errors = Counter(
+            "loadwise_extender_loop_errors_total",
+            "Errors reported to the event loop's exception handler (logged at most once a "
+            "minute per message).",
+            registry=r,
+        )
+        self.certificate_expiry = Gauge(
+            "loadwise_extender_certificate_expiry_timestamp_seconds",
+            "When a certificate the extender serves with stops being valid (notAfter, unix "
+            "time), read at start: certificate=serving (its own) or client_ca (the CA its "
+            "callers' certificates must come from; the earliest if several).",
+            ["certificate"],
+            registry=r,
+        )
+        self.pods_bound = Counter(
+            "loadwise_extender_pods_bound_total",
+            "Pods the pod watch saw bound to a node (with a kubeconfig): beside the requests "
+            "answered, shows pods scheduled without a call to the extender.",
             registry=r,
         )
         self.invalid_readings = Counter(

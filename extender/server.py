@@ -51,10 +51,13 @@ from typing import TypeVar
 
 import msgspec
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import Histogram
 
+from .config import NAMES_BODY_BYTES
 from .estimate import check_pod
 from .exceptions import QuantityError, WireError
+from .metrics import Metrics
 from .service import Extender
 from .throttle import LogThrottle
 from .wire import ExtenderArgs, PrioritizeArgs, decode_args, encode
@@ -74,9 +77,11 @@ __all__ = [
     "EXTENDER_KEY",
     "FAIL_OPEN_WINDOW_SECONDS",
     "HEADER_DEADLINE_SECONDS",
+    "MAX_REQUEST_NODES",
     "ServerState",
     "make_app",
     "make_health_app",
+    "request_logger",
 ]
 
 log = logging.getLogger("loadwise.extender.server")
@@ -98,6 +103,111 @@ BODY_READS = 2
 BODY_SLOT_SECONDS = 1.0
 FAIL_OPEN_WINDOW_SECONDS = 600.0
 _LOG_CHARS = 300
+# The most nodes one request may name or carry: twice the 5,000 nodes a Kubernetes cluster
+# supports at most (kubernetes.io "Considerations for large clusters"), and kube-scheduler
+# sends an extender only the nodes that passed its own filters, so a real request never
+# comes near it. Without it a body of short names within the body limit (4.125 MiB
+# without a kubeconfig) is a million strings: two such requests took 237 MB.
+MAX_REQUEST_NODES = 10_000
+
+
+class _NamesOnly(msgspec.Struct):
+    """What a body says before it is decoded: whether it carries names, not Nodes."""
+
+    node_names: msgspec.Raw | None = msgspec.field(default=None, name="NodeNames")
+    nodes: msgspec.Raw | None = msgspec.field(default=None, name="Nodes")
+
+
+_names_only = msgspec.json.Decoder(_NamesOnly)
+
+
+def _check_size(body: bytes) -> None:
+    """A body over the names-only limit must carry Nodes (then the body limit sized for
+    full Nodes applies), and a list of names must not exceed ``MAX_REQUEST_NODES``: a
+    scan that builds no object (about 1 ms a MiB) before the decode that builds one
+    string per name. Only bodies over ``NAMES_BODY_BYTES`` are scanned: under it, the
+    decode itself costs at most that many strings (well under 100 MB at its peak)."""
+    if len(body) <= NAMES_BODY_BYTES:
+        return
+    try:
+        head = _names_only.decode(body)
+    except msgspec.DecodeError:
+        return  # the decode says what is wrong
+    if head.nodes is None and head.node_names is not None:
+        names = bytes(head.node_names).count(b'"') // 2
+        if names > MAX_REQUEST_NODES:
+            raise WireError(
+                f"NodeNames lists {names} nodes; at most {MAX_REQUEST_NODES} are accepted "
+                "(MAX_REQUEST_NODES, twice the largest cluster Kubernetes supports)",
+                reason="too_many_nodes",
+            )
+        raise WireError(
+            f"request body of {len(body)} bytes with NodeNames only: node names take at most "
+            f"{NAMES_BODY_BYTES} bytes (5,000 names of 253 characters, the longest a DNS "
+            "name may be, fit with room for the Pod)",
+            reason="too_large",
+            status=413,
+        )
+
+
+def _count_nodes(args: ExtenderArgs | PrioritizeArgs) -> None:
+    names = len(args.node_names) if args.node_names is not None else 0
+    nodes = len(args.nodes.items or ()) if args.nodes is not None else 0
+    if max(names, nodes) > MAX_REQUEST_NODES:
+        what = "NodeNames" if names > nodes else "Nodes.items"
+        raise WireError(
+            f"{what} holds {max(names, nodes)} nodes; at most {MAX_REQUEST_NODES} are accepted "
+            "(MAX_REQUEST_NODES, twice the largest cluster Kubernetes supports)",
+            reason="too_many_nodes",
+        )
+
+
+class _MalformedRequests(logging.Filter):
+    """aiohttp logs a request it cannot parse at ERROR with its traceback ("Error handling
+    request", aiohttp web_protocol.py handle_error): one per request, so a caller
+    sending garbage fills the journal, and journald's rate limit then drops the
+    extender's own lines. This counts each, and lets through one WARNING line a minute
+    per kind of error, without the traceback. Other records pass unchanged."""
+
+    def __init__(self, metrics: Metrics | None, interval: float) -> None:
+        super().__init__()
+        self._metrics = metrics
+        self._throttle = LogThrottle(interval)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return record.levelno >= logging.INFO
+        if self._metrics is not None:
+            self._metrics.client_errors.labels("other", "400", "malformed_http").inc()
+        held = self._throttle.allow(type(exc).__name__)
+        if held is None:
+            return False
+        peer = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+        text = str(exc).replace("\n", " ")[:_LOG_CHARS]
+        record.msg = "malformed HTTP request from %s answered 400 (%s: %s)%s"
+        record.args = (
+            peer,
+            type(exc).__name__,
+            text,
+            f" [{held} more since the last line]" if held else "",
+        )
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+def request_logger(
+    metrics: Metrics | None, listener: str, *, interval: float = 60.0
+) -> logging.Logger:
+    """The logger to give aiohttp's request handler (``AppRunner(..., logger=...)``):
+    malformed requests counted and logged without a traceback, once a minute per kind.
+    A logger of its own per runner, so its counts go to that runner's metrics; its
+    records go on to ``loadwise.extender.server``'s handlers."""
+    logger = logging.Logger(f"loadwise.extender.http.{listener}", logging.DEBUG)
+    logger.parent = log
+    logger.addFilter(_MalformedRequests(metrics, interval))
+    return logger
 
 
 class _Recent:
@@ -373,11 +483,17 @@ def _checked(args: A) -> A:
 
 
 def _filter_args(body: bytes) -> ExtenderArgs:
-    return _checked(decode_args(body, raw_nodes=True))
+    _check_size(body)
+    args = decode_args(body, raw_nodes=True)
+    _count_nodes(args)
+    return _checked(args)
 
 
 def _prioritize_args(body: bytes) -> PrioritizeArgs:
-    return _checked(decode_args(body, raw_nodes=False))
+    _check_size(body)
+    args = decode_args(body, raw_nodes=False)
+    _count_nodes(args)
+    return _checked(args)
 
 
 def _handler(

@@ -6,11 +6,13 @@ answered, but logging each would fill the journal and hide everything else.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["LogThrottle"]
+__all__ = ["LogThrottle", "loop_exception_handler"]
 
 
 class LogThrottle:
@@ -55,3 +57,35 @@ class LogThrottle:
         if held is not None:
             more = f" ({held} more times since the last line)" if held else ""
             logger.warning(message + "%s", *args, more)
+
+
+def loop_exception_handler(
+    logger: logging.Logger,
+    on_error: Callable[[], None] | None = None,
+    *,
+    interval: float = 60.0,
+) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
+    """An event loop exception handler (``loop.set_exception_handler``) that counts each
+    report and logs at most one line per message per ``interval``, its traceback
+    included. asyncio's default handler logs every report with its traceback: its
+    accept loop reports each failed ``accept()``, an SSL transport each fatal error, so a
+    caller that provokes them fills the journal (and journald then drops the rest)."""
+    throttle = LogThrottle(interval)
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if on_error is not None:
+            on_error()
+        message = str(context.get("message") or "unhandled exception in the event loop")
+        held = throttle.allow(message[:80])
+        if held is None:
+            return
+        exc = context.get("exception")
+        logger.error(
+            "event loop: %s%s%s",
+            message,
+            f" ({type(exc).__name__}: {exc})" if exc is not None else "",
+            f" [{held} more since the last line]" if held else "",
+            exc_info=exc if isinstance(exc, BaseException) else None,
+        )
+
+    return handle
