@@ -138,6 +138,8 @@ class ClusterModel:
         self.metrics_available: bool | None = None
         self.metrics_reason = ""
         self.metrics_at: datetime | None = None
+        # Objects the parsers could not read, per stream: left out of every view.
+        self.skipped: dict[str, int] = {}
         self.revision = 0
 
     # -- applying changes ---------------------------------------------------------------
@@ -166,6 +168,11 @@ class ClusterModel:
                 self.metrics_available = False
                 # API error texts quote the server's Status message: cluster text too.
                 self.metrics_reason = clean(reason)
+            case ch.ObjectsSkipped(stream, count):
+                if count > 0:
+                    self.skipped[stream] = count
+                else:
+                    self.skipped.pop(stream, None)
             case ch.ApiUnreachable(reason, retry_in, at):
                 if self.connected is not False:
                     self.unreachable_since = at
@@ -370,6 +377,11 @@ class ClusterModel:
             (self.pods[key] for key in self.pods_by_node.get(node, ()) if key in self.pods),
             key=lambda p: (p.namespace, p.name),
         )
+
+    @property
+    def skipped_total(self) -> int:
+        """Cluster objects left out because they could not be parsed, over all streams."""
+        return sum(self.skipped.values())
 
     @property
     def has_decisions(self) -> bool:

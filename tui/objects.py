@@ -7,6 +7,11 @@ API. Each parser keeps only the fields a view needs: with 10,000 pods the raw ob
 string they keep has been through `tui.untrusted.clean`: whoever may write an Event or
 an annotation writes what the dashboard shows, and no control character of theirs gets
 past this module.
+
+A field of the wrong type or out of range reads as absent where the view has a sensible
+default (a number where a name belongs, a score of 1e400, a timestamp that is not a
+string); what is left, such as a map where a list belongs, raises one of `UNREADABLE`,
+and the sources skip that one object and count it (`tui.sources.skipped`).
 """
 
 from __future__ import annotations
@@ -19,17 +24,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from extender.quantity import INT64_MAX
+
 from .quantity import cpu_millicores, memory_bytes
 from .untrusted import clean
 
 __all__ = [
     "DECISION_ANNOTATION",
+    "INT64_MAX",
     "LOADWISE_REASON",
     "Decision",
     "Eviction",
     "NodeInfo",
     "PodInfo",
     "Resources",
+    "UNREADABLE",
     "Usage",
     "parse_event",
     "parse_node",
@@ -50,6 +59,19 @@ DECISION_ANNOTATION = "loadwise.dev/decision"
 # and the note "pod eviction from <node> node by sigs.k8s.io/descheduler".
 DESCHEDULER_COMPONENT = "sigs.k8s.io.descheduler"
 _DESCHEDULER_NODE = re.compile(r"pod evict(?:ion|ed) from (?P<node>\S+) node")
+
+UNREADABLE: tuple[type[Exception], ...] = (
+    ArithmeticError,  # OverflowError (float() of a 400-digit int), decimal's signals
+    AttributeError,  # `.get` on a list or a number where an object belongs
+    LookupError,  # KeyError, IndexError
+    RecursionError,  # JSON nested deeper than the interpreter's recursion limit
+    TypeError,  # iterating a number, hashing a list, comparing a str with an int
+    ValueError,  # int() of a non-number or of more than 4,300 digits, JSON and Unicode errors
+)
+"""What a parser here raises on a hostile or malformed object: the caller skips the object.
+
+Anything else is a bug of ours, not a property of the data, and is left to propagate.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +217,13 @@ class Eviction:
         return f"{self.namespace}/{self.pod}"
 
 
-def parse_time(value: str | None) -> datetime | None:
-    """RFC 3339 (with or without fractional seconds) to an aware UTC datetime."""
-    if not value:
+def parse_time(value: object) -> datetime | None:
+    """RFC 3339 (with or without fractional seconds) to an aware UTC datetime.
+
+    None for anything else: a missing field, a number, a malformed or overlong string
+    (RFC 3339 with nanoseconds and an offset is 35 characters).
+    """
+    if not isinstance(value, str) or not value or len(value) > 64:
         return None
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -207,8 +233,17 @@ def parse_time(value: str | None) -> datetime | None:
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta: Mapping[str, Any] = obj.get("metadata") or {}
-    return meta
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _number(raw: Any) -> int:
+    """A count (allocatable pods, omitted nodes) as an int from 0 to int64; else 0."""
+    if isinstance(raw, str) and raw.isdigit() and len(raw) <= 19:
+        raw = int(raw)
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        return 0
+    return raw if 0 <= raw <= INT64_MAX else 0
 
 
 def _text(raw: Any) -> str:
@@ -236,10 +271,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
         for c in status.get("conditions") or ()
     )
     allocatable = status.get("allocatable") or status.get("capacity") or {}
-    try:
-        pods = int(allocatable.get("pods", 0))
-    except (TypeError, ValueError):
-        pods = 0
+    pods = _number(allocatable.get("pods"))
     ip = next(
         (
             _text(a.get("address"))
@@ -346,10 +378,18 @@ def _scores(raw: Any) -> dict[str, float]:
         return {}
     scores: dict[str, float] = {}
     for node, value in raw.items():
-        try:
-            scores[clean(str(node))] = float(value)
-        except (TypeError, ValueError):
+        # A number, or a numeric string from an older extender; a bool is neither, and a
+        # score that is not finite (NaN, inf, 1e400) cannot be ranked or drawn.
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
             continue
+        if isinstance(value, str) and len(value) > 64:
+            continue
+        try:
+            score = float(value)
+        except (OverflowError, ValueError):
+            continue
+        if math.isfinite(score):
+            scores[clean(str(node))] = score
     return scores
 
 
@@ -403,14 +443,17 @@ def _thresholds(raw: Any) -> dict[str, dict[str, float]]:
 def _count(raw: Any) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int):
         return 0
-    return max(0, raw)
+    return min(max(0, raw), INT64_MAX)
 
 
 def _decision(obj: Mapping[str, Any], involved: Mapping[str, Any]) -> Decision:
-    annotations: Mapping[str, str] = _meta(obj).get("annotations") or {}
+    annotations: Mapping[str, Any] = _meta(obj).get("annotations") or {}
+    raw = annotations.get(DECISION_ANNOTATION)
     try:
-        data = json.loads(annotations.get(DECISION_ANNOTATION, "") or "{}")
-    except json.JSONDecodeError:
+        data = json.loads(raw) if isinstance(raw, str) and raw else {}
+    # A malformed annotation still shows the Event, without figures: invalid JSON, an
+    # integer of more than 4,300 digits (ValueError), nesting deeper than the recursion limit.
+    except (ValueError, RecursionError):
         data = {}
     if not isinstance(data, Mapping):
         data = {}

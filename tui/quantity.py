@@ -8,13 +8,23 @@ reports CPU in nanocores and memory in `Ki`. Parsing goes through `Decimal` so t
 
 The grammar itself lives in `extender.quantity` (one parser for the whole
 distribution); this module adds the TUI's lenient conversions and cell formatting.
+
+The lenient conversions also refuse what no well-formed object holds, before it can cost
+anything: a text longer than `MAX_TEXT` (the grammar's regular expression backtracks
+quadratically on a long run of digits: 8,000 of them take seconds), and an amount beyond
+the int64 the API server and the scheduler count in (`1e400` would turn into an
+infinite float that no bar or percentage can be drawn from, and turning `1e999999`
+into an int alone takes a minute).
 """
 
 from __future__ import annotations
 
-from extender.quantity import QuantityError, parse_quantity
+from decimal import Decimal
+
+from extender.quantity import INT64_MAX, QuantityError, parse_quantity
 
 __all__ = [
+    "MAX_TEXT",
     "QuantityError",
     "cpu_millicores",
     "format_bytes",
@@ -24,25 +34,37 @@ __all__ = [
 ]
 
 
-def cpu_millicores(text: str | int | float | None) -> float:
-    """CPU quantity in millicores; missing or malformed values count as zero."""
-    if text is None:
-        return 0.0
+MAX_TEXT = 64
+"""The longest quantity text read. The longest a server writes is an int64 count of
+nano-units with a sign and a suffix ("-9223372036854775807n", 21 characters); the rest
+of the room is for a decimal point and an exponent written by hand."""
+
+_LIMIT = Decimal(INT64_MAX)
+
+
+def _amount(value: object, scale: int) -> Decimal | None:
+    """`value` times `scale` if it is a quantity whose magnitude fits an int64, else None."""
+    if isinstance(value, str) and len(value) > MAX_TEXT:
+        return None
+    if not isinstance(value, str | int | float):
+        return None
     try:
-        return float(parse_quantity(text) * 1000)
-    except QuantityError:
-        return 0.0
+        amount = parse_quantity(value) * scale
+    except (QuantityError, ArithmeticError):
+        return None
+    return amount if abs(amount) <= _LIMIT else None
 
 
-def memory_bytes(text: str | int | float | None) -> int:
+def cpu_millicores(text: object) -> float:
+    """CPU quantity in millicores; missing, malformed or out-of-range values count as zero."""
+    amount = _amount(text, 1000)
+    return 0.0 if amount is None else float(amount)
+
+
+def memory_bytes(text: object) -> int:
     """Memory quantity in bytes, rounded up like the API server does; bad values are zero."""
-    if text is None:
-        return 0
-    try:
-        value = parse_quantity(text)
-    except QuantityError:
-        return 0
-    return int(value.to_integral_value(rounding="ROUND_CEILING"))
+    amount = _amount(text, 1)
+    return 0 if amount is None else int(amount.to_integral_value(rounding="ROUND_CEILING"))
 
 
 def format_cores(millicores: float) -> str:

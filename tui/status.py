@@ -71,6 +71,8 @@ def summary(model: ClusterModel, description: str) -> str:
     text = f"{description} · {ready}/{len(model.nodes)} nodes ready · {len(model.pods)} pods"
     if model.metrics_at is not None:
         text += f" · metrics {_clock(model.metrics_at)}"
+    if skipped := model.skipped_total:
+        text += f" · {skipped} object{'s' if skipped != 1 else ''} skipped"
     if is_stale(model):
         text += " · STALE"
     return text

@@ -25,6 +25,7 @@ __all__ = [
     "NodeDeleted",
     "NodesListed",
     "NodeUpserted",
+    "ObjectsSkipped",
     "PodDeleted",
     "PodsListed",
     "PodUpserted",
@@ -90,6 +91,15 @@ class MetricsUnavailable:
 
 
 @dataclass(frozen=True, slots=True)
+class ObjectsSkipped:
+    """`count` objects of `stream` ("pods", "events[reason=...]", "nodemetrics"...) could
+    not be parsed and are left out: the stream's whole count now, replacing the last one."""
+
+    stream: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class ApiUnreachable:
     """A request to the API server failed; the source retries after `retry_in` seconds."""
 
@@ -113,6 +123,7 @@ Change = (
     | EventsSeen
     | MetricsPolled
     | MetricsUnavailable
+    | ObjectsSkipped
     | ApiUnreachable
     | ApiReachable
 )

@@ -5,7 +5,9 @@ One worker thread per stream, each running the extender's `extender.reflector.Re
 capped jittered backoff on any other failure). This module adds what the dashboard
 needs on top: each list becomes `ApiReachable` plus a `NodesListed`/`PodsListed`/
 `EventsSeen` change, each watch event a single change, each failure an `ApiUnreachable`
-with the reason in the user's terms and the delay before the retry.
+with the reason in the user's terms and the delay before the retry. An object the
+parsers cannot read is skipped alone (`tui.sources.skipped`) and counted in an
+`ObjectsSkipped` change; it never fails its list, its watch or its metrics poll.
 
 Streams: nodes, pods (all namespaces), and Events selected on the server by field
 selector (the extender's reason, the descheduler's reporting component), so the TUI never
@@ -35,6 +37,8 @@ from extender.reflector import Backoff, Reflector
 
 from ..exceptions import ApiError, KubeconfigError
 from ..objects import (
+    Decision,
+    Eviction,
     parse_event,
     parse_node,
     parse_node_metrics,
@@ -44,6 +48,7 @@ from ..objects import (
 )
 from . import Sink
 from . import changes as ch
+from .skipped import Read, SkipLedger, read_each, read_one
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -112,6 +117,26 @@ def describe(exc: BaseException) -> str:
     if "timed out" in text.lower():
         return "timed out"
     return text.splitlines()[0][:160]
+
+
+def _node_upserted(obj: JSON) -> ch.Change:
+    return ch.NodeUpserted(parse_node(obj))
+
+
+def _pod_upserted(obj: JSON) -> ch.Change:
+    return ch.PodUpserted(parse_pod(obj))
+
+
+def _event_seen(obj: JSON) -> ch.Change | None:
+    record = parse_event(obj)
+    return ch.EventsSeen((record,)) if record is not None else None
+
+
+def _items(document: Any) -> list[Any]:
+    """The `items` of a list document; none if the document is not one (a metrics API
+    answering 200 with something else is not a reason to stop polling)."""
+    items = document.get("items") if isinstance(document, Mapping) else None
+    return items if isinstance(items, list) else []
 
 
 class ApiClientTransport:
@@ -232,6 +257,12 @@ class KubernetesSource:
         self.streams = [Stream("nodes", "/api/v1/nodes"), Stream("pods", "/api/v1/pods")] + [
             Stream(f"events[{s}]", "/api/v1/events", s) for s in event_selectors
         ]
+        # Per stream (and per metrics document): the objects skipped now. Each ledger is
+        # used by one thread only, its stream's (or the metrics poller).
+        self._ledgers = {
+            name: SkipLedger()
+            for name in [s.name for s in self.streams] + ["nodemetrics", "podmetrics"]
+        }
 
     @property
     def description(self) -> str:
@@ -274,11 +305,11 @@ class KubernetesSource:
 
         def on_list(items: list[msgspec.Raw]) -> None:
             sink(ch.ApiReachable(self._now()))
-            sink(self._listed(stream, [msgspec.json.decode(i) for i in items]))
+            for change in self.listed(stream, items):
+                sink(change)
 
         def on_event(kind: str, raw: msgspec.Raw) -> None:
-            change = self._watched(stream, kind, msgspec.json.decode(raw))
-            if change is not None:
+            for change in self.watched(stream, kind, raw):
                 sink(change)
 
         def on_error(exc: Exception, delay: float) -> None:
@@ -307,26 +338,41 @@ class KubernetesSource:
             except KubeconfigError as reload_error:
                 log.warning("kubeconfig reload after 401 failed: %s", reload_error)
 
-    def _listed(self, stream: Stream, items: list[JSON]) -> ch.Change:
-        if stream.name == "nodes":
-            return ch.NodesListed(tuple(parse_node(i) for i in items))
-        if stream.name == "pods":
-            return ch.PodsListed(tuple(parse_pod(i) for i in items))
-        return ch.EventsSeen(tuple(r for i in items if (r := parse_event(i)) is not None))
+    def _counted(self, name: str, changed: bool) -> list[ch.Change]:
+        """An `ObjectsSkipped` for stream `name` if its count changed, else nothing."""
+        return [ch.ObjectsSkipped(name, self._ledgers[name].count)] if changed else []
 
-    def _watched(self, stream: Stream, kind: str, obj: JSON) -> ch.Change | None:
+    def listed(self, stream: Stream, items: list[msgspec.Raw]) -> list[ch.Change]:
+        """The changes one full list of `stream` makes: the list, minus what cannot be read."""
+        decode = msgspec.json.decode
+        listed: ch.Change
         if stream.name == "nodes":
-            if kind == "DELETED":
-                return ch.NodeDeleted(parse_ref(obj)[1])
-            return ch.NodeUpserted(parse_node(obj))
-        if stream.name == "pods":
-            if kind == "DELETED":
-                return ch.PodDeleted(*parse_ref(obj))
-            return ch.PodUpserted(parse_pod(obj))
+            nodes = read_each(parse_node, items, decode=decode)
+            listed, skipped = ch.NodesListed(nodes.parsed), nodes.skipped
+        elif stream.name == "pods":
+            pods = read_each(parse_pod, items, decode=decode)
+            listed, skipped = ch.PodsListed(pods.parsed), pods.skipped
+        else:
+            events: Read[Decision | Eviction] = read_each(parse_event, items, decode=decode)
+            listed, skipped = ch.EventsSeen(events.parsed), events.skipped
+        return [listed, *self._counted(stream.name, self._ledgers[stream.name].listed(skipped))]
+
+    def watched(self, stream: Stream, kind: str, raw: msgspec.Raw) -> list[ch.Change]:
+        """The changes one watch event of `stream` makes (none for an unreadable object)."""
+        ledger = self._ledgers[stream.name]
         if kind == "DELETED":
-            return None  # Events expire (1 h TTL); the feed keeps what it saw.
-        record = parse_event(obj)
-        return ch.EventsSeen((record,)) if record is not None else None
+            ref, key, _readable = read_one(parse_ref, raw, decode=msgspec.json.decode)
+            counted = self._counted(stream.name, ledger.deleted(key))
+            if ref is None or stream.name.startswith("events"):
+                # Events expire (1 h TTL); the feed keeps what it saw.
+                return counted
+            if stream.name == "nodes":
+                return [ch.NodeDeleted(ref[1]), *counted]
+            return [ch.PodDeleted(*ref), *counted]
+        parse = {"nodes": _node_upserted, "pods": _pod_upserted}.get(stream.name, _event_seen)
+        change, key, readable = read_one(parse, raw, decode=msgspec.json.decode)
+        counted = self._counted(stream.name, ledger.watched(key, readable=readable))
+        return [change, *counted] if change is not None else counted
 
     def _run_stream(self, stream: Stream, sink: Sink) -> None:
         reflector = self.reflector(stream, sink)
@@ -347,9 +393,9 @@ class KubernetesSource:
 
     def poll_metrics_once(self, sink: Sink, *, with_pods: bool) -> None:
         try:
-            nodes = json.loads(self.transport.get(f"{METRICS}/nodes", {}, timeout=60))
+            nodes = _items(json.loads(self.transport.get(f"{METRICS}/nodes", {}, timeout=60)))
             pods = (
-                json.loads(self.transport.get(f"{METRICS}/pods", {}, timeout=60))
+                _items(json.loads(self.transport.get(f"{METRICS}/pods", {}, timeout=60)))
                 if with_pods
                 else None
             )
@@ -363,15 +409,19 @@ class KubernetesSource:
                 )
                 return
             raise
+        node_usage = read_each(parse_node_metrics, nodes)
+        pod_usage = None if pods is None else read_each(parse_pod_metrics, pods)
         sink(
             ch.MetricsPolled(
                 self._now(),
-                tuple(parse_node_metrics(i) for i in nodes.get("items") or ()),
-                None
-                if pods is None
-                else tuple(parse_pod_metrics(i) for i in pods.get("items") or ()),
+                node_usage.parsed,
+                None if pod_usage is None else pod_usage.parsed,
             )
         )
+        for name, read in (("nodemetrics", node_usage), ("podmetrics", pod_usage)):
+            if read is not None:
+                for change in self._counted(name, self._ledgers[name].listed(read.skipped)):
+                    sink(change)
 
     def _run_metrics(self, sink: Sink) -> None:
         polls = 0

@@ -24,17 +24,32 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import RecordedClusterError
-from ..objects import parse_event, parse_node, parse_node_metrics, parse_pod, parse_pod_metrics
+from ..objects import (
+    Decision,
+    Eviction,
+    parse_event,
+    parse_node,
+    parse_node_metrics,
+    parse_pod,
+    parse_pod_metrics,
+)
 from . import Sink
 from . import changes as ch
+from .skipped import Read, read_each
 
 __all__ = ["RecordedCluster", "RecordedSource"]
 
 JSON = dict[str, Any]
 
 
-def _items(doc: Mapping[str, Any] | None) -> list[JSON]:
-    return list((doc or {}).get("items") or [])
+def _items(doc: Any) -> list[Any]:
+    """A list document's items; none if `doc` is not one."""
+    items = doc.get("items") if isinstance(doc, Mapping) else None
+    return items if isinstance(items, list) else []
+
+
+def _skipped(stream: str, read: Read[Any]) -> list[ch.Change]:
+    return [ch.ObjectsSkipped(stream, len(read.skipped))] if read.skipped else []
 
 
 @dataclass(slots=True)
@@ -91,15 +106,23 @@ class RecordedCluster:
     def changes(
         self, *, now: datetime, metrics: bool = True, events: bool = True
     ) -> list[ch.Change]:
-        """The changes a fresh connection to this cluster would produce, in order."""
+        """The changes a fresh connection to this cluster would produce, in order.
+
+        An object the parsers cannot read is left out and counted, as the live source
+        does (`tui.sources.skipped`).
+        """
+        nodes = read_each(parse_node, _items(self.nodes))
+        pods = read_each(parse_pod, _items(self.pods))
         changes: list[ch.Change] = [
             ch.ApiReachable(now),
-            ch.NodesListed(tuple(parse_node(o) for o in _items(self.nodes))),
-            ch.PodsListed(tuple(parse_pod(o) for o in _items(self.pods))),
+            ch.NodesListed(nodes.parsed),
+            *_skipped("nodes", nodes),
+            ch.PodsListed(pods.parsed),
+            *_skipped("pods", pods),
         ]
         if events and self.events is not None:
-            records = tuple(r for o in _items(self.events) if (r := parse_event(o)) is not None)
-            changes.append(ch.EventsSeen(records))
+            records: Read[Decision | Eviction] = read_each(parse_event, _items(self.events))
+            changes += [ch.EventsSeen(records.parsed), *_skipped("events", records)]
         if not metrics or not self.node_metrics:
             changes.append(
                 ch.MetricsUnavailable(
@@ -108,18 +131,28 @@ class RecordedCluster:
             )
             return changes
         polls = self.node_metrics
+        skipped = 0  # node metrics skipped in the last poll: each poll replaces the count
         for index, poll in enumerate(polls):
-            usages = tuple(parse_node_metrics(o) for o in _items(poll))
-            stamp = next((u.at for u in usages if u.at), None) or now - timedelta(
+            usages = read_each(parse_node_metrics, _items(poll))
+            stamp = next((u.at for u in usages.parsed if u.at), None) or now - timedelta(
                 seconds=15 * (len(polls) - 1 - index)
             )
             last = index == len(polls) - 1
-            pods = (
-                tuple(parse_pod_metrics(o) for o in _items(self.pod_metrics))
+            pod_usages = (
+                read_each(parse_pod_metrics, _items(self.pod_metrics))
                 if last and self.pod_metrics is not None
                 else None
             )
-            changes.append(ch.MetricsPolled(stamp, usages, pods))
+            changes.append(
+                ch.MetricsPolled(
+                    stamp, usages.parsed, None if pod_usages is None else pod_usages.parsed
+                )
+            )
+            if len(usages.skipped) != skipped:
+                skipped = len(usages.skipped)
+                changes.append(ch.ObjectsSkipped("nodemetrics", skipped))
+            if pod_usages is not None:
+                changes += _skipped("podmetrics", pod_usages)
         return changes
 
 
