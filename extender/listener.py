@@ -202,7 +202,8 @@ class Listener:
         self._on_accept_error = on_accept_error
         self._throttle = LogThrottle(log_interval)
         self._sockets: list[socket.socket] = []
-        self._opening: dict[asyncio.Task[None], str] = {}  # oldest first; -> peer address
+        # oldest first: the socket and the peer's address
+        self._opening: dict[asyncio.Task[None], tuple[socket.socket, str]] = {}
         self._evicted: set[asyncio.Task[None]] = set()
         self._paused: list[asyncio.TimerHandle] = []
 
@@ -319,12 +320,19 @@ class Listener:
                 return
         conn.setblocking(False)
         task = asyncio.get_running_loop().create_task(self._open(conn, peer))
-        self._opening[task] = peer
+        self._opening[task] = (conn, peer)
         task.add_done_callback(self._forget)
 
     def _forget(self, task: asyncio.Task[None]) -> None:
-        self._opening.pop(task, None)
+        conn, peer = self._opening.pop(task)
+        evicted = task in self._evicted
         self._evicted.discard(task)
+        if task.cancelled():
+            # Cancelled before its first step, a task never runs its body: its socket is
+            # closed here (a second close is harmless).
+            conn.close()
+            if evicted:
+                self._failed("evicted", peer, None)
 
     def _refused(self) -> None:
         if self._on_refused is not None:
@@ -356,11 +364,6 @@ class Listener:
                     ssl_handshake_timeout=self._handshake_seconds + 1 if self._ssl else None,
                 )
                 handed = True
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is None or task not in self._evicted:
-                raise  # the process stops
-            self._failed("evicted", peer, None)
         except (OSError, asyncio.TimeoutError) as exc:
             self._failed(handshake_reason(exc), peer, exc)
         finally:
