@@ -31,6 +31,7 @@ def ansible_playbook(
     env: Mapping[str, str] | None = None,
     roles_path: str | None = None,
     timeout: float = 120,
+    python: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``ansible-playbook [args] playbook``.
 
@@ -38,8 +39,11 @@ def ansible_playbook(
     env: the environment to start from (default: this process's); the Ansible settings above
     are set on top of it. roles_path: ANSIBLE_ROLES_PATH (default: the project's roles/).
     The repository's collection path comes first, then env's ANSIBLE_COLLECTIONS_PATH
-    (stand-in collections) or else ansible.cfg's paths.
+    (stand-in collections) or else ansible.cfg's paths. python: the interpreter of another
+    ansible-core's venv, whose ansible-playbook runs instead of this venv's.
     """
+    python = python or Path(sys.executable)
+    playbook_cli = python.with_name(ANSIBLE_PLAYBOOK.name)
     base = dict(os.environ if env is None else env)
     rest = base.get("ANSIBLE_COLLECTIONS_PATH") or CONFIGURED_COLLECTIONS
     base["ANSIBLE_COLLECTIONS_PATH"] = str(REPO_COLLECTIONS) + os.pathsep + rest
@@ -50,12 +54,12 @@ def ansible_playbook(
             "-c",
             "local",
             "-e",
-            f"ansible_python_interpreter={sys.executable}",
+            f"ansible_python_interpreter={python}",
         ]
     else:
         where = ["-i", str(inventory)]
     return subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), *where, *args, str(playbook)],
+        [str(playbook_cli), *where, *args, str(playbook)],
         cwd=ROOT,
         env={
             **base,
