@@ -7,10 +7,11 @@ its connections itself and hands each to aiohttp's low-level server
 
 - Every connection is counted from the moment it is accepted, whatever its stage: a
   connection *opening* (accepted, no byte yet; or, with TLS, in its handshake) or
-  *served* (handed to aiohttp). At ``max_connections`` a new connection makes room by
-  closing the oldest one still opening; when every one is served (callers that passed
-  the handshake), the new one is closed at once, so the caller sees an error rather
-  than waiting out its timeout (kube-scheduler's ``httpTimeout``, 5 s by default).
+  *served* (handed to aiohttp). At ``max_connections`` served (callers that passed the
+  handshake) a new connection is closed at once, so the caller sees an error rather
+  than waiting out its timeout (kube-scheduler's ``httpTimeout``, 5 s by default). At
+  ``OPENING_PER_SERVED`` x ``max_connections`` opening, a new one makes room by closing
+  the oldest one still opening, a silent one first.
   Closing the oldest opening connection rather than the newest is what keeps the
   scheduler served while another local process holds hundreds of connections open: the
   scheduler's own handshake over loopback takes milliseconds, a held one never ends.
@@ -61,6 +62,7 @@ __all__ = [
     "ACCEPT_RETRY_SECONDS",
     "HANDSHAKE_REASONS",
     "HANDSHAKE_SECONDS",
+    "OPENING_PER_SERVED",
     "Listener",
     "handshake_reason",
     "tls_context",
@@ -77,6 +79,13 @@ HANDSHAKE_SECONDS = 3.0
 # As asyncio's accept loop (base_events ACCEPT_RETRY_DELAY): out of descriptors, another
 # accept right away would fail again.
 ACCEPT_RETRY_SECONDS = 1.0
+# Connections still opening, per connection served (max_connections): a silent one costs
+# a socket and a small task, one in its TLS handshake about 300 KiB (its 256 KiB buffer),
+# so 2 x 64 cost at most 40 MB; with the served ones, 3 x 64 descriptors per listener, two
+# listeners within the unit's LimitNOFILE of 512. More room than the served connections
+# makes a held connection's turn to be evicted come later, and the scheduler's handshake
+# (milliseconds) finishes first.
+OPENING_PER_SERVED = 2
 _OUT_OF_RESOURCES = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM))
 
 # The ``reason`` label of failed handshakes: a fixed set, never text from the peer.
@@ -205,6 +214,7 @@ class Listener:
         # oldest first: the socket and the peer's address
         self._opening: dict[asyncio.Task[None], tuple[socket.socket, str]] = {}
         self._evicted: set[asyncio.Task[None]] = set()
+        self._silent: set[asyncio.Task[None]] = set()  # no byte received yet
         self._paused: list[asyncio.TimerHandle] = []
 
     @property
@@ -304,29 +314,34 @@ class Listener:
         self._paused.append(handle)
 
     def _evict(self) -> bool:
-        """Close the oldest connection still opening; False if there is none."""
-        for task in self._opening:
-            if task not in self._evicted:
-                self._evicted.add(task)
-                task.cancel()
-                return True
+        """Close the oldest connection still opening, a silent one (no byte yet) first:
+        a scheduler sends its ClientHello at once. False if there is none."""
+        for silent_only in (True, False):
+            for task in self._opening:
+                if task not in self._evicted and (task in self._silent or not silent_only):
+                    self._evicted.add(task)
+                    task.cancel()
+                    return True
         return False
 
     def _admit(self, conn: socket.socket, peer: str) -> None:
-        if len(self._opening) - len(self._evicted) + self.served >= self._max:
-            if not self._evict():
-                conn.close()
-                self._refused()
-                return
+        if self.served >= self._max:
+            conn.close()
+            self._refused()
+            return
+        if len(self._opening) - len(self._evicted) >= self._max * OPENING_PER_SERVED:
+            self._evict()
         conn.setblocking(False)
         task = asyncio.get_running_loop().create_task(self._open(conn, peer))
         self._opening[task] = (conn, peer)
+        self._silent.add(task)
         task.add_done_callback(self._forget)
 
     def _forget(self, task: asyncio.Task[None]) -> None:
         conn, peer = self._opening.pop(task)
         evicted = task in self._evicted
         self._evicted.discard(task)
+        self._silent.discard(task)
         if task.cancelled():
             # Cancelled before its first step, a task never runs its body: its socket is
             # closed here (a second close is harmless).
@@ -355,6 +370,9 @@ class Listener:
         try:
             async with timeout(self._handshake_seconds):
                 await _readable(loop, conn)
+                task = asyncio.current_task()
+                if task is not None:
+                    self._silent.discard(task)
                 # asyncio's own handshake timeout, later than the one around it, only
                 # so that it never is the one that fires (it would log nothing either).
                 await loop.connect_accepted_socket(
