@@ -60,7 +60,7 @@ def test_promtool_accepts_both_files(promtool: str, operator_rules: Path) -> Non
     for rules in (RULES, operator_rules / RULES.name):
         checked = _promtool(promtool, "check", "rules", rules)
         assert checked.returncode == 0, checked.stdout + checked.stderr
-        assert "SUCCESS: 4 rules found" in checked.stdout, checked.stdout
+        assert "SUCCESS: 6 rules found" in checked.stdout, checked.stdout
 
 
 def test_each_alert_fires_and_stays_silent_as_the_unit_tests_say(
