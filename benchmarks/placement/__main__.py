@@ -1,11 +1,13 @@
 """python -m benchmarks.placement [--scenarios A B] [--contenders X Y] [--out docs]
-    [--repeats N] [--seed S] [--allow-mixed-commits]
+    [--repeats N] [--seed S] [--duration SECONDS] [--warmup SECONDS] [--allow-mixed-commits]
 
 Runs every selected scenario against every selected contender on the lab N times (default
-5; one run at a time, from freshly reset node state, in rounds shuffled by the seed),
-then writes <out>/placement.md, <out>/placement/*.png and <out>/placement/results.json
-(the raw timings and bindings; `--from-results` renders the report again from such a file
-without a lab). It is a measurement: the exit status is 0
+5; one run at a time, from freshly reset node state, in rounds shuffled by the seed; a
+steady run's trace drawn from the seed and its round), then writes <out>/placement.md,
+<out>/placement/*.png, one file per run under <out>/placement/runs/ (the raw timings and
+bindings) and <out>/placement/results.json, the index naming them (store.py);
+`--from-results` renders the report again from such an index without a lab. It is a
+measurement: the exit status is 0
 when goals are missed (the report says so), non-zero only when something broke.
 
 Use the lab lock: `flock /tmp/loadwise-lab.lock python -m benchmarks.placement`.
@@ -14,13 +16,12 @@ Use the lab lock: `flock /tmp/loadwise-lab.lock python -m benchmarks.placement`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.placement import report, scenario
+from benchmarks.placement import optimum, report, scenario, steady_measures, store
 from benchmarks.placement.exceptions import PlacementError
 from benchmarks.placement.runner import (
     RunResult,
@@ -33,22 +34,8 @@ from benchmarks.placement.runner import (
 from lab import session
 
 
-def _save(path: Path, started: str, notes: list[str], results: list[RunResult]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # The seeds are also in each result; here for a reader of the file.
-    seeds = sorted({r.seed for r in results if r.seed is not None})
-    doc = {
-        "started": started,
-        "notes": notes,
-        "seeds": seeds,
-        "results": [r.to_json() for r in results],
-    }
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-
-
 def _load(path: Path) -> tuple[str, list[str], list[RunResult]]:
-    doc = json.loads(path.read_text())
-    return doc["started"], list(doc["notes"]), [RunResult.from_json(r) for r in doc["results"]]
+    return store.load(path)
 
 
 def measure(
@@ -64,7 +51,8 @@ def measure(
 ) -> tuple[str, list[str], list[RunResult]]:
     """Run every pair `repeats` times in rounds shuffled by `seed` (runner.run_order); with
     `append`, keep the results already in `results_file` for the pairs of scenario and
-    contender not run again (e.g. a contender whose build came later)."""
+    contender not run again (e.g. a contender whose build came later). Each run is written
+    to a file of its own as it ends and `results_file`, the index, names it (store.py)."""
     from benchmarks.placement.contenders import CONTENDERS, available
 
     started = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (commit {report.commit()})"
@@ -74,12 +62,16 @@ def measure(
         raise PlacementError(f"unknown contenders {unknown} (have: {', '.join(CONTENDERS)})")
     notes: list[str] = []
     results: list[RunResult] = []
+    idx = store.Index(started, notes, [], [])
     if append and results_file.exists():
-        first, notes, old = _load(results_file)
-        started = f"{first}, then {started}"
-        rerun = {(s.name, n) for s in scenarios for n in names}
-        results = [r for r in old if (r.scenario, r.contender) not in rerun]
-        notes = [n for n in notes if not any(n.startswith(f"{c} not run") for c in names)]
+        old_idx = store.read_index(results_file)
+        started = f"{old_idx.started}, then {started}"
+        rerun = [(s.name, n) for s in scenarios for n in names]
+        idx = store.keep(old_idx, results_file.parent, rerun)
+        idx.started = started
+        _, _, results = store.load_index(results_file, idx)
+        notes = [n for n in idx.notes if not any(n.startswith(f"{c} not run") for c in names)]
+        idx.notes = notes
         # Refuse now rather than after the lab ran: the report would refuse the mixture.
         now = RunResult("", "", commit=provenance().commit)
         report.check_commits([*results, now], allow_mixed=allow_mixed_commits or not results)
@@ -106,7 +98,7 @@ def measure(
             for i, ((sc, c), k) in enumerate(order, 1):
                 log_line(f"run {i} of {len(order)}: {sc.name} x {c.name}, round {k + 1}")
                 results.append(run(lab, sc, c, work, repeat=k, seed=seed))
-                _save(results_file, started, notes, results)
+                store.append(results_file, idx, results[-1])
         finally:
             cleanup(lab)
     return started, notes, results
@@ -150,14 +142,38 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="report results measured at different commits together (refused otherwise)",
     )
+    ap.add_argument(
+        "--duration",
+        type=float,
+        help="seconds of every selected steady scenario's stream, instead of its file's "
+        "steady.duration_seconds (recorded in each run)",
+    )
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=steady_measures.WARMUP,
+        help="seconds at the start of a steady stream left out of its measures "
+        f"(default {steady_measures.WARMUP:g}; stated in the report)",
+    )
+    ap.add_argument(
+        "--optimum-seconds",
+        type=float,
+        default=optimum.TIME_LIMIT,
+        help="the no-migration optimum's time limit per run and resource "
+        f"(default {optimum.TIME_LIMIT:g}; the gap is reported when not proven)",
+    )
     a = ap.parse_args(argv)
     try:
+        if a.warmup < 0 or a.optimum_seconds <= 0:
+            raise PlacementError("--warmup must be >= 0 and --optimum-seconds > 0")
         if a.from_results:
             started, notes, results = _load(a.from_results)
             names = list(dict.fromkeys(r.scenario for r in results))
             scenarios = scenario.select(a.scenarios or names)
         else:
             scenarios = scenario.select(a.scenarios)
+            if a.duration is not None:
+                scenarios = [s.with_duration(a.duration) if s.steady else s for s in scenarios]
             started, notes, results = measure(
                 scenarios,
                 a.contenders,
@@ -181,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             started=started,
             notes=notes + a.note,
             allow_mixed_commits=a.allow_mixed_commits,
+            steady=steady_measures.Settings(a.warmup, a.optimum_seconds),
         )
     except PlacementError as exc:
         print(f"placement: {exc}", file=sys.stderr)

@@ -38,6 +38,7 @@ from benchmarks.placement.measures import (
 )
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Goals, Scenario
+from benchmarks.placement.steady_measures import Settings
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -659,6 +660,8 @@ def render(
     *,
     started: str,
     notes: Sequence[str] = (),
+    steady: Settings | None = None,
+    cache: Path | None = None,
 ) -> str:
     out = [
         "# Placement benchmark",
@@ -681,7 +684,7 @@ def render(
     for sc in scenarios:
         mine = ordered(results, sc.name)
         if mine and sc.steady is not None:
-            out += steady_report.section(sc, mine, plots.get(sc.name))
+            out += steady_report.section(sc, mine, plots.get(sc.name), steady, cache)
         elif mine:
             out += scenario_section(sc, [row(sc, r) for r in mine], plots)
     cost = cost_table(scenarios, results)
@@ -942,9 +945,11 @@ def write(
     started: str,
     notes: Sequence[str] = (),
     allow_mixed_commits: bool = False,
+    steady: Settings | None = None,
 ) -> Path:
     """Write out/placement.md and out/placement/*.png; return the markdown's path. Results
-    from more than one commit are refused unless `allow_mixed_commits`."""
+    from more than one commit are refused unless `allow_mixed_commits`. The steady runs'
+    optima are kept in out/placement/optima.json (steady_tables.OptimumCache)."""
     check_commits(results, allow_mixed=allow_mixed_commits)
     pdir = out / "placement"
     pdir.mkdir(parents=True, exist_ok=True)
@@ -970,7 +975,16 @@ def write(
         plots["cost"] = "placement/cost.png"
     md = out / "placement.md"
     kept = kept_sections(md.read_text()) if md.exists() else ""
-    md.write_text(render(scenarios, results, plots, started=started, notes=notes) + kept)
+    text = render(
+        scenarios,
+        results,
+        plots,
+        started=started,
+        notes=notes,
+        steady=steady,
+        cache=pdir / "optima.json",
+    )
+    md.write_text(text + kept)
     return md
 
 

@@ -148,6 +148,11 @@ class RunResult:
     gone_at: dict[str, float] = field(default_factory=dict)
     expired: list[str] = field(default_factory=list)
     changes: list[dict[str, Any]] = field(default_factory=list)
+    # Steady runs: the run's trace (trace.Trace.to_json: the key every draw follows from,
+    # and the ramp's arrivals; None before traces were drawn per run) and the stream's
+    # duration as run (`--duration` overrides the scenario's; None: the scenario's).
+    trace: dict[str, Any] | None = None
+    duration: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -181,6 +186,8 @@ class RunResult:
             "gone_at": self.gone_at,
             "expired": self.expired,
             "changes": self.changes,
+            "trace": self.trace,
+            "duration": self.duration,
         }
 
     @classmethod
@@ -813,9 +820,25 @@ def _create(
         one(doc)
 
 
-def _scale(lab: Lab, w: Workload, scenario: str, scheduler_name: str) -> None:
-    """Workload `w` as a ReplicaSet: all its replicas at once, or one more every 1/rate s."""
+def _scale(
+    lab: Lab, w: Workload, scenario: str, scheduler_name: str, *, at: Sequence[float] = ()
+) -> None:
+    """Workload `w` as a ReplicaSet: all its replicas at once, or one more every 1/rate s;
+    with `at` (a steady run's trace), replica n at `at[n-1]` seconds after the start."""
     apps = _apps(lab)
+    if at:
+        if len(at) != w.replicas:
+            raise RunError(f"{w.name}: {len(at)} arrivals for {w.replicas} replicas")
+        apps.create_namespaced_replica_set(
+            NAMESPACE, replicaset_doc(w, scenario, scheduler_name, 0)
+        )
+        t0 = time.monotonic()
+        for n, offset in enumerate(at, 1):
+            delay = t0 + offset - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            apps.patch_namespaced_replica_set_scale(w.name, NAMESPACE, {"spec": {"replicas": n}})
+        return
     if w.rate is None:
         apps.create_namespaced_replica_set(
             NAMESPACE, replicaset_doc(w, scenario, scheduler_name, w.replicas)
@@ -1076,8 +1099,17 @@ def run(
             try:
                 if scenario.steady is not None:
                     from benchmarks.placement import steady  # it builds on this module
+                    from benchmarks.placement.trace import Trace
 
-                    result = steady.place(lab, scenario, contender, log, watch=watch, workdir=wd)
+                    result = steady.place(
+                        lab,
+                        scenario,
+                        contender,
+                        log,
+                        watch=watch,
+                        workdir=wd,
+                        trace=Trace.draw(scenario, seed or 0, repeat),
+                    )
                 else:
                     result = place(
                         lab,

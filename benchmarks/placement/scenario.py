@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -266,6 +267,21 @@ class Scenario:
     @property
     def pod_count(self) -> int:
         return sum(w.replicas for w in self.workloads)
+
+    def with_duration(self, seconds: float) -> Scenario:
+        """The same steady scenario, its stream `seconds` long (``--duration``): the file
+        stays as it is. Changes scheduled after the end are dropped; past the last change
+        its state holds to the end."""
+        if self.steady is None:
+            raise ScenarioError(f"{self.name}: --duration is for steady scenarios only")
+        if not (seconds > 0 and math.isfinite(seconds)):
+            raise ScenarioError(f"--duration must be > 0 seconds, got {seconds}")
+        st = self.steady
+        changes = tuple(c for c in st.changes if c.at_seconds <= seconds)
+        return dataclasses.replace(
+            self,
+            steady=dataclasses.replace(st, duration_seconds=seconds, changes=changes),
+        )
 
 
 def _amount(q: Quantity, where: str) -> float:

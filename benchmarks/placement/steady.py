@@ -12,8 +12,9 @@ minutes is not.
 Each workload is a ReplicaSet scaled up at its rate. Every pod, once bound, gets a lifetime
 drawn uniformly from its workload's range; when it ends the runner deletes the pod and the
 ReplicaSet creates a replacement, which the contender places on what it knows then. The
-draws come from a generator seeded by the scenario and workload names, in the order the
-workload's pods are bound, so every contender's k-th pod of a workload lives as long. The
+ramp's arrivals and the lifetimes are the run's trace (benchmarks/placement/trace.py), drawn
+from the invocation's seed and the round: every contender of a round gets the same trace,
+its k-th pod of a workload living as long, and each round is another trace. The
 scenario's background changes are applied at their times (node annotations, lab/fakenodes.py).
 A contender that brings the descheduler gets it for the whole stream, with the role's policy.
 """
@@ -21,7 +22,6 @@ A contender that brings the descheduler gets it for the whole stream, with the r
 from __future__ import annotations
 
 import contextlib
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -40,22 +40,11 @@ from benchmarks.placement.runner import (
     finish,
 )
 from benchmarks.placement.scenario import Scenario
+from benchmarks.placement.trace import Trace
 from lab import Lab, LabError
 from lab.fakenodes import background_annotations, plain_number
 
 TICK = 0.5  # seconds between the stream's checks of lifetimes and changes
-
-
-class Lifetimes:
-    """Each bound pod's lifetime, drawn per workload in binding order (module docstring)."""
-
-    def __init__(self, scenario: Scenario) -> None:
-        self._ranges = {w.name: w.lifetime for w in scenario.workloads if w.lifetime}
-        self._rngs = {w: random.Random(f"{scenario.name}/{w}") for w in self._ranges}
-
-    def draw(self, workload: str) -> float:
-        lo, hi = self._ranges[workload]
-        return self._rngs[workload].uniform(lo, hi)
 
 
 def expiries(
@@ -63,7 +52,7 @@ def expiries(
     bound_at: dict[str, float],
     workload: dict[str, str],
     known: dict[str, float],
-    lifetimes: Lifetimes,
+    lifetimes: Trace,
 ) -> None:
     """Give every newly bound pod of `live` its end (bound time + its lifetime) in `known`,
     in the order they were bound, so the draws follow the binding order."""
@@ -71,7 +60,7 @@ def expiries(
     for t, pod in new:
         w = workload.get(pod, "")
         if w:
-            known[pod] = t + lifetimes.draw(w)
+            known[pod] = t + lifetimes.lifetime(w)
 
 
 def _delete(lab: Lab, pod: str) -> bool:
@@ -109,14 +98,17 @@ def place(
     *,
     watch: BindingWatch,
     workdir: Path,
+    trace: Trace,
 ) -> RunResult:
-    """Run the stream for the scenario's duration with the contender's scheduler running;
-    `result.evictions` are the deletions the runner did not make."""
+    """Run the stream for the scenario's duration with the contender's scheduler running,
+    its ramp and lifetimes drawn from `trace`; `result.evictions` are the deletions the
+    runner did not make."""
     st = scenario.steady
     if st is None:
         raise RunError(f"{scenario.name} is not a steady scenario")
     result = RunResult(scenario.name, contender.scheduler_name)
-    lifetimes, ends = Lifetimes(scenario), dict[str, float]()
+    result.trace, result.duration = trace.to_json(), st.duration_seconds
+    lifetimes, ends = trace, dict[str, float]()
     changes = list(st.changes)
     core = lab.core()
     stop = threading.Event()
@@ -124,7 +116,8 @@ def place(
 
     def ramp(w_index: int) -> None:
         try:
-            _scale(lab, scenario.workloads[w_index], scenario.name, contender.scheduler_name)
+            w = scenario.workloads[w_index]
+            _scale(lab, w, scenario.name, contender.scheduler_name, at=trace.arrivals[w.name])
         except Exception as exc:  # reported as the run's error
             failures.append(f"{scenario.workloads[w_index].name}: {exc}")
 

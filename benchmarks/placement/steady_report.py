@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.placement.measures import HOT_THRESHOLD, timing
 from benchmarks.placement.report import _num, heading, spread
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Change, Scenario
+from benchmarks.placement.steady_measures import Settings, Timeline
 from benchmarks.placement.timeline import OverTime, Segment, Stay, over_time, segments
 
 if TYPE_CHECKING:
@@ -47,6 +49,23 @@ def stays(result: RunResult, start: float, end: float) -> list[Stay]:
         for pod, node in result.placed.items()
         if pod in result.bound_at and pod in result.workloads
     ]
+
+
+def timeline_of(scenario: Scenario, result: RunResult) -> Timeline | None:
+    """The run as steady_measures sees it, in seconds into its stream, with the changes
+    as applied; None when it has no stream (it failed before one)."""
+    if result.stream is None or not result.stream[1] > result.stream[0]:
+        return None
+    start, end = result.stream
+    return Timeline(
+        scenario.nodes,
+        tuple(stays(result, start, end)),
+        {w.name: w.usage for w in scenario.workloads},
+        tuple(
+            Change(c["at"] - start, c["node"], c["memory"], c.get("hot")) for c in result.changes
+        ),
+        end - start,
+    )
 
 
 def stream(scenario: Scenario, result: RunResult) -> list[Segment] | None:
@@ -129,19 +148,32 @@ def table(rows: Sequence[SteadyRow]) -> list[str]:
     return out
 
 
-def section(scenario: Scenario, results: Sequence[RunResult], plot: str | None = None) -> list[str]:
-    """The scenario's heading, description, table, the runs' errors and its `plot`."""
+def section(
+    scenario: Scenario,
+    results: Sequence[RunResult],
+    plot: str | None = None,
+    settings: Settings | None = None,
+    cache: Path | None = None,
+) -> list[str]:
+    """The scenario's heading, description, table, the measures after the warm-up with
+    the optima (steady_tables), the runs' errors and its `plot`."""
     assert scenario.steady is not None
     st = scenario.steady
     hot = [n.name for n in scenario.nodes if n.hot]
     rows = [steady_row(scenario, r) for r in results]
+    durations = sorted({r.duration or st.duration_seconds for r in results})
     out = heading(
         scenario,
         f"{len(scenario.nodes)} nodes"
         + (f", hot: {', '.join(hot)}" if hot else "")
-        + f"; {scenario.pod_count} pods at a time, a {st.duration_seconds:g} s stream",
+        + f"; {scenario.pod_count} pods at a time, a "
+        + " or ".join(f"{d:g}" for d in durations)
+        + " s stream",
     )
     out += [*table(rows), ""]
+    from benchmarks.placement import steady_tables  # it builds on this module
+
+    out += steady_tables.lines(scenario, results, settings or Settings(), cache)
     errs = [f"- {r.contender}: {r.error}" for r in rows if r.error]
     if errs:
         out += ["Runs with an error:", "", *errs, ""]

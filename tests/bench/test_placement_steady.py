@@ -7,7 +7,8 @@ import pytest
 from benchmarks.placement.contenders import CONTENDERS
 from benchmarks.placement.exceptions import ScenarioError
 from benchmarks.placement.scenario import available, loads, select
-from benchmarks.placement.steady import Lifetimes, expiries
+from benchmarks.placement.steady import expiries
+from benchmarks.placement.trace import Trace
 from tests.bench.test_placement_scenario import refused
 
 GI = 2.0**30
@@ -118,16 +119,20 @@ def test_the_descheduler_contender_runs_only_in_steady_scenarios():
     assert c.scheduler_name == "stock-descheduler"  # a DNS subdomain, as a pod's must be
 
 
-def test_lifetimes_are_drawn_in_binding_order_the_same_for_every_run():
+def test_lifetimes_are_drawn_in_binding_order_the_same_for_every_contender_of_a_round():
     sc = loads(STEADY)
     first, second = {}, {}
     live = {"web-x": "a", "web-y": "b", "web-z": ""}
     bound = {"web-x": 5.0, "web-y": 2.0}
     workload = dict.fromkeys(live, "web")
-    expiries(live, bound, workload, first, Lifetimes(sc))
+    expiries(live, bound, workload, first, Trace.draw(sc, 7, 1))
     # the same pods bound in the same order under other names get the same lifetimes
     expiries(
-        {"p": "a", "q": "b"}, {"p": 5.0, "q": 2.0}, {"p": "web", "q": "web"}, second, Lifetimes(sc)
+        {"p": "a", "q": "b"},
+        {"p": 5.0, "q": 2.0},
+        {"p": "web", "q": "web"},
+        second,
+        Trace.draw(sc, 7, 1),
     )
     assert set(first) == {"web-x", "web-y"}  # the unbound pod has no end yet
     assert first["web-y"] - 2.0 == pytest.approx(second["q"] - 2.0)
@@ -135,5 +140,5 @@ def test_lifetimes_are_drawn_in_binding_order_the_same_for_every_run():
     for pod, t in bound.items():
         assert 10 <= first[pod] - t <= 20
     before = dict(first)
-    expiries(live, bound, workload, first, Lifetimes(sc))
+    expiries(live, bound, workload, first, Trace.draw(sc, 7, 1))
     assert first == before  # a pod keeps the end it was given

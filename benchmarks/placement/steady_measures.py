@@ -1,0 +1,259 @@
+"""A steady run's measures per resource, after a warm-up: pure functions.
+
+The ground truth is timeline.py's: between two events (a pod bound, a pod going, a
+node's background changed) each node's load is constant, its background plus the declared
+usage of the pods on it, over its capacity. Unlike timeline.over_time, which takes the
+worse of CPU and memory at each instant over the whole stream, these keep the resources
+apart (CPU above 100 % on a kwok node is demand nothing throttles, memory above 100 % is
+what a real node would kill for: different things), leave out the first `warmup` seconds
+(the ramp, when every contender places onto empty nodes), and split the rest into the
+phases the scenario's background changes make.
+
+* hottest node, per resource: at each instant the highest utilisation of any node; its
+  time-weighted mean and 99th percentile over time (the least value the hottest node
+  stays at or below for 99 % of the measured seconds), and the seconds above 80 % and
+  above 100 %.
+* phases: the measured span split at the changes' instants; phases with the same
+  backgrounds (steady-vary's swing returns to the same state every 60 s) are one row.
+* replica share: at each instant, of every workload with at least two running pods, the
+  largest part of its running pods on one node (1/n spread over n nodes, 1.0 all on one:
+  what losing that node takes from the workload); time-averaged over the instants where
+  some workload has two.
+* freshness of the load reading at each decision: the runs do not record when the
+  reading a decision used was taken, so there is no such figure (the report says so).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from benchmarks.placement.measures import HOT_THRESHOLD
+from benchmarks.placement.scenario import Change, Node, Resources
+from benchmarks.placement.timeline import OVER_CAPACITY, Stay
+
+WARMUP = 120.0  # seconds: steady-mix's ramp of 16 pods at 0.25/s takes 60 s on average
+P_HIGH = 99.0
+RESOURCES = ("cpu", "memory")
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A run as the measures see it: the nodes, each pod's stay, each workload's usage,
+    the background changes as applied, all in seconds into the stream, which ends at
+    `end`."""
+
+    nodes: tuple[Node, ...]
+    stays: tuple[Stay, ...]
+    usage: Mapping[str, Resources]
+    changes: tuple[Change, ...]
+    end: float
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A stretch over which nothing changed: per node (in `Timeline.nodes` order) its CPU
+    and memory utilisation and background memory (bytes), and how many pods of each
+    workload each node runs, as sorted (workload, node index, count) with count > 0."""
+
+    start: float
+    seconds: float
+    cpu: tuple[float, ...]
+    memory: tuple[float, ...]
+    background: tuple[float, ...]
+    counts: tuple[tuple[str, int, int], ...]
+
+    def util(self, resource: str) -> tuple[float, ...]:
+        return self.cpu if resource == "cpu" else self.memory
+
+    def running(self) -> Counter[str]:
+        """Running pods per workload."""
+        out: Counter[str] = Counter()
+        for w, _, k in self.counts:
+            out[w] += k
+        return out
+
+
+def slices(tl: Timeline, warmup: float = 0.0) -> Iterator[Slice]:
+    """The step function of the run from `warmup` to its end, one slice per stretch of
+    positive length. Every event of one instant is applied before the stretch after it
+    (a replacement bound as its predecessor goes never counts beside it), as in
+    timeline.segments. A stay on a node the scenario does not have is an error."""
+    if not tl.end > warmup:
+        raise ValueError(f"nothing to measure: the stream ends at {tl.end:g} s <= {warmup:g} s")
+    index = {n.name: i for i, n in enumerate(tl.nodes)}
+    for s in tl.stays:
+        if s.node not in index:
+            raise ValueError(f"pod {s.pod} is on {s.node!r}, not a node of the scenario")
+        if s.workload not in tl.usage:
+            raise ValueError(f"pod {s.pod}: workload {s.workload!r} has no declared usage")
+    cpu = [n.background.cpu for n in tl.nodes]
+    bg = [n.background.memory for n in tl.nodes]
+    mem = [0.0] * len(tl.nodes)
+    per: Counter[tuple[str, int]] = Counter()
+    events: list[tuple[float, int, Stay | Change]] = []
+    for s in tl.stays:
+        if s.end > s.start and s.start < tl.end:
+            events += [(max(s.start, 0.0), 1, s), (s.end, -1, s)]
+    events += [(max(c.at_seconds, 0.0), 0, c) for c in tl.changes if c.at_seconds < tl.end]
+    events.sort(key=lambda e: e[0])
+    bounds = sorted({e[0] for e in events if 0 < e[0] < tl.end} | {warmup, tl.end})
+    i, t = 0, 0.0
+    for nxt in bounds:
+        while i < len(events) and events[i][0] <= t:
+            _, sign, what = events[i]
+            i += 1
+            if isinstance(what, Change):
+                if what.node in index:
+                    bg[index[what.node]] = what.memory
+                continue
+            u, k = tl.usage[what.workload], index[what.node]
+            cpu[k] += sign * u.cpu
+            mem[k] += sign * u.memory
+            per[(what.workload, k)] += sign
+        if nxt > t and t >= warmup:
+            yield Slice(
+                t,
+                nxt - t,
+                tuple(c / n.capacity.cpu for c, n in zip(cpu, tl.nodes, strict=True)),
+                tuple(
+                    (b + m) / n.capacity.memory for b, m, n in zip(bg, mem, tl.nodes, strict=True)
+                ),
+                tuple(bg),
+                tuple(sorted((w, k, c) for (w, k), c in per.items() if c > 0)),
+            )
+        t = nxt
+
+
+def weighted_percentile(values: Sequence[tuple[float, float]], q: float) -> float:
+    """The least value v such that the (value, seconds) pairs at or below v hold at least
+    q % of the seconds: the nearest-rank percentile over time (an observed value, as
+    measures.percentile)."""
+    if not values:
+        raise ValueError("no values")
+    if not 0 < q <= 100:
+        raise ValueError(f"q must be in (0, 100], got {q}")
+    total = sum(s for _, s in values)
+    if not total > 0:
+        raise ValueError("no time to take a percentile over")
+    acc = 0.0
+    ordered = sorted(values)
+    for v, s in ordered:
+        acc += s
+        if acc >= q / 100 * total * (1 - 1e-12):
+            return v
+    return ordered[-1][0]
+
+
+@dataclass(frozen=True)
+class Hottest:
+    """One resource's hottest node over the measured span (fractions of capacity)."""
+
+    mean: float
+    p99: float
+    peak: float
+    over_80_seconds: float
+    over_100_seconds: float
+
+
+def hottest(parts: Sequence[Slice], resource: str) -> Hottest:
+    if not parts:
+        raise ValueError("no slices: nothing measured")
+    hot = [(max(g.util(resource)), g.seconds) for g in parts]
+    total = sum(s for _, s in hot)
+    return Hottest(
+        mean=sum(v * s for v, s in hot) / total,
+        p99=weighted_percentile(hot, P_HIGH),
+        peak=max(v for v, _ in hot),
+        over_80_seconds=sum(s for v, s in hot if v > HOT_THRESHOLD),
+        over_100_seconds=sum(s for v, s in hot if v > OVER_CAPACITY),
+    )
+
+
+@dataclass(frozen=True)
+class Phase:
+    """The measured seconds with one set of backgrounds: `label` names the memory of the
+    nodes whose background changes during the run."""
+
+    label: str
+    seconds: float
+    cpu: float  # the hottest node's time-weighted mean
+    memory: float
+
+
+def phase_label(tl: Timeline, background: Sequence[float]) -> str:
+    changing = {c.node for c in tl.changes}
+    parts = [
+        f"{n.name} {b / 2**30:g}Gi"
+        for n, b in zip(tl.nodes, background, strict=True)
+        if n.name in changing
+    ]
+    return ", ".join(parts) or "all"
+
+
+def phases(tl: Timeline, parts: Sequence[Slice]) -> list[Phase]:
+    """Per set of backgrounds (in order of first appearance), the hottest node's mean per
+    resource over the measured seconds spent in it."""
+    acc: dict[str, list[float]] = {}
+    for g in parts:
+        a = acc.setdefault(phase_label(tl, g.background), [0.0, 0.0, 0.0])
+        a[0] += g.seconds
+        a[1] += g.seconds * max(g.cpu)
+        a[2] += g.seconds * max(g.memory)
+    return [Phase(k, s, c / s, m / s) for k, (s, c, m) in acc.items()]
+
+
+def share(g: Slice) -> float | None:
+    """The largest part of one workload's running pods on one node, of workloads with at
+    least two running; None when none has two."""
+    running = g.running()
+    best = [k / running[w] for w, _, k in g.counts if running[w] >= 2]
+    return max(best, default=None)
+
+
+def mean_share(parts: Sequence[Slice]) -> float | None:
+    """`share` time-averaged over the slices where it is defined; None if it never is."""
+    num = den = 0.0
+    for g in parts:
+        s = share(g)
+        if s is not None:
+            num += s * g.seconds
+            den += g.seconds
+    return num / den if den > 0 else None
+
+
+@dataclass(frozen=True)
+class SteadyMeasures:
+    seconds: float  # measured: from the warm-up to the end
+    cpu: Hottest
+    memory: Hottest
+    phases: tuple[Phase, ...]
+    share: float | None
+    # when the load reading each decision used was taken: not recorded by any run yet
+    freshness: None = None
+
+    def of(self, resource: str) -> Hottest:
+        return self.cpu if resource == "cpu" else self.memory
+
+
+def measure(tl: Timeline, warmup: float = WARMUP) -> SteadyMeasures:
+    parts = list(slices(tl, warmup))
+    if not parts:
+        raise ValueError("nothing measured after the warm-up")
+    return SteadyMeasures(
+        seconds=sum(g.seconds for g in parts),
+        cpu=hottest(parts, "cpu"),
+        memory=hottest(parts, "memory"),
+        phases=tuple(phases(tl, parts)),
+        share=mean_share(parts),
+    )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the report measures steady runs: the warm-up left out (seconds) and the
+    no-migration optimum's time limit per run and resource (seconds)."""
+
+    warmup: float = WARMUP
+    optimum_seconds: float = 20.0
