@@ -22,8 +22,10 @@ from conftest import DATA
 from kubernetes.client import ApiClient, Configuration
 
 from tui.model import ClusterModel
+from tui.objects import Decision
 from tui.sources import changes as ch
 from tui.sources.kubernetes import KubernetesSource, Stream
+from tui.status import banner_text, summary
 
 CLUSTER = DATA / "cluster"
 WATCH = DATA / "watch"
@@ -276,3 +278,63 @@ def test_unreachable_server_is_reported(tmp_path: Path) -> None:
         time.sleep(0.05)
     source.stop()
     assert any(isinstance(c, ch.ApiUnreachable) for c in changes)
+
+
+def _collect(source: KubernetesSource, stream: Stream, until: Any) -> list[ch.Change]:
+    """Run one stream's reflector in a thread until `until(changes)` or 15 s."""
+    changes: list[ch.Change] = []
+    thread = threading.Thread(target=source.reflector(stream, changes.append).run, daemon=True)
+    thread.start()
+    try:
+        _wait_for(lambda: until(changes), 15)
+    finally:
+        source.stop()
+        thread.join(timeout=5)
+    return changes
+
+
+def test_an_unreadable_event_is_skipped_and_the_feed_stays_live(api: FakeApiServer) -> None:
+    """One Event that a parser cannot read no longer fails the list, and so no longer
+    turns the dashboard to "API server unreachable" for as long as the Event lives."""
+    events = api.docs["/api/v1/events"]["items"]
+    decisions = [e for e in events if e.get("reason") == "LoadwiseScored"]
+    huge_score = json.loads(json.dumps(decisions[0]))
+    huge_score["metadata"]["uid"] = "huge-score"
+    huge_score["involvedObject"]["uid"] = "huge-score-pod"
+    huge_score["metadata"]["annotations"]["loadwise.dev/decision"] = (
+        '{"scores": {"worker-01": 1' + "0" * 400 + "}}"
+    )
+    unreadable = {
+        "metadata": {"name": "x.1", "namespace": "shop", "uid": "unreadable"},
+        "reason": "LoadwiseScored",
+        "involvedObject": ["not", "an", "object"],
+    }
+    events += [huge_score, unreadable]
+    source = KubernetesSource(_client(api.url))
+    stream = next(s for s in source.streams if s.name == "events[reason=LoadwiseScored]")
+    changes = _collect(source, stream, lambda cs: any(isinstance(c, ch.EventsSeen) for c in cs))
+    assert not [c for c in changes if isinstance(c, ch.ApiUnreachable)]
+    seen = next(c for c in changes if isinstance(c, ch.EventsSeen))
+    uids = {r.pod_uid for r in seen.records if isinstance(r, Decision)}
+    assert len(uids) == len(decisions) + 1 and "huge-score-pod" in uids
+    assert ch.ObjectsSkipped(stream.name, 1) in changes
+    model = ClusterModel()
+    model.apply_all(changes)
+    assert model.connected is True and summary(model, "lab").endswith("· 1 object skipped")
+    assert banner_text(model) == ""
+
+
+def test_forbidden_still_shows_as_forbidden() -> None:
+    """Skipping unreadable objects never hides a genuine API failure."""
+    with FakeApiServer(status=403) as server:
+        source = KubernetesSource(_client(server.url), event_selectors=())
+        changes = _collect(
+            source,
+            source.streams[0],
+            lambda cs: any(isinstance(c, ch.ApiUnreachable) for c in cs),
+        )
+    failure = next(c for c in changes if isinstance(c, ch.ApiUnreachable))
+    assert failure.reason.startswith("forbidden (403)")
+    model = ClusterModel()
+    model.apply_all(changes)
+    assert "API server unreachable" in banner_text(model) and model.skipped == {}
