@@ -290,95 +290,6 @@ def _greedy(
     return [0 if w is None else w for w in where]
 
 
-CHAIN_GAP = 2.0  # seconds: a replacement is bound within this of its predecessor's end
-
-
-def _chains(pods: Sequence[Any]) -> list[list[int]]:
-    """Every suffix of every chain of pods (by index, in arrival order): a pod, then the
-    pod of its workload that arrived next within CHAIN_GAP of its end, and so on."""
-    nxt: dict[int, int] = {}
-    taken: set[int] = set()
-    for i, p in enumerate(pods):
-        for j in range(i + 1, len(pods)):
-            q = pods[j]
-            if j not in taken and q.workload == p.workload and abs(q.start - p.end) <= CHAIN_GAP:
-                nxt[i] = j
-                taken.add(j)
-                break
-    out = []
-    for i in range(len(pods)):
-        chain = [i]
-        while chain[-1] in nxt:
-            chain.append(nxt[chain[-1]])
-        out.append(chain)
-    return out
-
-
-def _improve(
-    pods: Sequence[Any],
-    start: Sequence[int],
-    stretch: Mapping[tuple[tuple[int, ...], tuple[float, ...]], float],
-    cap: Sequence[float],
-    usage: Sequence[float],
-) -> list[int]:
-    """`start` improved by moving one pod at a time to another node while that lowers the
-    time-weighted hottest node (a local search: a good start lets the solver prove or
-    close the gap within its time limit)."""
-    where = list(start)
-    chains = _chains(pods)
-    keys = list(stretch)
-    secs = [stretch[k] for k in keys]
-    load = []
-    for alive, bg in keys:
-        row = list(bg)
-        for i in alive:
-            row[where[i]] += usage[i]
-        load.append(row)
-    runs_in: dict[int, list[int]] = {}
-    for k, (alive, _) in enumerate(keys):
-        for i in alive:
-            runs_in.setdefault(i, []).append(k)
-
-    def hottest(row: Sequence[float]) -> float:
-        # the sum of squares, not the maximum: a move off a node that is not the only
-        # hottest one changes no maximum, and the search would stop on that plateau;
-        # evening out the squares evens out the nodes
-        return sum((v / c) ** 2 for v, c in zip(row, cap, strict=True))
-
-    def shift(group: Sequence[int], to: int, sign: float) -> None:
-        for i in group:
-            for k in runs_in.get(i, []):
-                load[k][where[i]] -= sign * usage[i]
-                load[k][to] += sign * usage[i]
-
-    moved = True
-    while moved:
-        moved = False
-        # one pod, or one pod with every later pod of its chain (each the replacement of
-        # the one before): moving a chain keeps a replacement where its predecessor was
-        for group in [[i] for i in range(len(where))] + [c for c in chains if len(c) > 1]:
-            ks = sorted({k for i in group for k in runs_in.get(i, [])})
-            if not ks or len({where[i] for i in group}) != 1:
-                continue
-            a = where[group[0]]
-            before = sum(secs[k] * hottest(load[k]) for k in ks)
-            best, best_delta = a, -1e-12
-            for b in range(len(cap)):
-                if b == a:
-                    continue
-                shift(group, b, 1.0)
-                after = sum(secs[k] * hottest(load[k]) for k in ks)
-                shift(group, b, -1.0)
-                if after - before < best_delta:
-                    best, best_delta = b, after - before
-            if best != a:
-                shift(group, best, 1.0)
-                for i in group:
-                    where[i] = best
-                moved = True
-    return where
-
-
 def no_migration(
     tl: Timeline, resource: str, warmup: float, *, time_limit: float = TIME_LIMIT
 ) -> NoMigration:
@@ -442,12 +353,10 @@ def no_migration(
         return total / span
 
     own = [node_index[s.node] for s in pods]
-    usage = [_amount(tl.usage[s.workload], resource) for s in pods]
     own_value = objective(own)
-    for cand in (own, _greedy(pods, stretch, cap, usage)):
-        better = _improve(pods, cand, stretch, cap, usage)
-        if objective(better) < own_value:
-            own, own_value = better, objective(better)
+    greedy = _greedy(pods, stretch, cap, [_amount(tl.usage[s.workload], resource) for s in pods])
+    if objective(greedy) < own_value:
+        own, own_value = greedy, objective(greedy)
     # The run's placement as the start, relabelled within each group of identical nodes
     # so that it respects the symmetry rule (the order of first use).
     relabel: dict[int, int] = {}
