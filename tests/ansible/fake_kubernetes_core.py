@@ -7,7 +7,9 @@ plugins/module_utils/k8s/runner.py): the applied objects as the server has them,
 service-account-token Secret the token controller has filled, data.token included; with
 `state: patched` it merges the patch into the stored object and writes the file; with
 `state: absent` it removes the matching objects (given by `definition` or by
-kind/namespace/name) and writes the file. `k8s_info` returns the stored objects matching
+kind/namespace/name) and writes the file; with LOADWISE_FAKE_API_STORE set, `state: present`
+stores what it applies too (merged into an object that is there, as the module's patch does).
+`k8s_info` returns the stored objects matching
 kind/namespace/name. `k8s_log` returns the lines stored under "logs" for
 "<namespace>/<pod>/<container>". The modules also record the kubeconfig and context each call
 received.
@@ -80,16 +82,24 @@ def main():
         ns = meta.get("namespace") or p.get("namespace")
         name = meta.get("name") or p.get("name")
         found = [o for o in stored if _matches(o, kind, ns, name)]
-        if found and p.get("state") == "patched" and not module.check_mode:
+        store = bool(os.environ.get("LOADWISE_FAKE_API_STORE"))
+        if found and (p.get("state") == "patched" or store) and not module.check_mode:
             # a merge patch of the top-level maps, as `state: patched` sends for a ConfigMap
+            # (and `present` for an existing one); null removes a key (RFC 7386)
             for key, value in doc.items():
                 if isinstance(value, dict) and isinstance(found[0].get(key), dict):
                     found[0][key].update(value)
+                    for gone in [k for k, v in value.items() if v is None]:
+                        del found[0][key][gone]
                 elif key not in ("apiVersion", "kind", "metadata"):
                     found[0][key] = value
             patched = {**_state(), "objects": stored}
             with open(os.environ["LOADWISE_FAKE_API"], "w") as handle:
                 json.dump(patched, handle)
+        if not found and store and not module.check_mode:
+            created = {**_state(), "objects": stored + [{**doc, "kind": kind}]}
+            with open(os.environ["LOADWISE_FAKE_API"], "w") as handle:
+                json.dump(created, handle)
         results.append({"changed": True, "method": "update" if found else "create",
                         "result": found[0] if found else doc})
     module.exit_json(changed=True, result={"results": results})
