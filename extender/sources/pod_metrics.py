@@ -1,0 +1,166 @@
+"""Where each pod's use comes from: PodMetrics through the API, or cAdvisor's
+per-container series in Prometheus (``podusage`` parses and checks both)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+import aiohttp
+import msgspec
+
+from ..exceptions import KubeError
+from ..kubeapi import KubeAPI
+from ..podusage import PodUsageReading, parse_pod_metrics, parse_pod_vectors
+from .base import SourceError
+
+__all__ = [
+    "CPU_QUERY",
+    "MEMORY_QUERY",
+    "PATH",
+    "PodMetricsSource",
+    "PodUsageSource",
+    "PrometheusPodUsageSource",
+    "parse_container_vector",
+]
+
+PATH = "/apis/metrics.k8s.io/v1beta1/pods"
+# cAdvisor's series as the kubelet exports them: container="" is the pod's cgroup total
+# and container="POD" the sandbox (pause) container, both left out so that the
+# containers add up to the pod once.
+CPU_QUERY = (
+    'sum by (namespace, pod, container) (rate(container_cpu_usage_seconds_total{container!="",'
+    'container!="POD"}[1m]))'
+)
+MEMORY_QUERY = (
+    'sum by (namespace, pod, container) (container_memory_working_set_bytes{container!="",'
+    'container!="POD"})'
+)
+
+
+class PodUsageSource(Protocol):
+    name: str
+
+    async def fetch(self) -> PodUsageReading: ...
+
+    async def close(self) -> None: ...
+
+
+class PodMetricsSource:
+    """``metrics.k8s.io/v1beta1`` PodMetrics of every namespace, through the API server."""
+
+    name = "metrics.k8s.io"
+
+    def __init__(self, api: KubeAPI) -> None:
+        self._api = api
+
+    async def fetch(self) -> PodUsageReading:
+        try:
+            body = await asyncio.to_thread(self._api.get, PATH)
+        except KubeError as exc:
+            raise SourceError(f"pod metrics: {exc}") from None
+        try:
+            return parse_pod_metrics(body)
+        except msgspec.DecodeError as exc:
+            raise SourceError(f"pod metrics: not a PodMetricsList: {exc}") from None
+
+    async def close(self) -> None:
+        return None
+
+
+class _Sample(msgspec.Struct):
+    metric: dict[str, str] = msgspec.field(default_factory=dict)
+    value: tuple[float, str] | None = None
+
+
+class _Data(msgspec.Struct):
+    resultType: str = ""
+    result: list[msgspec.Raw] = msgspec.field(default_factory=list)
+
+
+class _Response(msgspec.Struct):
+    status: str = ""
+    data: _Data | None = None
+    error: str = ""
+
+
+_response = msgspec.json.Decoder(_Response)
+_sample = msgspec.json.Decoder(_Sample)
+
+Samples = dict[tuple[str, str], tuple[float, float]]
+
+
+def parse_container_vector(body: bytes) -> Samples:
+    """(namespace/pod, container) -> (sample time, value) of an instant vector; SourceError
+    when the answer is not a successful vector. A sample without the labels, or whose
+    value is not a number, is skipped (a NaN value is kept, for ``parse_pod_vectors`` to
+    refuse its pod)."""
+    try:
+        doc = _response.decode(body)
+    except msgspec.DecodeError as exc:
+        raise SourceError(f"Prometheus pod usage: not a query response: {exc}") from None
+    if doc.status != "success" or doc.data is None:
+        raise SourceError(f"Prometheus pod usage query failed: {doc.error or doc.status}")
+    if doc.data.resultType != "vector":
+        raise SourceError(f"Prometheus pod usage query returned {doc.data.resultType}")
+    out: Samples = {}
+    for raw in doc.data.result:
+        try:
+            sample = _sample.decode(raw)
+        except msgspec.DecodeError:
+            continue
+        labels = sample.metric
+        ns, pod, container = labels.get("namespace"), labels.get("pod"), labels.get("container")
+        if not ns or not pod or not container or container == "POD" or sample.value is None:
+            continue
+        stamp, text = sample.value
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        out[(f"{ns}/{pod}", container)] = (stamp, value)
+    return out
+
+
+class PrometheusPodUsageSource:
+    """cAdvisor's per-container CPU rate and working set, summed per pod."""
+
+    name = "prometheus"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        cpu_query: str = CPU_QUERY,
+        memory_query: str = MEMORY_QUERY,
+        timeout: float = 10.0,
+    ) -> None:
+        self.url = url.rstrip("/") + "/api/v1/query"
+        self.cpu_query = cpu_query
+        self.memory_query = memory_query
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def _query(self, query: str) -> bytes:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        try:
+            async with self._session.get(self.url, params={"query": query}) as response:
+                body = await response.read()
+                if response.status != 200:
+                    raise SourceError(f"Prometheus pod usage: HTTP {response.status}")
+        except aiohttp.ClientError as exc:
+            raise SourceError(f"Prometheus {self.url}: {exc}") from None
+        except asyncio.TimeoutError:
+            raise SourceError(f"Prometheus {self.url}: timed out") from None
+        return body
+
+    async def fetch(self) -> PodUsageReading:
+        cpu = parse_container_vector(await self._query(self.cpu_query))
+        memory = parse_container_vector(await self._query(self.memory_query))
+        return parse_pod_vectors(cpu, memory)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
