@@ -21,10 +21,12 @@ import msgspec
 
 from .estimate import EstimatorArgs, TLPArgs, pod_load
 from .exceptions import QuantityError
+from .inflight import LEARNED, REQUEST_RULE, InFlight, Tracked
 from .model import NodeInfo, PodLoad, Usage, usable_node_info
 from .nodestate import ClusterFacts
 from .reflector import ListWatchClient, Reflector
 from .wire import Node, Pod
+from .workloads import owner_key, workload_key
 
 __all__ = ["POD_SELECTOR", "ClusterView", "ClusterWatch", "PlacementSink", "scheduled_at"]
 
@@ -91,8 +93,14 @@ class ClusterWatch:
         tlp: TLPArgs,
         placements: PlacementSink,
         watch_timeout: int = 300,
+        inflight: InFlight | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._api = api
+        self._inflight = inflight
+        """Per-pod use, learned estimates and the pods per controller (``inflight``):
+        a bound pod counts its workload's learned use, and leaves at its measured use."""
+        self._clock = clock
         self._estimator = estimator
         self._tlp = tlp
         self._placements = placements
@@ -178,12 +186,18 @@ class ClusterWatch:
         known = self._pods.pop(key, None)
         if known is None:
             self._placements.forget(key)  # an assumption the watch never confirmed
+            if self._inflight is not None:
+                self._inflight.untrack(key)
             return
         node, load = known
         self._off_node(key, node)
+        if self._inflight is not None:
+            # what it was last measured using comes off, not its estimate: a departed pod
+            # that used 4x its request would otherwise leave 3/4 of its use behind
+            load = self._inflight.departure(key, load)
         # Seen now (a watch event arrives within a second or so of the change; after a
         # relist, the time of the list): the load source's reading may predate it.
-        self._placements.depart(key, node, load, time.time())
+        self._placements.depart(key, node, load, self._clock())
 
     def _off_node(self, key: str, node: str) -> None:
         pods = self._by_node.get(node)
@@ -210,11 +224,31 @@ class ClusterWatch:
             return
         if known is not None:  # bound to another node than the one recorded
             self._off_node(key, known[0])
+        at = scheduled_at(pod) or self._clock()
+        load = self._track(key, pod, load, at)
         self._pods[key] = (pod.spec.nodeName, load)
         self._by_node.setdefault(pod.spec.nodeName, {})[key] = load
         self._dirty.add(pod.spec.nodeName)
-        at = scheduled_at(pod) or time.time()
         self._placements.bind(key, pod.spec.nodeName, load, at)
+
+    def _track(self, key: str, pod: Pod, load: PodLoad, at: float) -> PodLoad:
+        """The load a bound pod counts (its workload's learned use when measured lately,
+        else ``load``), and the pod tracked for delta accounting and spreading."""
+        inflight = self._inflight
+        if inflight is None:
+            return load
+        workload = workload_key(pod)
+        learned = inflight.learned(workload, self._clock())
+        how = REQUEST_RULE
+        if learned is not None:
+            load = PodLoad(learned, learned, load.tlp_cpu_millis)
+            how = LEARNED
+        meta = pod.metadata
+        name = f"{meta.namespace}/{meta.name}"
+        inflight.track(
+            key, Tracked(name, pod.spec.nodeName, workload, owner_key(pod), load, how, True, at)
+        )
+        return load
 
     def _listed_nodes(self, nodes: list[Node]) -> None:
         self.last_error = None

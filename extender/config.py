@@ -17,8 +17,11 @@ from .decide import DEFAULT_THRESHOLDS
 from .estimate import CPU_FACTOR, MEMORY_FACTOR, EstimatorArgs, TLPArgs
 from .exceptions import ConfigError
 from .policies import make_policy, tlp_args
+from .redact import has_credentials, redact_url
+from .sources.base import DEFAULT_MAX_NODES, DEFAULT_MAX_RESPONSE_BYTES
 
 __all__ = [
+    "BasicAuthConfig",
     "ConfigError",
     "EstimatorConfig",
     "EventsConfig",
@@ -47,6 +50,14 @@ NODE_BODY_BYTES = 64 * 1024
 SourceKind = Literal["load-watcher", "metrics-server", "prometheus", "file"]
 
 
+class BasicAuthConfig(msgspec.Struct, forbid_unknown_fields=True):
+    """HTTP basic authentication to the source: the password is read from a file (re-read
+    when it changes), never written in the config file or on the command line."""
+
+    username: str
+    password_file: str
+
+
 class PrometheusConfig(msgspec.Struct, forbid_unknown_fields=True):
     cpu_query: str = "instance:node_cpu:ratio"
     memory_query: str = "instance:node_memory_utilisation:ratio"
@@ -67,6 +78,14 @@ class SourceConfig(msgspec.Struct, forbid_unknown_fields=True):
     this is how much longer the last reading still beats knowing nothing."""
     timeout_seconds: float = 10.0
     prometheus: PrometheusConfig = msgspec.field(default_factory=PrometheusConfig)
+    bearer_token_file: str | None = None
+    """A file holding a token sent as ``Authorization: Bearer`` (load-watcher, Prometheus);
+    re-read whenever the file changes."""
+    basic_auth: BasicAuthConfig | None = None
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    """The largest answer read from the source (after decompression); more is an error."""
+    max_nodes: int = DEFAULT_MAX_NODES
+    """The most nodes (series, items) one answer may hold; more is an error."""
 
     @property
     def max_stale(self) -> float:
@@ -88,6 +107,17 @@ class EventsConfig(msgspec.Struct, forbid_unknown_fields=True):
 class EstimatorConfig(msgspec.Struct, forbid_unknown_fields=True):
     cpu_factor: float = CPU_FACTOR
     memory_factor: float = MEMORY_FACTOR
+    pod_usage: bool = True
+    """Read each pod's use (PodMetrics, or cAdvisor series from Prometheus) for the
+    learned estimates, delta accounting and departures (``inflight``)."""
+    pod_usage_seconds: float = 15.0
+    """How often pod use is read: metrics-server's default --metric-resolution."""
+    learned_percentile: float = 90.0
+    learned_window_seconds: float = 600.0
+    learned_max_workloads: int = 10_000
+    delta: bool = True
+    spread_weight: float = 1.0
+    """least-used: a node's score times (1 - weight x its share of the pod's workload)."""
 
 
 class TLSConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -203,6 +233,42 @@ def _validate(settings: Settings) -> Settings:
         raise ConfigError("source.file is required for source.kind file")
     if src.kind == "metrics-server" and not settings.kubeconfig:
         raise ConfigError("source.kind metrics-server needs a kubeconfig (--kubeconfig)")
+def _validate_source_access(src: SourceConfig) -> None:
+    """Credentials only from files, caps that let a reading through."""
+    if src.url and has_credentials(src.url):
+        # Refused rather than moved to a header: the config file and the command line
+        # (/proc/PID/cmdline) are readable by other users, so the password would already
+        # be out. The message shows the URL without it.
+        raise ConfigError(
+            f"source.url {redact_url(src.url)} carries credentials (user:password@); put the "
+            "user name in source.basic_auth.username and the password in a file named by "
+            "source.basic_auth.password_file (or a token in source.bearer_token_file)"
+        )
+    if src.bearer_token_file is not None and src.basic_auth is not None:
+        raise ConfigError("source.bearer_token_file and source.basic_auth: set one, not both")
+    if (src.bearer_token_file is not None or src.basic_auth is not None) and src.kind not in (
+        "load-watcher",
+        "prometheus",
+    ):
+        raise ConfigError(
+            f"source.bearer_token_file and source.basic_auth apply to load-watcher and "
+            f"prometheus only, not source.kind {src.kind} (metrics-server authenticates with "
+            "the kubeconfig)"
+        )
+    if src.bearer_token_file is not None and not src.bearer_token_file:
+        raise ConfigError("source.bearer_token_file: empty path")
+    if src.basic_auth is not None:
+        if not src.basic_auth.password_file:
+            raise ConfigError("source.basic_auth.password_file: empty path")
+        # RFC 7617: the user-id cannot contain a colon (it separates it from the password)
+        if ":" in src.basic_auth.username or not src.basic_auth.username.isprintable():
+            raise ConfigError("source.basic_auth.username: must not hold ':' or control characters")
+    if src.max_response_bytes < 1024:
+        raise ConfigError("source.max_response_bytes must be >= 1024")
+    if src.max_nodes < 1:
+        raise ConfigError("source.max_nodes must be >= 1")
+
+
     if src.refresh_seconds <= 0:
         raise ConfigError("source.refresh_seconds must be > 0")
     if src.stale_after_seconds < 0:
@@ -214,6 +280,7 @@ def _validate(settings: Settings) -> Settings:
         )
     for key, value in settings.filter.thresholds.items():
         if key not in ("cpu", "memory"):
+    _validate_source_access(src)
             raise ConfigError(f"filter.thresholds: unknown resource {key!r}; use cpu, memory")
         if not 0 < value <= 100:
             raise ConfigError(f"filter.thresholds.{key}: must be in (0, 100], got {value}")
@@ -225,6 +292,17 @@ def _validate(settings: Settings) -> Settings:
             )
     if settings.events.per_minute < 1:
         raise ConfigError("events.per_minute must be >= 1")
+    est = settings.estimator
+    if est.pod_usage_seconds <= 0:
+        raise ConfigError("estimator.pod_usage_seconds must be > 0")
+    if not 0 < est.learned_percentile <= 100:
+        raise ConfigError("estimator.learned_percentile must be in (0, 100]")
+    if est.learned_window_seconds <= 0:
+        raise ConfigError("estimator.learned_window_seconds must be > 0")
+    if est.learned_max_workloads < 1:
+        raise ConfigError("estimator.learned_max_workloads must be >= 1")
+    if not 0 <= est.spread_weight <= 1:
+        raise ConfigError("estimator.spread_weight must be in [0, 1]")
     if settings.max_body_bytes is not None and settings.max_body_bytes < 1024:
         raise ConfigError("max_body_bytes must be >= 1024")
     if settings.max_nodes < 1:

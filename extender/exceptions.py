@@ -21,6 +21,8 @@ input), so code that catches ``ValueError`` around parsing keeps working.
 
 from __future__ import annotations
 
+from .redact import redact
+
 __all__ = [
     "ConfigError",
     "KubeError",
@@ -68,7 +70,14 @@ class KubeError(LoadwiseError):
 class SourceError(LoadwiseError):
     """The load source (load-watcher, metrics-server, Prometheus, a file) could not be
     read or answered something unusable. The last good reading is kept until it is
-    stale; readiness says why."""
+    stale; readiness says why.
+
+    The message goes to /readyz, the log and systemd's status line, so it is stored
+    with every URL's credentials and query values masked (``redact``); ``secrets``
+    are masked too (a token or password the raiser knows)."""
+
+    def __init__(self, message: str, *, secrets: tuple[str, ...] = ()) -> None:
+        super().__init__(redact(message, secrets))
 
 
 class WireError(LoadwiseError, ValueError):

@@ -333,6 +333,39 @@ class Ledger:
     def forget(self, pod_key: str) -> None:
         self._remove(pod_key)
 
+    def placement(self, pod_key: str) -> Placement | None:
+        """Where and since when ``pod_key`` counts, if it does."""
+        return self._placements.get(pod_key)
+
+    def placed_after(self, since: float) -> list[tuple[str, Placement]]:
+        """The pods (not departures) the window starting at ``since`` still counts."""
+        return [(k, p) for k, p in self._placements.items() if not p.left and p.at > since]
+
+    def departed_after(self, since: float) -> list[tuple[str, Placement]]:
+        """The departures the window starting at ``since`` counts (placed at or before it,
+        gone after it), by their ledger key."""
+        return [(k, p) for k, p in self._placements.items() if p.left and p.in_window(since)]
+
+    def recount(self, key: str, load: PodLoad) -> bool:
+        """Count the placement or departure ``key`` as ``load`` from now on (its node,
+        times and confirmation kept): what it is known to use, or what the reading holds
+        of it, has changed (``inflight``). False when the ledger holds no such entry."""
+        current = self._placements.get(key)
+        if current is None:
+            return False
+        if self.size_of is not None:
+            load = capped(load, self.size_of(current.node))
+        if load == current.load:
+            return True
+        if not current.left:
+            self._put(key, current.node, load, current.at, current.confirmed)
+            return True
+        self._remove(key)
+        p = msgspec.structs.replace(current, load=load, seq=next(self._seq))
+        self._placements[key] = p
+        self._enter(key, p)
+        return True
+
     def depart(self, pod_key: str, node: str, load: PodLoad, at: float) -> None:
         """The pod left ``node`` at ``at``: its placement is forgotten, and its ``load``
         comes off the node in any window its placement is before and its leaving after

@@ -203,6 +203,10 @@ class LoadSnapshot(msgspec.Struct, frozen=True):
     ``fetched_at`` is when the extender got the reading (``time.time()``).
     ``invalid`` holds the nodes whose reading was refused (not in ``nodes``): their
     load is unknown, not estimated (``nodestate``).
+    ``measured_at`` is a node's own measurement time, for a source that stamps each
+    node apart (a Prometheus sample, a NodeMetrics item); a node it does not name was
+    measured at ``window_end``. A node whose time is more than ``max_stale_seconds``
+    old is moved to ``invalid`` (``readings.expired``), the others keep their reading.
     """
 
     source: str
@@ -211,6 +215,7 @@ class LoadSnapshot(msgspec.Struct, frozen=True):
     nodes: Mapping[str, NodeLoad]
     settle_seconds: float = DEFAULT_SETTLE_SECONDS
     invalid: Mapping[str, InvalidReading] = msgspec.field(default_factory=dict)
+    measured_at: Mapping[str, float] = msgspec.field(default_factory=dict)
 
 
 class Amount(Protocol):
@@ -243,3 +248,7 @@ class NodeState(msgspec.Struct, frozen=True):
     pod_count: int | None = None
     pending_request: Amount | None = None
     """The same pods at the filter's figure (``estimate.filter_usage``); None: ``pending``."""
+    same_owner: int = 0
+    """Pods of the scored pod's controller on this node, bound or assumed (spreading)."""
+    owner_pods: int = 0
+    """Pods of the scored pod's controller on every node (0: none known, no spreading)."""

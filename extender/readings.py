@@ -17,10 +17,17 @@ into such figures, unchecked, and hands the snapshot to :func:`validated`, which
   extrapolates to the window's edges, promql/functions.go ``extrapolatedRate``; the
   kubelet's CPU usage is also a difference of two counter reads over a window). A
   saturated node must read as full, not as unknown;
-- clamps a measurement time in the future to the time of the fetch, so that a source
-  whose clock is ahead, or which stamped one reading with a far-off date and then
-  died, still goes stale (``Refresher.age`` counts from ``window_end``); a time that
-  is not finite reads as the epoch (as old as can be).
+- judges each node's measurement time (its own, ``measured_at``, else ``window_end``):
+  one up to ``CLOCK_SKEW_SECONDS`` after the fetch is clamped to the time of the fetch,
+  so that it still ages; one further ahead refuses the node (``future``): a reading
+  stamped with a far-off date would otherwise stay fresh until that date, whatever
+  happened since. A time that is not finite reads as the epoch (as old as can be).
+
+:func:`expired` is the other half of a node's age: a node whose reading is older than
+``max_stale_seconds`` is refused (``stale``), alone, as the whole snapshot is when it
+is that old (``nodestate``); the refresher applies it after each fetch and whenever
+the next node reaches that age. So a Prometheus sample 3,000 s old is not read as
+current because the sample beside it is new.
 
 The checks are pure and cheap (a chained comparison per figure in the usual case),
 so each source's decoder calls :func:`validated` on what it built and a snapshot is
@@ -37,13 +44,18 @@ from msgspec.structs import replace
 from .model import InvalidReading, LoadSnapshot, NodeLoad, ResourceLoad
 
 __all__ = [
+    "CLOCK_SKEW_SECONDS",
+    "FUTURE",
     "MALFORMED",
     "NEGATIVE",
     "NOT_FINITE",
     "OVER_CAPACITY",
     "REASONS",
     "SLACK",
+    "STALE",
     "describe",
+    "expired",
+    "next_expiry",
     "validated",
 ]
 
@@ -54,8 +66,19 @@ OVER_CAPACITY = "over_capacity"
 """Above 100 %: more than the node's capacity."""
 MALFORMED = "malformed"
 """Not a number at all (garbage text, a wrong JSON type in the node's entry)."""
-REASONS = (NOT_FINITE, NEGATIVE, OVER_CAPACITY, MALFORMED)
+FUTURE = "future"
+"""Measured more than ``CLOCK_SKEW_SECONDS`` after the extender read it."""
+STALE = "stale"
+"""Measured more than ``max_stale_seconds`` ago (:func:`expired`)."""
+REASONS = (NOT_FINITE, NEGATIVE, OVER_CAPACITY, MALFORMED, FUTURE, STALE)
 """Every ``reason`` a refused reading carries (the metrics label's values)."""
+
+CLOCK_SKEW_SECONDS = 60.0
+"""How far after the fetch a measurement time is read as clock skew (and clamped), not
+as a wrong date. Clocks kept by NTP agree within milliseconds, load-watcher's times are
+whole seconds; a minute leaves room for a machine whose clock drifts unsynchronised for
+a while, and is short beside ``stale_after_seconds`` (180 s), so a reading dated within
+it cannot look fresh for much longer than it is."""
 
 SLACK = 1.0
 """Percentage points outside 0..100 read as jitter and clamped, not refused."""
@@ -108,15 +131,33 @@ def _node(load: NodeLoad) -> NodeLoad | InvalidReading:
     return NodeLoad(cpu, memory)
 
 
+def _when(stamp: float) -> float:
+    return stamp if math.isfinite(stamp) else 0.0
+
+
 def validated(snapshot: LoadSnapshot) -> LoadSnapshot:
-    """``snapshot`` with every node's figures in 0..100 (refused nodes moved to
-    ``invalid``, joining those the decoder already refused) and ``window_end`` no
-    later than ``fetched_at``. The same object when there is nothing to change."""
+    """``snapshot`` with every node's figures in 0..100 and its measurement time at most
+    ``CLOCK_SKEW_SECONDS`` after the fetch (refused nodes moved to ``invalid``, joining
+    those the decoder already refused), and every time (``window_end``, ``measured_at``)
+    no later than ``fetched_at``. The same object when there is nothing to change."""
     changed: dict[str, NodeLoad | InvalidReading] = {}
     for name, load in snapshot.nodes.items():
         checked = _node(load)
         if checked is not load:
             changed[name] = checked
+    fetched = snapshot.fetched_at
+    limit = fetched + CLOCK_SKEW_SECONDS
+    end = _when(snapshot.window_end)
+    times = snapshot.measured_at
+    if end > limit or times:
+        for name in snapshot.nodes:
+            stamp = _when(times.get(name, end))
+            if stamp > limit:
+                changed[name] = InvalidReading(
+                    FUTURE,
+                    f"measured {stamp - fetched:.0f}s after it was read "
+                    f"(clock skew allowed: {CLOCK_SKEW_SECONDS:g}s)",
+                )
     # a node the decoder refused (one query's value was garbage) but read in another
     both = snapshot.invalid.keys() & snapshot.nodes.keys()
     nodes: Mapping[str, NodeLoad] = snapshot.nodes
@@ -131,11 +172,48 @@ def validated(snapshot: LoadSnapshot) -> LoadSnapshot:
             elif name not in refused:
                 kept[name] = checked
         nodes, invalid = kept, refused
-    window_end = snapshot.window_end if math.isfinite(snapshot.window_end) else 0.0
-    window_end = min(window_end, snapshot.fetched_at)
-    if nodes is snapshot.nodes and window_end == snapshot.window_end:
+    window_end = min(end, fetched)
+    measured_at = times
+    if times and (
+        nodes is not snapshot.nodes
+        or not times.keys() <= nodes.keys()
+        or any(not t <= fetched for t in times.values())  # later, or NaN
+    ):
+        measured_at = {name: min(_when(times[name]), fetched) for name in nodes if name in times}
+    if nodes is snapshot.nodes and window_end == snapshot.window_end and measured_at is times:
         return snapshot
-    return replace(snapshot, nodes=nodes, invalid=invalid, window_end=window_end)
+    return replace(
+        snapshot, nodes=nodes, invalid=invalid, window_end=window_end, measured_at=measured_at
+    )
+
+
+def next_expiry(snapshot: LoadSnapshot, max_age: float) -> float:
+    """When the oldest reading in ``snapshot`` gets older than ``max_age`` (a unix time;
+    infinity without a node)."""
+    times, end = snapshot.measured_at, snapshot.window_end
+    if not times:
+        return end + max_age if snapshot.nodes else math.inf
+    return min((times.get(name, end) for name in snapshot.nodes), default=math.inf) + max_age
+
+
+def expired(snapshot: LoadSnapshot, now: float, max_age: float) -> LoadSnapshot:
+    """``snapshot`` with every node whose reading is more than ``max_age`` seconds old at
+    ``now`` moved to ``invalid`` (``stale``); the same object when none is."""
+    if next_expiry(snapshot, max_age) >= now:
+        return snapshot  # the usual case, without a look at each node
+    times, end = snapshot.measured_at, snapshot.window_end
+    kept: dict[str, NodeLoad] = {}
+    refused = dict(snapshot.invalid)
+    for name, load in snapshot.nodes.items():
+        age = now - times.get(name, end)
+        if age > max_age:
+            refused[name] = InvalidReading(
+                STALE, f"reading {age:.0f}s old, over max_stale_seconds ({max_age:g}s)"
+            )
+        else:
+            kept[name] = load
+    measured_at = {name: t for name, t in times.items() if name in kept}
+    return replace(snapshot, nodes=kept, invalid=refused, measured_at=measured_at)
 
 
 def describe(invalid: Mapping[str, InvalidReading], *, listed: int = 5) -> str:

@@ -24,6 +24,8 @@ import os
 import socket
 from collections.abc import Callable, Mapping
 
+from .redact import redact
+
 __all__ = ["Notifier", "keep_alive", "watchdog_interval"]
 
 log = logging.getLogger("loadwise.extender.sdnotify")
@@ -86,10 +88,12 @@ def watchdog_interval(environ: Mapping[str, str], pid: int | None = None) -> flo
 
 async def keep_alive(notifier: Notifier, interval: float, status: Callable[[], str]) -> None:
     """Send ``WATCHDOG=1`` every ``interval`` seconds until cancelled, with ``STATUS=``
-    whenever ``status()`` (one line for ``systemctl status``) has changed."""
+    whenever ``status()`` (one line for ``systemctl status``) has changed. The line is
+    masked once more (``redact``): ``systemctl status`` shows it to every user, and the
+    readiness text it is made of quotes source errors."""
     shown = ""
     while True:
-        line = status().replace("\n", " ")
+        line = redact(status().replace("\n", " "))
         if line == shown:
             notifier.notify("WATCHDOG=1")
         elif notifier.notify("WATCHDOG=1", f"STATUS={line}"):

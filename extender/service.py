@@ -9,12 +9,15 @@ ExtenderArgs into a filter or prioritize answer by calling the pure functions in
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import msgspec
+from prometheus_client import CollectorRegistry, Counter
 
 from .cluster import ClusterView
 from .config import Settings
@@ -23,23 +26,29 @@ from .estimate import PodFacts, demand_after, go_round, pod_facts
 from .events import Decision, EventRecorder, Scored
 from .exemptions import exemption, ignored
 from .fastpath import FastAnswer, LeastUsedFastPath
+from .inflight import LEARNED, REQUEST_RULE, InFlight, Tracked
 from .ledger import HORIZON_SECONDS, REPORT_INTERVAL_SECONDS, Ledger, Pending
 from .metrics import Metrics
 from .model import LoadSnapshot, NodeInfo, NodeState, usable_node_info
 from .nodestate import build_states
-from .policies import MAX_SCORE, Policy, make_policy, to_extender_priority
+from .podusage import PodUsageStore
+from .policies import MAX_SCORE, LeastUsed, Policy, make_policy, to_extender_priority
 from .readings import describe, validated
-from .sources import LoadSource, Refresher
+from .sources import LoadSource, Refresher, SourceError
+from .sources.pod_metrics import PodUsageSource
+from .tasks import cancel
 from .wire import (
     ExtenderArgs,
     FilterResult,
     HostPriority,
     Node,
     NodeListOut,
+    Pod,
     PrioritizeArgs,
     decode_node,
     encode,
 )
+from .workloads import LearnedUsage, Learner, owner_key, workload_key
 
 __all__ = [
     "NEUTRAL_PRIORITY",
@@ -47,6 +56,7 @@ __all__ = [
     "SIZES_UNKNOWN",
     "UNCONFIRMED_SECONDS",
     "Extender",
+    "build_inflight",
     "ledger_horizon",
 ]
 
@@ -121,6 +131,43 @@ SIZES_UNKNOWN = (
 UNCONFIRMED_SECONDS = 15.0
 
 
+_ESTIMATOR_METRICS: weakref.WeakKeyDictionary[CollectorRegistry, tuple[Counter, Counter]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _estimator_metrics(metrics: Metrics) -> tuple[Counter, Counter]:
+    """The estimator's counters on ``metrics``' registry, made once per registry (two
+    extenders may share one ``Metrics``, and a registry refuses a name twice)."""
+    known = _ESTIMATOR_METRICS.get(metrics.registry)
+    if known is None:
+        known = (
+            Counter(
+                "loadwise_extender_estimates_total",
+                "Pods estimated, by path: learned from their workload's measured use, or the "
+                "request rule (a workload not measured lately).",
+                ["path"],
+                registry=metrics.registry,
+            ),
+            Counter(
+                "loadwise_extender_pod_usage_errors_total",
+                "Failed reads of per-pod use.",
+                registry=metrics.registry,
+            ),
+        )
+        _ESTIMATOR_METRICS[metrics.registry] = known
+    return known
+
+
+def build_inflight(settings: Settings) -> InFlight:
+    """The per-pod use store and learned estimates ``settings.estimator`` asks for."""
+    est = settings.estimator
+    learner = Learner(
+        LearnedUsage(est.learned_percentile, est.learned_window_seconds, est.learned_max_workloads)
+    )
+    return InFlight(learner, PodUsageStore(), delta=est.delta)
+
+
 def ledger_horizon(settings: Settings) -> float:
     """How long the ledger keeps a placement: while a stale snapshot is still
     read (max_stale), every placement since its window must be counted."""
@@ -139,10 +186,21 @@ class Extender:
         recorder: EventRecorder | None = None,
         clock: Callable[[], float] = time.time,
         use_fast_path: bool = True,
+        inflight: InFlight | None = None,
+        pod_usage: PodUsageSource | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.policy: Policy = make_policy(settings.policy, settings.policy_args)
+        est = settings.estimator
+        if isinstance(self.policy, LeastUsed) and est.spread_weight:
+            self.policy = dataclasses.replace(self.policy, spread_weight=est.spread_weight)
+        self.inflight = inflight if inflight is not None else build_inflight(settings)
+        """Per-pod use, learned estimates, delta accounting and the pods per controller."""
+        self.pod_usage = pod_usage
+        """Where per-pod use is read, every ``estimator.pod_usage_seconds``; None: not read."""
+        self._estimates, self._pod_usage_errors = _estimator_metrics(self.metrics)
+        self._pod_usage_task: asyncio.Task[None] | None = None
         self.fast_path = LeastUsedFastPath.for_policy(self.policy) if use_fast_path else None
         """least-used's arithmetic per snapshot (see ``fastpath``); None: general path only."""
         self.thresholds = dict(settings.filter.thresholds)
@@ -188,10 +246,34 @@ class Extender:
         if self.recorder is not None:
             self.recorder.start()
         self._prune_task = asyncio.create_task(self._housekeeping(), name="housekeeping")
+        if self.pod_usage is not None:
+            self._pod_usage_task = asyncio.create_task(self._read_pod_usage(), name="pod-usage")
+
+    async def _read_pod_usage(self) -> None:
+        """One loop at the configured interval; a failed read keeps the last figures
+        (they age: the learned window and the delta's snapshot bound their use)."""
+        assert self.pod_usage is not None
+        interval = self.settings.estimator.pod_usage_seconds
+        while True:
+            try:
+                reading = await self.pod_usage.fetch()
+            except SourceError as exc:
+                self._pod_usage_errors.inc()
+                log.warning("reading pod use from %s failed: %s", self.pod_usage.name, exc)
+            except Exception:  # a bug below must not end the loop for the process's life
+                self._pod_usage_errors.inc()
+                log.exception("reading pod use from %s crashed", self.pod_usage.name)
+            else:
+                self.inflight.take(reading)
+            await asyncio.sleep(interval)
 
     async def stop(self) -> None:
         if self._prune_task is not None:
             self._prune_task.cancel()
+        if self._pod_usage_task is not None:
+            await cancel(self._pod_usage_task)
+        if self.pod_usage is not None:
+            await self.pod_usage.close()
         if self.cluster is not None:
             self.cluster.stop()
         await self.refresher.stop()
@@ -210,6 +292,8 @@ class Extender:
         now = self.clock()
         watching = self.cluster is not None and self.cluster.synced
         self.ledger.prune(now, unconfirmed_before=now - UNCONFIRMED_SECONDS if watching else None)
+        self.inflight.expire(now - (UNCONFIRMED_SECONDS if watching else self.ledger.horizon))
+        self.inflight.learner.prune(now)
         self.update_gauges()
 
     def update_gauges(self) -> None:
@@ -280,9 +364,13 @@ class Extender:
         snap = self.refresher.snapshot
         last_in, last_out = self._checked
         if snap is None or snap is last_in:
-            return None if snap is None else last_out
-        out = validated(snap)
-        self._checked = (snap, out)
+            out = None if snap is None else last_out
+        else:
+            out = validated(snap)
+            self._checked = (snap, out)
+        # what the ledger counts beside this reading, corrected by the pods' measured use
+        # (``inflight``): here, so the fast path and the general path read the same
+        self.inflight.sync(self.ledger, out)
         return out
 
     # -- the answers ----------------------------------------------------------------
@@ -337,20 +425,32 @@ class Extender:
         return names, found
 
     def _states(
-        self, names: list[str], infos: Mapping[str, NodeInfo]
+        self, names: list[str], infos: Mapping[str, NodeInfo], owner: str | None = None
     ) -> tuple[list[NodeState], bool]:
+        """Every candidate's state; with ``owner`` (the scored pod's controller), each
+        holds how many of its pods are there and in all (the spreading term)."""
         now = self.clock()
         fresh = self.refresher.fresh(now)
         facts = self.cluster.facts() if self.cluster is not None else None
+        snap = self._snapshot()
         states = build_states(
             names,
             infos,
-            self._snapshot(),
+            snap,
             fresh=fresh,
             usable=self.refresher.usable(now),
             ledger=self.ledger,
             cluster=facts,
         )
+        spread = self.inflight.spread(owner)
+        if spread:
+            total = sum(spread.values())
+            states = [
+                msgspec.structs.replace(s, same_owner=here, owner_pods=total)
+                if (here := spread.get(s.name, 0))
+                else msgspec.structs.replace(s, owner_pods=total)
+                for s in states
+            ]
         return states, not fresh
 
     def _decision(self, stale: bool) -> Decision:
@@ -379,13 +479,18 @@ class Extender:
                 self._shapes.clear()
             self._shapes[shape] = known
         meta = pod.metadata
-        return msgspec.structs.replace(known, key=pod.key, name=meta.name, namespace=meta.namespace)
+        facts = msgspec.structs.replace(
+            known, key=pod.key, name=meta.name, namespace=meta.namespace
+        )
+        facts, how = self.inflight.estimate(facts, workload_key(pod), self.clock())
+        self._estimates.labels(how).inc()
+        return facts
 
     def _ignored(self, args: ExtenderArgs | PrioritizeArgs) -> bool:
         assert args.pod is not None
         return ignored(args.pod, self.ignore_namespaces) is not None
 
-    def _assume(self, pod: PodFacts, node: str, now: float) -> None:
+    def _assume(self, pod: PodFacts, node: str, now: float, raw: Pod | None = None) -> None:
         """Count ``pod`` on ``node`` until the watch or a measurement says otherwise;
         not when it requests more than the node's allocatable: kube-scheduler's
         NodeResourcesFit filter never lets such a pod through to the extender for that
@@ -398,7 +503,24 @@ class Extender:
         ):
             self.metrics.placements_refused.inc()
             return
-        self.ledger.assume(pod.key, node, pod.placed(), now)
+        load = pod.placed()
+        self.ledger.assume(pod.key, node, load, now)
+        if raw is not None:
+            workload = workload_key(raw)
+            learned = self.inflight.learned(workload, now) is not None
+            self.inflight.track(
+                pod.key,
+                Tracked(
+                    f"{pod.namespace}/{pod.name}",
+                    node,
+                    workload,
+                    owner_key(raw),
+                    load,
+                    LEARNED if learned else REQUEST_RULE,
+                    False,
+                    now,
+                ),
+            )
 
     def _judge(
         self, args: ExtenderArgs | PrioritizeArgs, pod: PodFacts, exempt: bool
@@ -469,7 +591,7 @@ class Extender:
         self._note_judged(args, pod, outcome, exempt, stale)
         if len(passed) == 1:
             # kube-scheduler skips prioritize when one node is left: it goes there.
-            self._assume(pod, next(iter(passed)), self.clock())
+            self._assume(pod, next(iter(passed)), self.clock(), args.pod)
         # Nothing rejected (filter_nodes: every candidate passes): the list as it came,
         # without a membership test per node.
         everyone = not failed
@@ -524,7 +646,12 @@ class Extender:
         self, pod: PodFacts, args: ExtenderArgs | PrioritizeArgs, now: float, figures: bool
     ) -> tuple[FastAnswer, list[str], Mapping[str, NodeInfo]] | None:
         """least-used's fast path (see ``fastpath``) when it applies, else None;
-        ``figures``: with the nodes' use, for the Event."""
+        ``figures``: with the nodes' use, for the Event. Not for a pod whose controller
+        has pods placed already: the spreading term is the general path's."""
+        assert args.pod is not None
+        if self.policy.spread_weight if isinstance(self.policy, LeastUsed) else 0.0:
+            if self.inflight.spread(owner_key(args.pod)):
+                return None
         got = self._fast_inputs(args, now)
         if got is None:
             return None
@@ -577,7 +704,7 @@ class Extender:
                 scored = self._fast_scored(answer, names)
         else:
             names, infos = self._infos(args)
-            states, stale = self._states(names, infos)
+            states, stale = self._states(names, infos, owner_key(args.pod))
             ranked = prioritize(pod, states, self.policy)
             winner = best(ranked)
             win, why = (winner.node, winner.detail.why) if winner else (None, "")
@@ -595,10 +722,26 @@ class Extender:
             # so with otherwise equal scores the scheduler picks it, not a random one.
             # (Observe-only: where it would have gone, so the scores stay what they
             # would be; the watch replaces it with the real binding.)
-            self._assume(pod, win, now)
+            self._assume(pod, win, now, args.pod)
+            if record:
+                why = self._estimates_note(args.pod, win, why, now)
         if scored is not None:  # (an exempt pod is scored as any: only its Event says so)
             self._note_scores(args, pod, scored, win, why, stale, exemption(args.pod))
         return body
+
+    def _estimates_note(self, raw: Pod, node: str, why: str, now: float) -> str:
+        """``why`` with the estimates used: the pod's own (learned or request rule) and
+        how the pods in flight on ``node`` are counted (learned, delta, request rule)."""
+        learned = self.inflight.learned(workload_key(raw), now) is not None
+        note = f"estimate: {LEARNED if learned else REQUEST_RULE}"
+        snap = self._snapshot()
+        if snap is not None:
+            since = snap.window_end - snap.settle_seconds
+            counts = self.inflight.in_flight(self.ledger, node, since)
+            flight = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+            if flight:
+                note += f"; in flight there: {flight}"
+        return f"{why}; {note}" if why else note
 
     @staticmethod
     def _fast_scored(answer: FastAnswer, names: list[str]) -> Scored:

@@ -58,6 +58,7 @@ T = TypeVar("T")
 class OwnerReference(Struct, omit_defaults=True):
     kind: str = ""
     name: str = ""
+    uid: str = ""
     controller: bool | None = None
     """True on the reference to the pod's managing controller (a DaemonSet's pods)."""
 

@@ -15,7 +15,7 @@ from .kubeapi import KubeAPI
 from .ledger import Ledger
 from .metrics import Metrics
 from .model import PodLoad
-from .service import Extender, ledger_horizon
+from .service import Extender, build_inflight, ledger_horizon
 from .sources import (
     LoadFileSource,
     LoadSource,
@@ -23,8 +23,16 @@ from .sources import (
     MetricsServerSource,
     PrometheusSource,
 )
+from .sources.credentials import Credentials
+from .sources.pod_metrics import PodMetricsSource, PodUsageSource, PrometheusPodUsageSource
 
-__all__ = ["BIND_WAIT_SECONDS", "RecordedPlacements", "build_extender", "build_source"]
+__all__ = [
+    "BIND_WAIT_SECONDS",
+    "RecordedPlacements",
+    "build_extender",
+    "build_pod_usage",
+    "build_source",
+]
 
 # How long a pod's Event waits for the watch to show its binding. kube-scheduler
 # binds in its own goroutine right after scoring (pkg/scheduler/schedule_one.go,
@@ -57,8 +65,19 @@ def build_source(
     """The load source ``settings.source`` names (metrics-server needs the API and
     the node sizes the watch keeps)."""
     src = settings.source
+    auth = Credentials(
+        bearer_token_file=src.bearer_token_file,
+        username=src.basic_auth.username if src.basic_auth else None,
+        password_file=src.basic_auth.password_file if src.basic_auth else None,
+    )
     if src.kind == "load-watcher":
-        return LoadWatcherSource(src.url or "", timeout=src.timeout_seconds)
+        return LoadWatcherSource(
+            src.url or "",
+            timeout=src.timeout_seconds,
+            credentials=auth,
+            max_bytes=src.max_response_bytes,
+            max_nodes=src.max_nodes,
+        )
     if src.kind == "file":
         return LoadFileSource(src.file or "")
     if src.kind == "prometheus":
@@ -68,11 +87,30 @@ def build_source(
             memory_query=src.prometheus.memory_query,
             node_label=src.prometheus.node_label,
             timeout=src.timeout_seconds,
+            credentials=auth,
+            max_bytes=src.max_response_bytes,
+            max_nodes=src.max_nodes,
         )
     # metrics-server: config validation guarantees a kubeconfig, hence a watch
     assert api is not None and cluster is not None, "metrics-server without a kubeconfig"
     watch = cluster
-    return MetricsServerSource(api, lambda: watch.nodes)
+    return MetricsServerSource(
+        api, lambda: watch.nodes, max_bytes=src.max_response_bytes, max_nodes=src.max_nodes
+    )
+
+
+def build_pod_usage(settings: Settings, *, api: KubeAPI | None) -> PodUsageSource | None:
+    """Where each pod's use is read: cAdvisor's series in the Prometheus the load comes
+    from, else PodMetrics through the API (metrics-server, and with load-watcher, whose
+    own reading holds no pods); None when turned off, or without an API to ask."""
+    src = settings.source
+    if not settings.estimator.pod_usage:
+        return None
+    if src.kind == "prometheus":
+        return PrometheusPodUsageSource(src.url or "", timeout=src.timeout_seconds)
+    if src.kind in ("metrics-server", "load-watcher") and api is not None:
+        return PodMetricsSource(api)
+    return None
 
 
 def build_extender(settings: Settings) -> Extender:
@@ -80,6 +118,7 @@ def build_extender(settings: Settings) -> Extender:
     kubeconfig cannot be loaded."""
     metrics = Metrics()
     ledger = Ledger(horizon=ledger_horizon(settings))
+    inflight = build_inflight(settings)
     api: KubeAPI | None = None
     cluster: ClusterWatch | None = None
     recorder: EventRecorder | None = None
@@ -98,6 +137,7 @@ def build_extender(settings: Settings) -> Extender:
             estimator=settings.estimator_args(),
             tlp=settings.tlp_args(),
             placements=ledger if recorder is None else RecordedPlacements(ledger, recorder),
+            inflight=inflight,
         )
     return Extender(
         settings,
@@ -106,4 +146,6 @@ def build_extender(settings: Settings) -> Extender:
         ledger=ledger,
         cluster=cluster,
         recorder=recorder,
+        inflight=inflight,
+        pod_usage=build_pod_usage(settings, api=api),
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ..estimate import PodFacts, demand_after
 from ..model import NodeState
 from .base import MAX_SCORE, NodeScore
+from .spread import spread_score
 
 __all__ = ["RESOURCES", "LeastUsed", "least_used"]
 
@@ -40,6 +41,9 @@ class LeastUsed:
     score, so a node short of one resource (a memory hog) scores low even when
     the others are free."""
     name: str = "least-used"
+    spread_weight: float = 0.0
+    """How strongly a node's share of the pod's workload lowers its score
+    (``spread.spread_score``; 0: not at all)."""
 
     def _resource(
         self, resource: str, pod: PodFacts, node: NodeState, explain: bool
@@ -101,6 +105,10 @@ class LeastUsed:
             # capacity, drew 11 pods (docs/placement.md). Among nodes all without data the
             # scores stay equal, so the ledger's tie-break still spreads a burst.
             return NodeScore(0, "no usable load data; scored lowest")
+        if node.same_owner and self.spread_weight:
+            score = spread_score(score, node.same_owner, node.owner_pods, self.spread_weight)
+            if explain:
+                texts.append(f"{node.same_owner}/{node.owner_pods} of its workload here")
         if not explain:
             return NodeScore(score, "")
         why = ", ".join(texts) + " after placement"

@@ -7,7 +7,25 @@ import msgspec
 from ..exceptions import SourceError
 from ..model import LoadSnapshot
 
-__all__ = ["LoadSource", "SourceError", "decode_document"]
+__all__ = [
+    "DEFAULT_MAX_NODES",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "LoadSource",
+    "SourceError",
+    "decode_document",
+    "over_node_cap",
+]
+
+# The defaults of source.max_response_bytes and source.max_nodes (docs/contracts.md,
+# "Limits"), sized for 5,000 nodes, the most Kubernetes supports. Measured on generated
+# answers with 63-character node names: a load-watcher document of Prometheus averages
+# (CPU and memory, AVG and STD) is 570 bytes a node, 2.9 MB for 5,000; a Prometheus
+# vector with a node-exporter target's usual labels 348 bytes a series, 1.7 MB; a
+# NodeMetricsList whose items carry 20 node labels 1,405 bytes an item, 7.0 MB. 16 MiB
+# holds the largest 2.4 times over. The node cap is twice 5,000: room for a node that
+# two jobs scrape (two series of one name), and for nodes coming while others go.
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_NODES = 10_000
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -24,8 +42,18 @@ class LoadSource(Protocol):
     async def close(self) -> None: ...
 
 
+def over_node_cap(what: str, count: int, cap: int) -> SourceError:
+    """The error for an answer naming more nodes than ``source.max_nodes``. Raised right
+    after the one decoding pass, before a node's reading is built or checked: that
+    per-node work (and what every request then does per node) is what the cap bounds."""
+    return SourceError(f"{what} names {count} nodes, over {cap} (source.max_nodes)")
+
+
 def decode_document(
-    body: bytes, strict: msgspec.json.Decoder[T], lenient: msgspec.json.Decoder[U], what: str
+    body: bytes | bytearray,
+    strict: msgspec.json.Decoder[T],
+    lenient: msgspec.json.Decoder[U],
+    what: str,
 ) -> T | U:
     """``body`` decoded in one pass by ``strict``; when some part does not fit, by
     ``lenient``: the same shape with each node's entry left as ``msgspec.Raw``, for the

@@ -9,6 +9,7 @@ modification time in the future counts as the time of the read (``readings``).
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 from pathlib import Path
@@ -43,12 +44,19 @@ class LoadFileSource:
             except OSError as exc:
                 raise SourceError(f"load file {self.path}: {exc.strerror}") from None
             try:
-                parsed = parse_watcher(body)
+                # read at an infinite time: the document's own window.end is replaced by
+                # the file's time below, so a future one must not refuse its nodes here
+                parsed = parse_watcher(body, fetched_at=math.inf)
             except SourceError as exc:
                 raise SourceError(f"load file {self.path}: {exc}") from None
             self._snapshot = replace(parsed, source=f"file:{self.path.name}")
             self._stamp = stamp
-        return validated(replace(self._snapshot, window_end=stat.st_mtime, fetched_at=time.time()))
+        now = time.time()
+        # the file's time, not the document's: a future one counts as now (not refused:
+        # the file's owner chose it, and it still ages from the read on)
+        return validated(
+            replace(self._snapshot, window_end=min(stat.st_mtime, now), fetched_at=now)
+        )
 
     async def fetch(self) -> LoadSnapshot:
         return await asyncio.to_thread(self.read)

@@ -4,6 +4,12 @@ NodeMetrics carry absolute usage (CPU often in nanocores, memory in Ki); the
 percentages the policies use are taken against the node's capacity, as
 load-watcher's own metrics-server provider does. A usage that is not a quantity,
 is negative or exceeds the node's capacity refuses that node alone (``readings``).
+
+Each node is as old as its item's ``timestamp``: metrics.k8s.io defines an item's
+figures as collected over ``[timestamp - window, timestamp]``, so the timestamp is the
+end of the measurement. A kubelet that stopped answering leaves its node's item ageing
+(metrics-server keeps it until the node is gone), and it is refused alone once older
+than ``max_stale_seconds`` (``readings.expired``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,14 @@ from ..kubeapi import KubeAPI
 from ..model import InvalidReading, LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
 from ..quantity import QuantityError, parse_quantity
 from ..readings import MALFORMED, validated
-from .base import SourceError, decode_document
+from .base import (
+    DEFAULT_MAX_NODES,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    SourceError,
+    decode_document,
+    over_node_cap,
+)
+from .http import mebibytes
 
 __all__ = ["MetricsServerSource", "parse_node_metrics"]
 
@@ -75,15 +88,23 @@ def _percent(
 
 
 def parse_node_metrics(
-    body: bytes, infos: Mapping[str, NodeInfo], *, fetched_at: float | None = None
+    body: bytes | bytearray,
+    infos: Mapping[str, NodeInfo],
+    *,
+    fetched_at: float | None = None,
+    max_nodes: int = DEFAULT_MAX_NODES,
 ) -> LoadSnapshot:
     """The checked snapshot (``readings.validated``) of a NodeMetricsList, for the nodes
-    whose size ``infos`` holds; SourceError when it is not a NodeMetricsList. An item
-    of the wrong shape refuses its node alone (when its name can be read)."""
+    whose size ``infos`` holds; SourceError when it is not a NodeMetricsList or holds
+    more than ``max_nodes`` items. An item of the wrong shape refuses its node alone
+    (when its name can be read)."""
     doc = decode_document(body, _decoder, _lenient_decoder, "a NodeMetricsList")
+    if doc.items is not None and len(doc.items) > max_nodes:
+        raise over_node_cap("NodeMetricsList", len(doc.items), max_nodes)
     now = time.time() if fetched_at is None else fetched_at
     nodes: dict[str, NodeLoad] = {}
     invalid: dict[str, InvalidReading] = {}
+    measured_at: dict[str, float] = {}
     newest = 0.0
     for entry in doc.items or []:
         if isinstance(entry, msgspec.Raw):  # the lenient pass: this item alone
@@ -112,13 +133,20 @@ def parse_node_metrics(
         nodes[name] = NodeLoad(ResourceLoad(cpu), ResourceLoad(memory))
         stamp = _parse_time(item.timestamp)
         if stamp is not None:
+            measured_at[name] = stamp
             newest = max(newest, stamp)
     # The newest NodeMetrics timestamp is metrics-server's last scrape, and its CPU a rate
     # over about one --metric-resolution (15 s default) before it: a pod placed within
     # that and the seconds it needs to start is not in the figure yet.
     return validated(
         LoadSnapshot(
-            "metrics-server", newest or now, now, nodes, settle_seconds=30.0, invalid=invalid
+            "metrics-server",
+            newest or now,
+            now,
+            nodes,
+            settle_seconds=30.0,
+            invalid=invalid,
+            measured_at=measured_at,
         )
     )
 
@@ -126,19 +154,35 @@ def parse_node_metrics(
 class MetricsServerSource:
     name = "metrics-server"
 
-    def __init__(self, api: KubeAPI, infos: Callable[[], Mapping[str, NodeInfo]]) -> None:
+    def __init__(
+        self,
+        api: KubeAPI,
+        infos: Callable[[], Mapping[str, NodeInfo]],
+        *,
+        max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_nodes: int = DEFAULT_MAX_NODES,
+    ) -> None:
         self._api = api
         self._infos = infos
+        self.max_bytes = max_bytes
+        self.max_nodes = max_nodes
 
     async def fetch(self) -> LoadSnapshot:
         try:
             body = await asyncio.to_thread(self._api.get, PATH)
         except KubeError as exc:
             raise SourceError(str(exc)) from None
+        # The API server is authenticated (the kubeconfig's CA), so the answer is not an
+        # impostor's; the client reads it whole, and the cap keeps the decoding bounded.
+        if len(body) > self.max_bytes:
+            raise SourceError(
+                f"metrics-server response over {mebibytes(self.max_bytes)} "
+                f"(source.max_response_bytes): {len(body)} bytes"
+            )
         infos = self._infos()
         if not infos:
             raise SourceError("metrics-server: node sizes not known yet (node watch not synced)")
-        return parse_node_metrics(body, infos)
+        return parse_node_metrics(body, infos, max_nodes=self.max_nodes)
 
     async def close(self) -> None:
         return None

@@ -6,17 +6,25 @@ answers but whose own data stopped moving also goes stale. A stale snapshot is
 still *usable* (read as the last known measurement, see ``nodestate``) up to
 ``max_stale`` seconds old. Nodes whose reading the source's check refused
 (``readings``) are logged when that set changes, not on every refresh.
+
+A node's own reading may be older than the snapshot's newest (``measured_at``): once
+it is more than ``max_stale`` seconds old it is refused (``readings.expired``), after
+each fetch and, between fetches, at the moment it gets that old (the loop wakes then),
+so it is never read as the last known measurement longer than the whole snapshot is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
+import traceback
 from collections.abc import Callable
 
 from ..model import LoadSnapshot
-from ..readings import describe
+from ..readings import describe, expired, next_expiry
+from ..redact import redact
 from ..tasks import cancel
 from .base import LoadSource, SourceError
 
@@ -74,10 +82,16 @@ class Refresher:
         except Exception as exc:
             # The refresh task's top level: a source reports what it expects as
             # SourceError; anything else is a bug in it, which must not end the
-            # polling for the life of the process. Logged with its traceback.
-            log.exception("load source %s crashed", self.source.name)
-            self._failed(f"{type(exc).__name__}: {exc}")
+            # polling for the life of the process. Logged with its traceback, masked
+            # like a SourceError's message: an exception's text may quote the URL.
+            log.error(
+                "load source %s crashed: %s",
+                self.source.name,
+                redact("".join(traceback.format_exception(exc)).rstrip()),
+            )
+            self._failed(redact(f"{type(exc).__name__}: {exc}"))
             return
+        snapshot = self._expired(snapshot)
         if self.last_error is not None:
             log.info("load source %s recovered", self.source.name)
         before = self.snapshot.invalid if self.snapshot is not None else {}
@@ -94,6 +108,23 @@ class Refresher:
         if self._on_success:
             self._on_success(snapshot)
 
+    def _expired(self, snapshot: LoadSnapshot) -> LoadSnapshot:
+        """``snapshot`` without the nodes whose own reading is too old to be read now."""
+        if self.stale_after <= 0:
+            return snapshot  # never stale: no node either
+        return expired(snapshot, time.time(), self.max_stale)
+
+    def expire(self) -> None:
+        """Refuse, in the snapshot held, every node whose reading has got too old."""
+        if self.snapshot is not None:
+            self.snapshot = self._expired(self.snapshot)
+
+    def _until_expiry(self) -> float:
+        """Seconds until the next node's reading gets too old (infinity: none will)."""
+        if self.snapshot is None or self.stale_after <= 0:
+            return math.inf
+        return next_expiry(self.snapshot, self.max_stale) - time.time()
+
     def _failed(self, message: str) -> None:
         if message != self.last_error:
             log.warning("load source %s: %s", self.source.name, message)
@@ -102,15 +133,22 @@ class Refresher:
             self._on_error(message)
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self.refresh_once()
             self._wake.clear()
-            try:
-                # After a failure, retry sooner than the normal interval.
-                wait = self.interval if self.last_error is None else min(self.interval, 5.0)
-                await asyncio.wait_for(self._wake.wait(), timeout=wait)
-            except asyncio.TimeoutError:
-                pass
+            # After a failure, retry sooner than the normal interval.
+            wait = self.interval if self.last_error is None else min(self.interval, 5.0)
+            deadline = loop.time() + wait
+            while (left := deadline - loop.time()) > 0:
+                # a node reaching max_stale before the next fetch is refused on time
+                # (plus 10 ms: woken a hair early, it would not be over the age yet)
+                until = max(self._until_expiry() + 0.01, 0.01)
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=min(left, until))
+                    break  # poked: fetch now
+                except asyncio.TimeoutError:
+                    self.expire()
 
     def poke(self) -> None:
         """Refresh now instead of at the next interval (e.g. a file changed)."""

@@ -10,20 +10,30 @@ A node whose entry does not have that shape (a value that is not a number, a num
 beyond float64) is refused alone, as one with an impossible value is (``readings``);
 the document is refused only when its frame is. The document is decoded in one pass,
 and node by node only when some entry does not fit.
+
+Every node's reading is as old as ``window.end`` (load-watcher collects them all at
+once). An end further in the future than ``readings.CLOCK_SKEW_SECONDS`` refuses every
+node (reason ``future``) instead of keeping them fresh until that date.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Generic, TypeVar
 
-import aiohttp
 import msgspec
 
 from ..model import DEFAULT_SETTLE_SECONDS, InvalidReading, LoadSnapshot, NodeLoad, ResourceLoad
 from ..readings import MALFORMED, validated
-from .base import SourceError, decode_document
+from .base import (
+    DEFAULT_MAX_NODES,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    SourceError,
+    decode_document,
+    over_node_cap,
+)
+from .credentials import Credentials
+from .http import HTTPReader
 
 __all__ = ["LATEST_SETTLE_SECONDS", "LoadWatcherSource", "parse_watcher"]
 
@@ -91,10 +101,16 @@ def _resource(metrics: list[_Metric], kind: str) -> ResourceLoad:
     return ResourceLoad(avg if avg is not None else latest, std)
 
 
-def parse_watcher(body: bytes, *, fetched_at: float | None = None) -> LoadSnapshot:
+def parse_watcher(
+    body: bytes | bytearray, *, fetched_at: float | None = None, max_nodes: int = DEFAULT_MAX_NODES
+) -> LoadSnapshot:
+    """The checked snapshot of a ``/watcher`` document; SourceError when its frame is
+    unusable or it names more than ``max_nodes`` nodes."""
     doc = decode_document(body, _decoder, _lenient_decoder, "a load-watcher /watcher document")
     if doc.data is None or doc.data.NodeMetricsMap is None:
         raise SourceError("load-watcher document has no data.NodeMetricsMap")
+    if len(doc.data.NodeMetricsMap) > max_nodes:
+        raise over_node_cap("load-watcher document", len(doc.data.NodeMetricsMap), max_nodes)
     nodes = {}
     invalid = {}
     averaged = False
@@ -129,27 +145,27 @@ class LoadWatcherSource:
 
     name = "load-watcher"
 
-    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
-        self.url = url.rstrip("/") + "/watcher"
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 10.0,
+        credentials: Credentials | None = None,
+        max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_nodes: int = DEFAULT_MAX_NODES,
+    ) -> None:
+        self._http = HTTPReader(
+            url.rstrip("/") + "/watcher",
+            what="load-watcher",
+            timeout=timeout,
+            max_bytes=max_bytes,
+            credentials=credentials,
+        )
+        self.url = self._http.shown_url  # what may be shown: no credentials
+        self.max_nodes = max_nodes
 
     async def fetch(self) -> LoadSnapshot:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
-        try:
-            async with self._session.get(self.url) as response:
-                body = await response.read()
-                if response.status != 200:
-                    text = body[:200].decode(errors="replace")
-                    raise SourceError(f"GET {self.url}: HTTP {response.status}: {text}")
-        except aiohttp.ClientError as exc:
-            raise SourceError(f"GET {self.url}: {exc}") from None
-        except asyncio.TimeoutError:
-            raise SourceError(f"GET {self.url}: timed out") from None
-        return parse_watcher(body)
+        return parse_watcher(await self._http.get(), max_nodes=self.max_nodes)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http.close()

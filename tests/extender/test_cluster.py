@@ -4,6 +4,7 @@ through the real Kubernetes client against a small fake API server on loopback.
 
 import asyncio
 import json
+import time
 
 import pytest
 from aiohttp import web
@@ -79,19 +80,22 @@ class FakeAPI:
         return response
 
     async def node_metrics(self, request):
+        # as metrics-server stamps them: the end of the last scrape, a moment ago (a date
+        # ahead of the extender's clock is refused, readings.CLOCK_SKEW_SECONDS)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))
         return web.json_response(
             {
                 "kind": "NodeMetricsList",
                 "items": [
                     {
                         "metadata": {"name": "a"},
-                        "timestamp": "2099-01-01T00:00:00Z",
+                        "timestamp": now,
                         "window": "15s",
                         "usage": {"cpu": "3000000000n", "memory": "1Gi"},
                     },
                     {
                         "metadata": {"name": "b"},
-                        "timestamp": "2099-01-01T00:00:00Z",
+                        "timestamp": now,
                         "window": "15s",
                         "usage": {"cpu": "400m", "memory": "7680Mi"},
                     },

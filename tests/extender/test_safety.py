@@ -612,8 +612,10 @@ async def test_a_bad_reading_affects_only_its_node():
         out = (await c.client.post("/scheduler/filter", content=body)).json()
         passed = [n["metadata"]["name"] for n in out["Nodes"]["items"]]
         assert passed == ["good", "busy", "negative", "huge", "nan"]  # unknown: not rejected
-        # only the two good nodes on the fast path's arithmetic
-        both = json.dumps({"Pod": _workload_pod("web-7b8bc6ff54-b"), "Nodes": {"items": nodes[:2]}})
+        # only the two good nodes on the fast path's arithmetic (a pod of another workload:
+        # a sibling of the first would be kept off its node by the spreading term)
+        other = _workload_pod("api-6c9d7f8b45-b", namespace="other")
+        both = json.dumps({"Pod": other, "Nodes": {"items": nodes[:2]}})
         fast = {
             h["Host"]: h["Score"]
             for h in (await c.client.post("/scheduler/prioritize", content=both)).json()

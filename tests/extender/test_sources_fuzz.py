@@ -29,7 +29,7 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from extender.model import InvalidReading, LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
-from extender.readings import REASONS, SLACK, validated
+from extender.readings import CLOCK_SKEW_SECONDS, FUTURE, REASONS, SLACK, validated
 from extender.sources import (
     LoadFileSource,
     SourceError,
@@ -56,6 +56,8 @@ def assert_checked(snap: LoadSnapshot, fetched_at: float) -> None:
     """What every decoder's answer must be, whatever it was given."""
     assert math.isfinite(snap.window_end) and snap.window_end <= fetched_at
     assert not snap.nodes.keys() & snap.invalid.keys()
+    assert snap.measured_at.keys() <= snap.nodes.keys()
+    assert all(math.isfinite(t) and t <= fetched_at for t in snap.measured_at.values())
     for load in snap.nodes.values():
         for resource in (load.cpu, load.memory):
             for figure in (resource.avg, resource.std):
@@ -221,9 +223,13 @@ def test_prometheus_good_node_keeps_its_value_beside_any_bad_one(
     memory = _vector({"good": "0.5", "bad": "0.5"}, at)
     snap = parse_vectors(cpu.encode(), memory.encode(), "instance", fetched_at=FETCHED)
     assert_checked(snap, FETCHED)
-    assert snap.nodes["good"].cpu.avg == good * 100
-    assert snap.window_end == min(at, FETCHED)  # a sample time ahead of the fetch is clamped
     assert ("bad" in snap.nodes) != ("bad" in snap.invalid)
+    if at > FETCHED + CLOCK_SKEW_SECONDS:  # dated beyond clock skew: refused, not fresh
+        assert snap.invalid["good"].reason == FUTURE
+        return
+    assert snap.nodes["good"].cpu.avg == good * 100
+    assert snap.window_end == min(at, FETCHED)  # a sample time within the skew is clamped
+    assert snap.measured_at["good"] == min(at, FETCHED)
 
 
 # -- metrics-server -----------------------------------------------------------------
@@ -311,11 +317,17 @@ node_load = st.builds(NodeLoad, resource_load, resource_load)
         max_size=2,
     ),
     window_end=hostile_float | st.floats(0, 2 * FETCHED),
+    measured_at=st.dictionaries(
+        st.sampled_from(NAMES), hostile_float | st.floats(0, 2 * FETCHED), max_size=5
+    ),
 )
 def test_validated_partitions_the_nodes_and_is_idempotent(
-    nodes: dict[str, NodeLoad], refused: dict[str, InvalidReading], window_end: float
+    nodes: dict[str, NodeLoad],
+    refused: dict[str, InvalidReading],
+    window_end: float,
+    measured_at: dict[str, float],
 ) -> None:
-    raw = LoadSnapshot("s", window_end, FETCHED, nodes, invalid=refused)
+    raw = LoadSnapshot("s", window_end, FETCHED, nodes, invalid=refused, measured_at=measured_at)
     snap = validated(raw)
     assert_checked(snap, FETCHED)
     assert snap.nodes.keys() | snap.invalid.keys() == nodes.keys() | refused.keys()

@@ -346,15 +346,30 @@ async def test_a_source_refusing_every_node_names_a_bounded_few(start: Start) ->
 
 
 @pytest.mark.parametrize("kind", ["prometheus", "load-watcher"])
-async def test_a_reading_dated_in_the_future_still_goes_stale_when_the_source_dies(
+async def test_a_reading_dated_years_ahead_is_refused_not_fresh_until_then(
     start: Start, kind: str
 ) -> None:
     up = Upstream(kind, at=lambda: time.time() + TEN_YEARS)
+    served = await start(up.app(), **{"source.kind": kind})
+    ready = await served.readyz("3 nodes with invalid readings")
+    assert ready.startswith("ok: 0 nodes from"), ready
+    assert "after it was read (clock skew allowed: 60s)" in ready, ready
+    text = await served.metrics()
+    assert _metric(text, "loadwise_extender_invalid_reading", node="a", reason="future") == 1
+    scores = await served.prioritize()
+    assert sorted(scores.values()) == [0, 0, 1]  # unknown: all lowest, the favourite a step up
+
+
+@pytest.mark.parametrize("kind", ["prometheus", "load-watcher"])
+async def test_a_reading_dated_within_the_clock_skew_still_goes_stale_when_the_source_dies(
+    start: Start, kind: str
+) -> None:
+    up = Upstream(kind, at=lambda: time.time() + 30)  # a clock 30 s ahead: read as now
     served = await start(
         up.app(),
         **{"source.kind": kind, "source.stale_after_seconds": 1, "source.max_stale_seconds": 1},
     )
-    await served.readyz("0s old")
+    await served.readyz("ok: 3 nodes")
     up.status = 500  # the source dies; the last reading is all the extender has
     await served.readyz("is stale", status=503)
     scores = await served.prioritize()

@@ -1,0 +1,308 @@
+"""What a pod placed but not yet in a node reading counts, from what pods really use.
+
+The request-derived estimate (``estimate``: Koordinator's request x 0.85 CPU /
+x 0.70 memory) is far from use for pods that use more or less than they request.
+In the placement benchmark's steady-mix, "over" pods (100m / 128Mi requested,
+400m / 768Mi used) counted 85m / 90Mi and "idle" pods (400m requested, 100m used)
+340m, so a node that just received "over" pods looked cooler than it was and got
+more. This module replaces the estimate where measurements allow, in three ways:
+
+1. **Learned estimate**: a new pod of a workload (``workloads.workload_key``) whose
+   siblings were measured lately counts their use's percentile (p90 by default);
+   a workload never measured keeps the request rule.
+2. **Delta**: a placed pod whose own use is measured (``podusage``) counts what the
+   node reading does not hold of it yet: its measured use less the part of it the
+   reading's window already saw, max(0, use - use x seen), ``seen`` the share of the
+   reading's window (its last ``settle_seconds``) after the pod was placed. The
+   pod's own measurement replaces any estimate; once the window starts after the
+   placement the ledger stops counting it (``ledger``). Koordinator's LoadAware
+   counts max(0, estimate - measured use) while the node metric holds the pod's use;
+   the share is that rule for a reading that holds the pod for part of its window.
+3. **Departures at measured use**: a pod that leaves comes off its node at what it
+   was last measured using (its estimate if never measured), not at its estimate.
+
+It also keeps, per controller and node, the pods the watch saw bound and the
+placements only assumed, for the spreading term (``policies.spread``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from .estimate import PodFacts
+from .ledger import Ledger
+from .model import LoadSnapshot, PodLoad, Usage
+from .podusage import PodUsage, PodUsageReading, PodUsageStore
+from .workloads import Learner
+
+__all__ = [
+    "DELTA",
+    "LEARNED",
+    "MAX_TRACKED",
+    "REQUEST_RULE",
+    "InFlight",
+    "Tracked",
+    "delta_load",
+    "departed_share",
+    "learned_facts",
+    "measured_load",
+]
+
+LEARNED = "learned"
+DELTA = "delta"
+REQUEST_RULE = "request rule"
+ESTIMATES = (LEARNED, DELTA, REQUEST_RULE)
+# Pods tracked (bound or assumed): the same order as the pod store's cap.
+MAX_TRACKED = 200_000
+
+
+class Tracked(msgspec.Struct, frozen=True):
+    """One pod the extender counts somewhere: its ``namespace/name`` (the key of its
+    measurements), node, workload and controller, what it was estimated at (``base``)
+    and how (``how``: learned or request rule), whether the watch saw it bound, and
+    when it was assumed or bound."""
+
+    name: str
+    node: str
+    workload: str | None
+    owner: str | None
+    base: PodLoad
+    how: str
+    confirmed: bool
+    at: float
+
+
+def measured_load(usage: PodUsage | Usage, tlp_cpu_millis: float) -> PodLoad:
+    """A measured use as the ledger counts a pod: for the scores and the filter alike
+    (it is what the pod uses, not a guess built to steer)."""
+    figure = Usage(usage.cpu_millis, usage.memory_bytes)
+    return PodLoad(figure, figure, tlp_cpu_millis)
+
+
+def learned_facts(facts: PodFacts, learned: Usage) -> PodFacts:
+    """``facts`` with the estimate replaced by a learned one (TargetLoadPacking's
+    prediction kept: it is that policy's own rule)."""
+    load = measured_load(learned, facts.tlp_cpu_millis)
+    return msgspec.structs.replace(facts, usage=learned, load=load)
+
+
+def delta_load(
+    base: PodLoad, measured: PodUsage | None, placed_at: float, snapshot: LoadSnapshot | None
+) -> tuple[PodLoad, bool]:
+    """What a placed pod counts beside ``snapshot`` (see the module docstring, 2): its
+    measured use less the share of it the reading's window saw; ``base`` when it was
+    never measured. The second value says whether the delta applied."""
+    if measured is None:
+        return base, False
+    seen = 0.0
+    if snapshot is not None:
+        end, settle = snapshot.window_end, snapshot.settle_seconds
+        if settle > 0:
+            seen = min(1.0, max(0.0, (end - placed_at) / settle))
+        elif end >= placed_at:
+            seen = 1.0
+    left = 1.0 - seen
+    usage = Usage(max(0.0, measured.cpu_millis * left), max(0.0, measured.memory_bytes * left))
+    return PodLoad(usage, usage, base.tlp_cpu_millis), True
+
+
+def departed_share(left_at: float, snapshot: LoadSnapshot) -> float:
+    """How much of a departed pod's use ``snapshot`` still holds, for a pod there since
+    before the reading's window: the share of the window (its last ``settle_seconds``)
+    it was still running in; 1 for a pod gone after the window's end. The ledger takes
+    that much off: taking its whole use off a reading that averaged it over part of
+    the window made every node look emptier than it was (in the steady-mix stream of
+    tests/extender/steady_sim.py by about half a core a node)."""
+    end, settle = snapshot.window_end, snapshot.settle_seconds
+    if settle <= 0:
+        return 1.0 if left_at > end else 0.0
+    return min(1.0, max(0.0, (left_at - (end - settle)) / settle))
+
+
+class InFlight:
+    """The per-pod usage store, the learned estimates and the pods tracked, joined."""
+
+    def __init__(
+        self,
+        learner: Learner | None = None,
+        store: PodUsageStore | None = None,
+        *,
+        delta: bool = True,
+        max_tracked: int = MAX_TRACKED,
+    ) -> None:
+        self.learner = learner or Learner()
+        self.store = store or PodUsageStore()
+        self.delta = delta
+        self._max = max_tracked
+        self._pods: dict[str, Tracked] = {}
+        self._by_name: dict[str, str] = {}  # namespace/name -> pod key
+        self._owners: dict[str, dict[str, int]] = {}  # controller -> node -> pods
+        self._synced: tuple[LoadSnapshot | None, int] = (None, -1)
+        self._departed: dict[str, PodLoad] = {}  # ledger key -> what the departure took off
+        self._version = 0  # bumped by every change a recount reads
+        self.taken: dict[str, int] = dict.fromkeys((LEARNED, REQUEST_RULE), 0)
+        """How many pods were estimated each way (exported on /metrics)."""
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    # -- estimates --------------------------------------------------------------
+
+    def estimate(self, facts: PodFacts, workload: str | None, now: float) -> tuple[PodFacts, str]:
+        """The pod's figures: learned from its workload's siblings when they were
+        measured within the window, else ``facts`` (the request rule)."""
+        learned = self.learner.estimate(workload, now) if workload is not None else None
+        if learned is None:
+            self.taken[REQUEST_RULE] += 1
+            return facts, REQUEST_RULE
+        self.taken[LEARNED] += 1
+        return learned_facts(facts, learned), LEARNED
+
+    def learned(self, workload: str | None, now: float) -> Usage | None:
+        return self.learner.estimate(workload, now) if workload is not None else None
+
+    # -- the pods tracked -----------------------------------------------------------
+
+    def track(self, key: str, pod: Tracked) -> None:
+        """``key`` is (assumed or bound) on ``pod.node``; a bound pod is not replaced by
+        an assumption."""
+        old = self._pods.get(key)
+        if old is not None:
+            if old.confirmed and not pod.confirmed:
+                return
+            self._untrack(key, old)
+        self._pods[key] = pod
+        self._by_name[pod.name] = key
+        if pod.owner is not None:
+            nodes = self._owners.setdefault(pod.owner, {})
+            nodes[pod.node] = nodes.get(pod.node, 0) + 1
+        self._version += 1
+        while len(self._pods) > self._max:
+            oldest = next(iter(self._pods))
+            self._untrack(oldest, self._pods[oldest])
+
+    def get(self, key: str) -> Tracked | None:
+        return self._pods.get(key)
+
+    def untrack(self, key: str) -> Tracked | None:
+        old = self._pods.get(key)
+        if old is not None:
+            self._untrack(key, old)
+            self.store.forget(old.name)
+        return old
+
+    def _untrack(self, key: str, old: Tracked) -> None:
+        del self._pods[key]
+        if self._by_name.get(old.name) == key:
+            del self._by_name[old.name]
+        if old.owner is not None:
+            nodes = self._owners.get(old.owner)
+            if nodes is not None:
+                left = nodes.get(old.node, 0) - 1
+                if left > 0:
+                    nodes[old.node] = left
+                else:
+                    nodes.pop(old.node, None)
+                if not nodes:
+                    del self._owners[old.owner]
+        self._version += 1
+
+    def expire(self, unconfirmed_before: float) -> None:
+        """Forget assumptions older than ``unconfirmed_before`` the watch never confirmed."""
+        for key in [
+            k for k, p in self._pods.items() if not p.confirmed and p.at < unconfirmed_before
+        ]:
+            self._untrack(key, self._pods[key])
+
+    def spread(self, owner: str | None) -> Mapping[str, int]:
+        """Per node, the controller's pods there (bound or assumed); empty for none."""
+        if owner is None:
+            return {}
+        return self._owners.get(owner, {})
+
+    def departure(self, key: str, estimate: PodLoad) -> PodLoad:
+        """What a pod leaving takes off its node: its last measured use, else
+        ``estimate``; and it is no longer tracked."""
+        old = self._pods.get(key)
+        measured = self.store.get(old.name) if old is not None else None
+        self.untrack(key)
+        if measured is None and old is not None:
+            return old.base
+        if measured is None:
+            return estimate
+        return measured_load(measured, estimate.tlp_cpu_millis)
+
+    def departure_of(self, key: str, name: str, estimate: PodLoad) -> PodLoad:
+        """``departure`` for a pod known by ``name`` (``namespace/name``) even if untracked."""
+        if key not in self._pods and (measured := self.store.get(name)) is not None:
+            self.store.forget(name)
+            return measured_load(measured, estimate.tlp_cpu_millis)
+        return self.departure(key, estimate)
+
+    # -- measurements ---------------------------------------------------------------
+
+    def take(self, reading: PodUsageReading) -> int:
+        """A poll's per-pod use: kept, and fed to the learned estimates of the pods'
+        workloads. The number of pods whose figure changed."""
+        changed = self.store.update(reading)
+        for name in changed:
+            key = self._by_name.get(name)
+            pod = self._pods.get(key) if key is not None else None
+            if pod is None or pod.workload is None:
+                continue
+            usage = reading.pods[name]
+            self.learner.observe(
+                pod.workload, Usage(usage.cpu_millis, usage.memory_bytes), usage.at
+            )
+        if changed:
+            self._version += 1
+        return len(changed)
+
+    def how(self, key: str) -> str | None:
+        """How the placement of ``key`` is counted now: delta, learned or request rule."""
+        pod = self._pods.get(key)
+        if pod is None:
+            return None
+        if self.delta and self.store.get(pod.name) is not None:
+            return DELTA
+        return pod.how
+
+    def sync(self, ledger: Ledger, snapshot: LoadSnapshot | None) -> None:
+        """Recount what the ledger counts beside ``snapshot``, once per change of
+        snapshot, measurements or pods tracked: every measured pod placed within the
+        reading's window at ``delta_load``, and every departure at ``departed_share`` of
+        what it took off when it left."""
+        if not self.delta or snapshot is None:
+            return
+        if self._synced[0] is snapshot and self._synced[1] == self._version:
+            return
+        since = snapshot.window_end - snapshot.settle_seconds
+        for key, placed in ledger.placed_after(since):
+            pod = self._pods.get(key)
+            measured = self.store.get(pod.name) if pod is not None else None
+            if pod is None or measured is None:
+                continue  # counted as placed: nothing measured to correct it with
+            load, _ = delta_load(pod.base, measured, placed.at, snapshot)
+            ledger.recount(key, load)
+        full = self._departed
+        seen = set()
+        for key, gone in ledger.departed_after(since):
+            seen.add(key)
+            whole = full.setdefault(key, gone.load)
+            share = departed_share(gone.at, snapshot)
+            usage = Usage(whole.usage.cpu_millis * share, whole.usage.memory_bytes * share)
+            request = Usage(whole.request.cpu_millis * share, whole.request.memory_bytes * share)
+            ledger.recount(key, PodLoad(usage, request, whole.tlp_cpu_millis * share))
+        for key in [k for k in full if k not in seen]:
+            del full[key]
+        self._synced = (snapshot, self._version)
+
+    def in_flight(self, ledger: Ledger, node: str, since: float) -> dict[str, int]:
+        """Per estimate kind, the pods counted on ``node`` in the window after ``since``."""
+        counts = dict.fromkeys(ESTIMATES, 0)
+        for key, placed in ledger.placed_after(since):
+            if placed.node == node:
+                counts[self.how(key) or REQUEST_RULE] += 1
+        return counts

@@ -1,0 +1,262 @@
+"""Learned estimates, delta accounting, departures at measured use and spreading:
+each piece alone, then through the real Extender and ClusterWatch."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from extender import kubeobjects
+from extender.cluster import ClusterWatch
+from extender.config import load_settings
+from extender.estimate import pod_facts
+from extender.inflight import (
+    DELTA,
+    LEARNED,
+    REQUEST_RULE,
+    InFlight,
+    Tracked,
+    delta_load,
+    departed_share,
+)
+from extender.ledger import Ledger
+from extender.model import LoadSnapshot, NodeInfo, NodeLoad, NodeState, PodLoad, ResourceLoad, Usage
+from extender.podusage import PodUsage, PodUsageReading
+from extender.policies import LeastUsed
+from extender.policies.spread import spread_factor, spread_score
+from extender.wire import Pod
+from extender.workloads import LearnedUsage, Learner, owner_key, percentile, workload_key
+
+MI = 1024**2
+
+
+def _pod(name="p", owner="rs-1", hash_="h1", cpu="100m", memory="128Mi", node=""):
+    obj = kubeobjects.pod(
+        name,
+        namespace="ns",
+        uid=f"uid-{name}",
+        containers=[kubeobjects.container("c", requests={"cpu": cpu, "memory": memory})],
+    )
+    if owner:
+        obj["metadata"]["ownerReferences"] = [
+            {"kind": "ReplicaSet", "name": "web", "uid": owner, "controller": True},
+            {"kind": "Other", "name": "x", "uid": "not-the-controller"},
+        ]
+    if hash_:
+        obj["metadata"]["labels"] = {"pod-template-hash": hash_}
+    if node:
+        obj["spec"]["nodeName"] = node
+    return msgspec.convert(obj, type=Pod)
+
+
+def _snap(end, settle=60.0):
+    return LoadSnapshot(
+        "t",
+        end,
+        end,
+        {"n1": NodeLoad(ResourceLoad(10.0), ResourceLoad(10.0))},
+        settle_seconds=settle,
+    )
+
+
+# -- workloads ----------------------------------------------------------------------
+
+
+def test_workload_key_is_the_controller_and_its_revision():
+    assert workload_key(_pod()) == "ns/rs-1@h1"
+    assert owner_key(_pod()) == "ns/rs-1"
+    assert workload_key(_pod(hash_="")) == "ns/rs-1"  # a Job: the controller alone
+    assert workload_key(_pod(owner="")) is None
+
+
+def test_percentile_is_nearest_rank():
+    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0, 6.0, 7.0, 8.0, 9.0, 10.0], 90) == 9.0
+    assert percentile([3.0], 90) == 3.0
+    assert percentile([1.0, 2.0], 100) == 2.0
+
+
+def test_learner_p90_over_the_window_then_forgets():
+    learner = Learner(LearnedUsage(percentile=90, window_seconds=100, max_workloads=2))
+    for i in range(10):
+        learner.observe("w", Usage(100.0 * (i + 1), 10.0), at=1000.0 + i)
+    assert learner.estimate("w", 1010.0) == Usage(900.0, 10.0)
+    assert learner.estimate("w", 1105.0) == Usage(1000.0, 10.0)  # the older ones aged out
+    assert learner.estimate("w", 1200.0) is None and len(learner) == 0
+    for name in ("a", "b", "c"):
+        learner.observe(name, Usage(1.0, 1.0), at=0.0)
+    assert len(learner) == 2 and learner.estimate("a", 0.0) is None  # bounded, oldest out
+    with pytest.raises(ValueError):
+        Learner(LearnedUsage(percentile=0))
+
+
+# -- delta and departures -------------------------------------------------------------
+
+
+def test_delta_counts_what_the_reading_has_not_seen_of_the_measured_use():
+    base = PodLoad(Usage(85.0, 90.0 * MI), Usage(85.0, 90.0 * MI), 150.0)
+    measured = PodUsage(400.0, 768.0 * MI, at=1000.0)
+    # placed after the window's end: all of its measured use, not the 85m estimate
+    load, applied = delta_load(base, measured, 1010.0, _snap(1000.0))
+    assert applied and load.usage == Usage(400.0, 768.0 * MI) and load.tlp_cpu_millis == 150.0
+    # placed 15 s before the end of a 60 s mean: a quarter of it is in the reading
+    load, _ = delta_load(base, measured, 985.0, _snap(1000.0))
+    assert load.usage.cpu_millis == pytest.approx(300.0)
+    # never measured: the estimate
+    assert delta_load(base, None, 985.0, _snap(1000.0)) == (base, False)
+
+
+def test_departed_share_is_the_part_of_the_window_it_ran_in():
+    snap = _snap(1000.0)
+    assert departed_share(1010.0, snap) == 1.0
+    assert departed_share(970.0, snap) == pytest.approx(0.5)
+    assert departed_share(930.0, snap) == 0.0
+
+
+def test_ledger_recount_moves_the_totals_and_keeps_time_and_node():
+    ledger = Ledger()
+    ledger.bind("k", "n1", PodLoad(Usage(85, 1), Usage(85, 1), 0), at=100.0)
+    assert ledger.recount("k", PodLoad(Usage(400, 2), Usage(400, 2), 0))
+    totals = ledger.recent(50.0)["n1"]
+    assert totals.cpu_millis == 400 and totals.pods == 1
+    assert ledger.placement("k").at == 100.0 and ledger.placement("k").confirmed
+    assert not ledger.recount("missing", PodLoad(Usage(), Usage(), 0))
+    ledger.depart("k", "n1", PodLoad(Usage(400, 2), Usage(400, 2), 0), at=200.0)
+    [(key, gone)] = ledger.departed_after(150.0)
+    assert ledger.recount(key, PodLoad(Usage(100, 1), Usage(100, 1), 0))
+    assert ledger.recent(150.0)["n1"].cpu_millis == -100
+
+
+def test_sync_recounts_measured_pods_and_departures_once_per_change():
+    ledger = Ledger()
+    flight = InFlight()
+    base = PodLoad(Usage(85.0, 1.0), Usage(85.0, 1.0), 0.0)
+    for name, at in (("a", 1010.0), ("b", 1010.0)):
+        ledger.bind(name, "n1", base, at)
+        flight.track(name, Tracked(f"ns/{name}", "n1", "w", "o", base, REQUEST_RULE, True, at))
+    flight.take(PodUsageReading({"ns/a": PodUsage(400.0, 2.0, 1015.0)}, {}, 1015.0))
+    snap = _snap(1000.0)
+    flight.sync(ledger, snap)
+    assert ledger.placement("a").load.usage.cpu_millis == 400.0
+    assert ledger.placement("b").load == base  # not measured: its estimate
+    assert flight.how("a") == DELTA and flight.how("b") == REQUEST_RULE
+    # the departure of a measured pod: its measured use, scaled by what the reading holds
+    gone = flight.departure("a", base)
+    assert gone.usage.cpu_millis == 400.0 and flight.get("a") is None
+    ledger.forget("a")
+    ledger.bind("old", "n1", base, 900.0)
+    ledger.depart("old", "n1", gone, at=970.0)
+    flight.sync(ledger, _snap(1000.0))
+    [(key, entry)] = ledger.departed_after(940.0)
+    assert entry.load.usage.cpu_millis == pytest.approx(200.0)  # half the window ran it
+
+
+def test_a_departure_never_measured_leaves_at_its_estimate():
+    flight = InFlight()
+    base = PodLoad(Usage(340.0, 1.0), Usage(340.0, 1.0), 0.0)
+    flight.track("k", Tracked("ns/k", "n1", None, None, base, REQUEST_RULE, True, 0.0))
+    assert flight.departure("k", PodLoad(Usage(1.0, 1.0), Usage(1.0, 1.0), 0.0)) == base
+
+
+def test_estimate_is_learned_from_measured_siblings_else_the_request_rule():
+    flight = InFlight()
+    facts = pod_facts(_pod(cpu="100m", memory="128Mi"))
+    got, how = flight.estimate(facts, "ns/rs-1@h1", 100.0)
+    assert how == REQUEST_RULE and got.usage.cpu_millis == 85  # Koordinator's 85 %
+    base = facts.placed()
+    for i in range(10):
+        flight.track(
+            f"s{i}",
+            Tracked(f"ns/s{i}", "n1", "ns/rs-1@h1", "ns/rs-1", base, REQUEST_RULE, True, 0.0),
+        )
+    flight.take(
+        PodUsageReading(
+            {f"ns/s{i}": PodUsage(300.0 + 10 * i, 700.0 * MI, 90.0) for i in range(10)}, {}, 90.0
+        )
+    )
+    got, how = flight.estimate(facts, "ns/rs-1@h1", 100.0)
+    assert how == LEARNED and got.usage == Usage(380.0, 700.0 * MI)
+    assert got.placed().usage == got.usage and got.tlp_cpu_millis == facts.tlp_cpu_millis
+    assert flight.taken == {LEARNED: 1, REQUEST_RULE: 1}
+
+
+def test_assumptions_expire_and_a_bound_pod_is_not_replaced_by_one():
+    flight = InFlight()
+    base = PodLoad(Usage(), Usage(), 0.0)
+    flight.track("k", Tracked("ns/k", "n1", None, "o", base, REQUEST_RULE, True, 0.0))
+    flight.track("k", Tracked("ns/k", "n2", None, "o", base, REQUEST_RULE, False, 1.0))
+    assert flight.spread("o") == {"n1": 1}
+    flight.track("a", Tracked("ns/a", "n2", None, "o", base, REQUEST_RULE, False, 1.0))
+    flight.expire(5.0)
+    assert flight.spread("o") == {"n1": 1} and flight.get("a") is None
+
+
+# -- through the watch ----------------------------------------------------------------
+
+
+class _Sink:
+    def __init__(self):
+        self.calls = []
+
+    def bind(self, key, node, load, at):
+        self.calls.append(("bind", key, node, load))
+
+    def forget(self, key):
+        self.calls.append(("forget", key))
+
+    def depart(self, key, node, load, at):
+        self.calls.append(("depart", key, node, load))
+
+
+def test_the_watch_binds_at_the_learned_use_and_departs_at_the_measured_use():
+    flight = InFlight()
+    sink = _Sink()
+    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    watch = ClusterWatch(
+        None,  # type: ignore[arg-type]
+        estimator=settings.estimator_args(),
+        tlp=settings.tlp_args(),
+        placements=sink,
+        inflight=flight,
+        clock=lambda: 100.0,
+    )
+    watch._pod_event("ADDED", _pod("a", node="n1"))
+    assert sink.calls[-1][3].usage.cpu_millis == 85  # nothing learned yet: the request rule
+    flight.take(PodUsageReading({"ns/a": PodUsage(400.0, 768.0 * MI, 95.0)}, {}, 95.0))
+    watch._pod_event("ADDED", _pod("b", node="n2"))
+    assert sink.calls[-1][3].usage == Usage(400.0, 768.0 * MI)  # learned from a
+    assert flight.spread("ns/rs-1") == {"n1": 1, "n2": 1}
+    watch._pod_event("DELETED", _pod("a", node="n1"))
+    kind, key, node, load = sink.calls[-1]
+    assert (kind, node, load.usage.cpu_millis) == ("depart", "n1", 400.0)
+    assert flight.spread("ns/rs-1") == {"n2": 1}
+
+
+# -- spreading ------------------------------------------------------------------------
+
+
+def test_spread_factor_and_score():
+    assert spread_factor(0, 10, 1.0) == 1.0
+    assert spread_factor(5, 10, 1.0) == 0.5
+    assert spread_factor(5, 10, 0.0) == 1.0
+    assert spread_factor(20, 10, 1.0) == 0.0
+    assert spread_score(80, 1, 4, 1.0) == 60
+    assert spread_score(80, 0, 4, 1.0) == 80
+
+
+def _state(name, cpu_pct, here, total, cpu=4000):
+    info = NodeInfo(name, cpu, 8 * 1024 * MI, cpu, 8 * 1024 * MI, 110)
+    load = NodeLoad(ResourceLoad(cpu_pct), ResourceLoad(20.0))
+    return NodeState(name, info, load, same_owner=here, owner_pods=total)
+
+
+def test_least_used_prefers_the_node_without_the_workload_at_equal_load():
+    policy = LeastUsed(spread_weight=1.0)
+    facts = pod_facts(_pod())
+    crowded, empty = _state("a", 30.0, 3, 4), _state("b", 30.0, 0, 4)
+    assert policy.score(facts, empty).score > policy.score(facts, crowded).score
+    assert "3/4 of its workload here" in policy.score(facts, crowded).why
+    # a much emptier node still wins with a larger share: a bigger node may take more
+    big = _state("c", 5.0, 2, 4, cpu=16000)
+    assert policy.score(facts, big).score > policy.score(facts, _state("d", 60.0, 1, 4)).score
+    # weight 0: the plain least-used score
+    assert LeastUsed().score(facts, crowded).score == LeastUsed().score(facts, empty).score
