@@ -222,17 +222,6 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True):
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
-def _validate(settings: Settings) -> Settings:
-    host, port = settings.host_port
-    make_policy(settings.policy, settings.policy_args)  # PolicyError is a ConfigError
-    settings.tlp_args()
-    src = settings.source
-    if src.kind in ("load-watcher", "prometheus") and not src.url:
-        raise ConfigError(f"source.url is required for source.kind {src.kind}")
-    if src.kind == "file" and not src.file:
-        raise ConfigError("source.file is required for source.kind file")
-    if src.kind == "metrics-server" and not settings.kubeconfig:
-        raise ConfigError("source.kind metrics-server needs a kubeconfig (--kubeconfig)")
 def _validate_source_access(src: SourceConfig) -> None:
     """Credentials only from files, caps that let a reading through."""
     if src.url and has_credentials(src.url):
@@ -269,6 +258,18 @@ def _validate_source_access(src: SourceConfig) -> None:
         raise ConfigError("source.max_nodes must be >= 1")
 
 
+def _validate(settings: Settings) -> Settings:
+    host, port = settings.host_port
+    make_policy(settings.policy, settings.policy_args)  # PolicyError is a ConfigError
+    settings.tlp_args()
+    src = settings.source
+    if src.kind in ("load-watcher", "prometheus") and not src.url:
+        raise ConfigError(f"source.url is required for source.kind {src.kind}")
+    if src.kind == "file" and not src.file:
+        raise ConfigError("source.file is required for source.kind file")
+    if src.kind == "metrics-server" and not settings.kubeconfig:
+        raise ConfigError("source.kind metrics-server needs a kubeconfig (--kubeconfig)")
+    _validate_source_access(src)
     if src.refresh_seconds <= 0:
         raise ConfigError("source.refresh_seconds must be > 0")
     if src.stale_after_seconds < 0:
@@ -280,7 +281,6 @@ def _validate_source_access(src: SourceConfig) -> None:
         )
     for key, value in settings.filter.thresholds.items():
         if key not in ("cpu", "memory"):
-    _validate_source_access(src)
             raise ConfigError(f"filter.thresholds: unknown resource {key!r}; use cpu, memory")
         if not 0 < value <= 100:
             raise ConfigError(f"filter.thresholds.{key}: must be in (0, 100], got {value}")
