@@ -47,7 +47,10 @@ if TYPE_CHECKING:
     from .service import Extender
     from .wiring import build_extender
 
-__version__ = "0.1.0"
+# The one place the release number is written for Python: pyproject.toml reads it from here
+# ([tool.hatch.version]). galaxy.yml must hold it literally (ansible-galaxy reads no other
+# file); tests/ansible/test_release.py keeps the two, and CHANGELOG.md, equal.
+__version__ = "0.2.0"
 
 _LAZY = {
     "Backoff": "reflector",
