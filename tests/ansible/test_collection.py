@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -52,6 +53,13 @@ CACHES = (
     "dist/loadwise-0.1.0-py3-none-any.whl",
     "loadwise-loadwise-0.0.9.tar.gz",
 )
+# Everything at the collection's top level; anything else is a gap in galaxy.yml's build_ignore.
+# .yamllint ships because ansible-lint, and Galaxy's import, lint the artifact with it.
+TOP_LEVEL = {
+    "MANIFEST.json", "FILES.json", "LICENSE", "README.md", "CHANGELOG.md", ".yamllint",
+    "pyproject.toml", "requirements.yml", "inventory.example",
+    "meta", "playbooks", "plugins", "roles", "extender", "tui", "docs", "tests",
+}  # fmt: skip
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -144,8 +152,14 @@ def test_the_tarball_holds_the_installer_and_the_source_of_the_wheel(
         "README.md",
         "extender/cli.py",
         "tui/cli.py",
+        # what an operator reads: the licence, the changelog, galaxy.yml's readme
+        "LICENSE",
+        "CHANGELOG.md",
+        "docs/collection-README.md",
+        ".yamllint",
     ):
         assert needed in names, needed
+    assert {n.split("/", 1)[0] for n in names} == TOP_LEVEL
     # every source file of the packages pyproject.toml builds into the wheel, and its readme
     project = tomllib.loads((installed["tree"] / "pyproject.toml").read_text())
     packages = project["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
@@ -261,6 +275,43 @@ def test_the_installed_rollback_includes_its_roles(installed: dict[str, Path]) -
 
 def _installed_root(installed: dict[str, Path]) -> Path:
     return installed["collections"] / "ansible_collections" / "loadwise" / "loadwise"
+
+
+def test_the_manifest_says_what_galaxy_yml_says(installed: dict[str, Path]) -> None:
+    """What Galaxy and `ansible-galaxy collection list` show comes from MANIFEST.json."""
+    galaxy = yaml.safe_load((installed["tree"] / "galaxy.yml").read_text())
+    info = json.loads((_installed_root(installed) / "MANIFEST.json").read_text())["collection_info"]
+    for key in ("version", "readme", "license", "repository", "documentation", "homepage",
+                "issues", "tags", "dependencies"):  # fmt: skip
+        assert info[key] == galaxy[key], key
+    assert (_installed_root(installed) / info["readme"]).is_file()
+    assert installed["tarball"].name == f"loadwise-loadwise-{galaxy['version']}.tar.gz"
+
+
+def test_the_installed_collection_passes_ansible_lint_production(
+    installed: dict[str, Path],
+) -> None:
+    """ansible-lint's production profile (what Galaxy's import runs) on a copy of the installed
+    collection, with the .yamllint it ships and no configuration from this repository. The copy
+    keeps the linter's caches away from the collection the other tests run."""
+    copy = installed["home"] / "lint" / "ansible_collections" / "loadwise" / "loadwise"
+    shutil.copytree(_installed_root(installed), copy)
+    env = {
+        **_operator_env(installed["home"]),
+        # the playbooks name their roles as a collection's playbooks do: ansible-playbook
+        # --syntax-check finds them only when the copy is on the collections path
+        "ANSIBLE_COLLECTIONS_PATH": str(copy.parents[2]),
+        "NO_COLOR": "1",
+    }
+    argv = [str(VENV_BIN / "ansible-lint"), "--offline", "--profile", "production", "--nocolor",
+            "-f", "pep8"]  # fmt: skip
+    run = _run(argv, copy, env)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert "Profile 'production' was required, and it passed." in out, out
+    # it linted the roles and playbooks, not an empty directory (205 files on 2026-11-28)
+    processed = re.search(r"in (\d+) files processed", out)
+    assert processed and int(processed[1]) >= 150, out
 
 
 def test_ansible_test_sanity(installed: dict[str, Path]) -> None:
