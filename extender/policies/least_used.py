@@ -105,13 +105,14 @@ class LeastUsed:
             # capacity, drew 11 pods (docs/placement.md). Among nodes all without data the
             # scores stay equal, so the ledger's tie-break still spreads a burst.
             return NodeScore(0, "no usable load data; scored lowest")
-        if node.same_owner and self.spread_weight:
+        spread = bool(node.same_owner and self.spread_weight)
+        if spread:
             score = spread_score(score, node.same_owner, node.owner_pods, self.spread_weight)
-            if explain:
-                texts.append(f"{node.same_owner}/{node.owner_pods} of its workload here")
         if not explain:
             return NodeScore(score, "")
         why = ", ".join(texts) + " after placement"
+        if spread:
+            why += f"; {node.same_owner} of its workload's {node.owner_pods} pods here"
         if node.estimated:
             why += " (estimated, no fresh metrics)"
         return NodeScore(score, why)

@@ -254,7 +254,7 @@ def test_least_used_prefers_the_node_without_the_workload_at_equal_load():
     facts = pod_facts(_pod())
     crowded, empty = _state("a", 30.0, 3, 4), _state("b", 30.0, 0, 4)
     assert policy.score(facts, empty).score > policy.score(facts, crowded).score
-    assert "3/4 of its workload here" in policy.score(facts, crowded).why
+    assert "3 of its workload's 4 pods here" in policy.score(facts, crowded).why
     # a much emptier node still wins with a larger share: a bigger node may take more
     big = _state("c", 5.0, 2, 4, cpu=16000)
     assert policy.score(facts, big).score > policy.score(facts, _state("d", 60.0, 1, 4)).score

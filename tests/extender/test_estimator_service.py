@@ -1,0 +1,141 @@
+"""The estimator inside the Extender: the Event names the estimates, the estimate paths
+are counted on /metrics, the settings are checked, the pod-usage sources are chosen."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from extender import kubeobjects
+from extender.config import load_settings
+from extender.exceptions import ConfigError
+from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
+from extender.podusage import PodUsage, PodUsageReading
+from extender.service import Extender
+from extender.sources.pod_metrics import PodMetricsSource, PrometheusPodUsageSource
+from extender.wire import decode_args
+from extender.wiring import build_pod_usage
+
+from .test_herding import FakeClock, Notes
+
+T = 1_800_000_000.0
+MI = 1024**2
+
+
+def _pod(name: str) -> dict:
+    obj = kubeobjects.pod(
+        name,
+        namespace="shop",
+        uid=f"uid-{name}",
+        containers=[kubeobjects.container("c", requests={"cpu": "100m", "memory": "128Mi"})],
+    )
+    obj["metadata"]["labels"] = {"pod-template-hash": "abc"}
+    obj["metadata"]["ownerReferences"] = [
+        {"kind": "ReplicaSet", "name": "web-abc", "uid": "rs-1", "controller": True}
+    ]
+    return obj
+
+
+def _extender(clock, notes=None):
+    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    snap = LoadSnapshot(
+        "s",
+        T - 5,
+        T,
+        {n: NodeLoad(ResourceLoad(20.0), ResourceLoad(20.0)) for n in ("a", "b")},
+        settle_seconds=60.0,
+    )
+
+    class Source:
+        name = "s"
+
+        async def fetch(self):
+            return snap
+
+        async def close(self):
+            return None
+
+    ext = Extender(settings, Source(), clock=clock, recorder=notes)  # type: ignore[arg-type]
+    ext.refresher.snapshot = snap
+    return ext
+
+
+def _args(pod):
+    nodes = [kubeobjects.node(n, cpu="4", memory="8Gi") for n in ("a", "b")]
+    return decode_args(json.dumps({"Pod": pod, "Nodes": {"items": nodes}}).encode())
+
+
+def test_the_event_names_the_estimates_and_the_paths_are_counted():
+    clock = FakeClock(T)
+    notes = Notes()
+    ext = _extender(clock, notes)
+    ext.prioritize(_args(_pod("web-abc-1")))
+    first = notes.decisions["uid-web-abc-1"]
+    # (the pod itself is in flight there once assumed)
+    assert first.why.endswith("; estimate: request rule; in flight there: 1 request rule")
+    # the first pod measured at 4x its request: the next one is learned from it ...
+    ext.inflight.take(
+        PodUsageReading({"shop/web-abc-1": PodUsage(400.0, 768.0 * MI, T + 1)}, {}, T + 1)
+    )
+    clock.now = T + 2
+    ext.prioritize(_args(_pod("web-abc-2")))
+    second = notes.decisions["uid-web-abc-2"]
+    assert second.why.endswith("; estimate: learned; in flight there: 1 learned")
+    # ... and kept off the first one's node by the spreading term
+    assert second.best != first.best
+    ext.prioritize(_args(_pod("web-abc-3")))
+    third = notes.decisions["uid-web-abc-3"].why
+    assert "1 of its workload's 2 pods here" in third and third.endswith("1 learned, 1 delta")
+    sample = ext.metrics.registry.get_sample_value
+    assert sample("loadwise_extender_estimates_total", {"path": "learned"}) == 2.0
+    assert sample("loadwise_extender_estimates_total", {"path": "request rule"}) == 1.0
+
+
+def test_a_measured_pod_counts_its_measured_use_not_its_estimate():
+    clock = FakeClock(T)
+    ext = _extender(clock)
+    ext.prioritize(_args(_pod("web-abc-1")))
+    node = ext.ledger.placement("uid-web-abc-1").node
+    assert ext.ledger.recent(T - 60)[node].cpu_millis == 85  # the request rule
+    ext.inflight.take(
+        PodUsageReading({"shop/web-abc-1": PodUsage(400.0, 768.0 * MI, T + 1)}, {}, T + 1)
+    )
+    ext.prioritize(_args(_pod("other")))  # any request reads the ledger beside the snapshot
+    assert ext.ledger.recent(T - 60)[node].cpu_millis == pytest.approx(400.0)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("estimator.learned_percentile", 0, "learned_percentile"),
+        ("estimator.learned_percentile", 101, "learned_percentile"),
+        ("estimator.learned_window_seconds", 0, "learned_window_seconds"),
+        ("estimator.pod_usage_seconds", -1, "pod_usage_seconds"),
+        ("estimator.learned_max_workloads", 0, "learned_max_workloads"),
+        ("estimator.spread_weight", 1.5, "spread_weight"),
+    ],
+)
+def test_bad_estimator_settings_are_refused_by_name(key, value, message):
+    with pytest.raises(ConfigError, match=message):
+        load_settings(None, {"source.kind": "file", "source.file": "/dev/null", key: value})
+
+
+def test_the_pod_usage_source_follows_the_load_source():
+    def settings(**extra):
+        return load_settings(None, {"source.kind": "file", "source.file": "/dev/null", **extra})
+
+    prom = settings(**{"source.kind": "prometheus", "source.url": "http://127.0.0.1:9090"})
+    assert isinstance(build_pod_usage(prom, api=None), PrometheusPodUsageSource)
+    watcher = settings(**{"source.kind": "load-watcher", "source.url": "http://127.0.0.1:2020"})
+    assert build_pod_usage(watcher, api=None) is None  # no API to read PodMetrics from
+    assert isinstance(build_pod_usage(watcher, api=object()), PodMetricsSource)  # type: ignore[arg-type]
+    off = settings(
+        **{
+            "source.kind": "prometheus",
+            "source.url": "http://127.0.0.1:9090",
+            "estimator.pod_usage": False,
+        }
+    )
+    assert build_pod_usage(off, api=None) is None
+    assert build_pod_usage(settings(), api=None) is None  # a file source: nothing to ask
