@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..exceptions import SourceError
 
-__all__ = ["Credentials", "SecretFile"]
+__all__ = ["MAX_SECRET_BYTES", "Credentials", "SecretFile"]
 
 # A token or password is a line of text; a file much larger than a JWT (a few KiB) is
 # not one, and reading a big one into every request header would be wrong anyway.

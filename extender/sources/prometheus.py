@@ -137,14 +137,14 @@ def parse_vectors(
     """The checked snapshot (``readings.validated``) of the CPU and memory queries'
     answers; SourceError when either is not a vector or holds more than ``max_nodes``
     series."""
-    return combined(
+    return _combined(
         parse_vector(cpu, node_label, max_nodes=max_nodes),
         parse_vector(memory, node_label, max_nodes=max_nodes),
         time.time() if fetched_at is None else fetched_at,
     )
 
 
-def combined(cpu_v: Vector, mem_v: Vector, now: float) -> LoadSnapshot:
+def _combined(cpu_v: Vector, mem_v: Vector, now: float) -> LoadSnapshot:
     """The checked snapshot of a CPU and a memory answer read at ``now``."""
     invalid = {
         node: InvalidReading(MALFORMED, f"{resource} {why}")
@@ -204,7 +204,7 @@ class PrometheusSource:
         # one answer decoded before the next is read: one body in memory at a time
         cpu = await self._vector(self.cpu_query)
         memory = await self._vector(self.memory_query)
-        return combined(cpu, memory, time.time())
+        return _combined(cpu, memory, time.time())
 
     async def close(self) -> None:
         await self._http.close()
