@@ -35,6 +35,15 @@ test-full: setup
 unit: setup
 	$(PY) -m pytest tests/extender tests/tui tests/ansible -m "not molecule"
 
+# The extender's runtime dependencies and everything they pull, each file pinned by sha256,
+# for every node Python from 3.10 up (one universal lock; environment markers where the
+# versions differ). The loadwise_extender role downloads and installs exactly these files
+# (pip --require-hashes --no-deps). tests/ansible/test_extender_lock.py checks it against
+# pyproject.toml's pins and this command.
+.PHONY: lock
+lock: setup
+	$(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.10 --generate-hashes --quiet -o roles/loadwise_extender/files/requirements.lock
+
 lint: setup
 	$(VENV)/bin/ruff check extender tui lab tests benchmarks
 	$(VENV)/bin/mypy
