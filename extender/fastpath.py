@@ -54,6 +54,7 @@ from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
 from .policies.least_used import least_used
+from .policies.spread import spread_score
 
 __all__ = ["FastAnswer", "LeastUsedFastPath"]
 
@@ -628,18 +629,31 @@ class LeastUsedFastPath:
         recent: Mapping[str, Pending],
         *,
         figures: bool = False,
+        spread: Mapping[str, int] | None = None,
     ) -> FastAnswer | None:
         """The answer for ``names``, or None when a node lacks a size or fresh data
-        (the general path handles it)."""
+        (the general path handles it). ``spread``: per node, the pods of the pod's
+        controller there (``NodeState.same_owner``), for the policy's spreading term."""
         known = self._positions(names, infos, snapshot)
         if known is None:
             return None
         table, positions = known.table, known.positions
         view = table.view(pod.usage.cpu_millis, pod.usage.memory_bytes)
         view.sync(table, recent)
-        scores: tuple[int, ...] = known.get(view.scores)
+        scores: Sequence[int] = known.get(view.scores)
         if not scores:
             return FastAnswer(scores, None, b"[]", (lambda k: (None, None)) if figures else None)
+        spread_weight = self.policy.spread_weight
+        crowded: list[int] = []
+        if spread and spread_weight:
+            # the few nodes holding the controller's pods score lower (``LeastUsed.score``)
+            total = sum(spread.values())
+            where = {name: k for k, name in enumerate(known.names) if name in spread}
+            if where:
+                scores = list(scores)
+                for name, k in where.items():
+                    scores[k] = spread_score(scores[k], spread[name], total, spread_weight)
+                crowded = list(where.values())
 
         def counts(tied: list[str]) -> list[float]:
             # the tie-break reads the same ledger counts the scores did (to_priorities)
@@ -651,6 +665,9 @@ class LeastUsedFastPath:
         win = _winner(known.names, scores, top, counts, busy)
         step = PRIORITY_OF[top]
         parts = list(known.get(view.parts_for(table, step)))
+        stepped = _STEP_TABLES[step]
+        for k in crowded:  # their pieces for the lowered score
+            parts[k] = table.pieces[positions[k]][stepped[scores[k]]]
         parts[win] = table.pieces[positions[win]][_winner_step(step, len(scores))]
         body = b"[" + b",".join(parts) + b"]"
         look: Figures | None = None

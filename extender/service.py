@@ -646,16 +646,15 @@ class Extender:
         self, pod: PodFacts, args: ExtenderArgs | PrioritizeArgs, now: float, figures: bool
     ) -> tuple[FastAnswer, list[str], Mapping[str, NodeInfo]] | None:
         """least-used's fast path (see ``fastpath``) when it applies, else None;
-        ``figures``: with the nodes' use, for the Event. Not for a pod whose controller
-        has pods placed already: the spreading term is the general path's."""
+        ``figures``: with the nodes' use, for the Event."""
         assert args.pod is not None
-        if self.policy.spread_weight if isinstance(self.policy, LeastUsed) else 0.0:
-            if self.inflight.spread(owner_key(args.pod)):
-                return None
         got = self._fast_inputs(args, now)
         if got is None:
             return None
-        answer = got.fast.answer(pod, got.names, got.infos, got.snap, got.recent, figures=figures)
+        spread = self.inflight.spread(owner_key(args.pod))
+        answer = got.fast.answer(
+            pod, got.names, got.infos, got.snap, got.recent, figures=figures, spread=spread
+        )
         return None if answer is None else (answer, got.names, got.infos)
 
     def prioritize_json(self, args: ExtenderArgs | PrioritizeArgs) -> msgspec.Raw:
@@ -699,7 +698,7 @@ class Extender:
             why = ""
             if record:
                 if win is not None:
-                    state = self._states([win], infos)[0][0]
+                    state = self._states([win], infos, owner_key(args.pod))[0][0]
                     why = self.policy.score(pod, state, True).why
                 scored = self._fast_scored(answer, names)
         else:

@@ -37,13 +37,13 @@ def _pod(name: str) -> dict:
     return obj
 
 
-def _extender(clock, notes=None):
+def _extender(clock, notes=None, *, fast=True, nodes=("a", "b"), load=20.0):
     settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
     snap = LoadSnapshot(
         "s",
         T - 5,
         T,
-        {n: NodeLoad(ResourceLoad(20.0), ResourceLoad(20.0)) for n in ("a", "b")},
+        {n: NodeLoad(ResourceLoad(load), ResourceLoad(load)) for n in nodes},
         settle_seconds=60.0,
     )
 
@@ -56,13 +56,13 @@ def _extender(clock, notes=None):
         async def close(self):
             return None
 
-    ext = Extender(settings, Source(), clock=clock, recorder=notes)  # type: ignore[arg-type]
+    ext = Extender(settings, Source(), clock=clock, recorder=notes, use_fast_path=fast)  # type: ignore[arg-type]
     ext.refresher.snapshot = snap
     return ext
 
 
-def _args(pod):
-    nodes = [kubeobjects.node(n, cpu="4", memory="8Gi") for n in ("a", "b")]
+def _args(pod, names=("a", "b")):
+    nodes = [kubeobjects.node(n, cpu="4", memory="8Gi") for n in names]
     return decode_args(json.dumps({"Pod": pod, "Nodes": {"items": nodes}}).encode())
 
 
@@ -139,3 +139,41 @@ def test_the_pod_usage_source_follows_the_load_source():
     )
     assert build_pod_usage(off, api=None) is None
     assert build_pod_usage(settings(), api=None) is None  # a file source: nothing to ask
+
+
+def test_fast_and_general_paths_agree_with_the_spreading_term():
+    """Pods of three workloads onto six equal nodes, some measured: every answer of the
+    fast path (which lowers the crowded nodes' scores itself) equals the general path's."""
+    names = tuple(f"n{i}" for i in range(6))
+    clocks = [FakeClock(T), FakeClock(T)]
+    fast = _extender(clocks[0], fast=True, nodes=names, load=30.0)
+    general = _extender(clocks[1], fast=False, nodes=names, load=30.0)
+    assert fast.fast_path is not None and general.fast_path is None
+    taken = []
+    real = fast.fast_path.answer
+
+    def counting(*args, **kw):
+        result = real(*args, **kw)
+        taken.append(result is not None and bool(kw.get("spread")))
+        return result
+
+    fast.fast_path.answer = counting  # type: ignore[method-assign]
+    for i in range(40):
+        pod = _pod(f"web-abc-{i}")
+        owner = ("rs-1", "rs-2", "rs-3")[i % 3]
+        pod["metadata"]["ownerReferences"][0]["uid"] = owner
+        answers = [ext.prioritize(_args(pod, names)) for ext in (fast, general)]
+        assert answers[0] == answers[1], (i, answers)
+        if i % 5 == 4:  # a reading of the pods so far: learned estimates and deltas
+            reading = PodUsageReading(
+                {
+                    f"shop/web-abc-{k}": PodUsage(50.0 * (k % 4 + 1), 64.0 * MI, T + i)
+                    for k in range(i)
+                },
+                {},
+                T + i,
+            )
+            for ext, clock in zip((fast, general), clocks, strict=True):
+                clock.now = T + i
+                ext.inflight.take(reading)
+    assert sum(taken) > 20  # the fast path answered with the term, not the general path
