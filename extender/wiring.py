@@ -107,9 +107,18 @@ def build_pod_usage(settings: Settings, *, api: KubeAPI | None) -> PodUsageSourc
     if not settings.estimator.pod_usage:
         return None
     if src.kind == "prometheus":
-        return PrometheusPodUsageSource(src.url or "", timeout=src.timeout_seconds)
+        return PrometheusPodUsageSource(
+            src.url or "",
+            timeout=src.timeout_seconds,
+            credentials=Credentials(
+                bearer_token_file=src.bearer_token_file,
+                username=src.basic_auth.username if src.basic_auth else None,
+                password_file=src.basic_auth.password_file if src.basic_auth else None,
+            ),
+            max_bytes=src.max_response_bytes,
+        )
     if src.kind in ("metrics-server", "load-watcher") and api is not None:
-        return PodMetricsSource(api)
+        return PodMetricsSource(api, max_bytes=src.max_response_bytes)
     return None
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-import aiohttp
 import msgspec
 
 from ..exceptions import KubeError
 from ..kubeapi import KubeAPI
 from ..podusage import PodUsageReading, parse_pod_metrics, parse_pod_vectors
-from .base import SourceError
+from .base import DEFAULT_MAX_RESPONSE_BYTES, SourceError
+from .credentials import Credentials
+from .http import HTTPReader
 
 __all__ = [
     "CPU_QUERY",
@@ -51,14 +52,22 @@ class PodMetricsSource:
 
     name = "metrics.k8s.io"
 
-    def __init__(self, api: KubeAPI) -> None:
+    def __init__(self, api: KubeAPI, *, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self._api = api
+        self.max_bytes = max_bytes
 
     async def fetch(self) -> PodUsageReading:
         try:
             body = await asyncio.to_thread(self._api.get, PATH)
         except KubeError as exc:
             raise SourceError(f"pod metrics: {exc}") from None
+        if len(body) > self.max_bytes:
+            # the same cap as the node readings (source.max_response_bytes): a PodMetrics
+            # item is some 400 bytes, so 16 MiB holds about 40,000 pods
+            raise SourceError(
+                f"pod metrics: response of {len(body)} bytes over source.max_response_bytes "
+                f"({self.max_bytes})"
+            )
         try:
             return parse_pod_metrics(body)
         except msgspec.DecodeError as exc:
@@ -123,7 +132,9 @@ def parse_container_vector(body: bytes) -> Samples:
 
 
 class PrometheusPodUsageSource:
-    """cAdvisor's per-container CPU rate and working set, summed per pod."""
+    """cAdvisor's per-container CPU rate and working set, summed per pod; read as the
+    load source reads Prometheus (``http.HTTPReader``: its credentials, a bounded body,
+    no redirects)."""
 
     name = "prometheus"
 
@@ -134,33 +145,25 @@ class PrometheusPodUsageSource:
         cpu_query: str = CPU_QUERY,
         memory_query: str = MEMORY_QUERY,
         timeout: float = 10.0,
+        credentials: Credentials | None = None,
+        max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
-        self.url = url.rstrip("/") + "/api/v1/query"
+        self._http = HTTPReader(
+            url.rstrip("/") + "/api/v1/query",
+            what="Prometheus pod usage",
+            timeout=timeout,
+            max_bytes=max_bytes,
+            credentials=credentials,
+        )
+        self.url = self._http.shown_url
         self.cpu_query = cpu_query
         self.memory_query = memory_query
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None
-
-    async def _query(self, query: str) -> bytes:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
-        try:
-            async with self._session.get(self.url, params={"query": query}) as response:
-                body = await response.read()
-                if response.status != 200:
-                    raise SourceError(f"Prometheus pod usage: HTTP {response.status}")
-        except aiohttp.ClientError as exc:
-            raise SourceError(f"Prometheus {self.url}: {exc}") from None
-        except asyncio.TimeoutError:
-            raise SourceError(f"Prometheus {self.url}: timed out") from None
-        return body
 
     async def fetch(self) -> PodUsageReading:
-        cpu = parse_container_vector(await self._query(self.cpu_query))
-        memory = parse_container_vector(await self._query(self.memory_query))
+        # one answer parsed before the next is read: one body in memory at a time
+        cpu = parse_container_vector(bytes(await self._http.get({"query": self.cpu_query})))
+        memory = parse_container_vector(bytes(await self._http.get({"query": self.memory_query})))
         return parse_pod_vectors(cpu, memory)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http.close()

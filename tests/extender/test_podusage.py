@@ -136,3 +136,59 @@ def test_store_is_bounded_and_keeps_the_latest():
     with pytest.raises(ValueError):
         PodUsageStore(max_pods=0)
     assert math.isfinite(store.last_reading)
+
+
+async def test_the_pod_metrics_source_refuses_a_body_over_the_cap():
+    from extender.sources.pod_metrics import PodMetricsSource
+
+    class API:
+        def get(self, path):
+            assert path == "/apis/metrics.k8s.io/v1beta1/pods"
+            return json.dumps({"items": [_item("a", [{"cpu": "1m"}])] * 20}).encode()
+
+    with pytest.raises(SourceError, match="over source.max_response_bytes"):
+        await PodMetricsSource(API(), max_bytes=1024).fetch()  # type: ignore[arg-type]
+    reading = await PodMetricsSource(API()).fetch()  # type: ignore[arg-type]
+    assert set(reading.pods) == {"default/a"}
+
+
+async def test_the_prometheus_pod_usage_source_asks_both_queries_on_loopback():
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from extender.sources.pod_metrics import PrometheusPodUsageSource
+
+    asked = []
+
+    async def query(request):
+        q = request.query["query"]
+        asked.append(q)
+        value = "0.2" if "cpu" in q else str(256 * MI)
+        return web.json_response(
+            {
+                "status": "success",
+                "data": {
+                    "resultType": "vector",
+                    "result": [
+                        {
+                            "metric": {"namespace": "ns", "pod": "p", "container": "app"},
+                            "value": [100.0, value],
+                        }
+                    ],
+                },
+            }
+        )
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", query)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    source = PrometheusPodUsageSource(str(server.make_url("")))
+    try:
+        reading = await source.fetch()
+    finally:
+        await source.close()
+        await server.close()
+    assert asked == [CPU_QUERY, MEMORY_QUERY]
+    assert reading.pods["ns/p"].cpu_millis == pytest.approx(200.0)
+    assert reading.pods["ns/p"].memory_bytes == 256 * MI
