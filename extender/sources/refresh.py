@@ -54,6 +54,13 @@ class Refresher:
         self._on_success = on_success
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        # The snapshot as this refresher fetched it (and refused nodes of since), and the
+        # monotonic time of that fetch: a node's age is counted on the snapshot's own
+        # clock (its fetched_at) plus the time since, so a jump of the wall clock between
+        # fetches does not age every node at once, and a snapshot set from outside (a
+        # test's, on a clock of its own) is left as it is.
+        self._mine: LoadSnapshot | None = None
+        self._fetched_mono = 0.0
 
     def age(self, now: float | None = None) -> float | None:
         if self.snapshot is None:
@@ -91,7 +98,8 @@ class Refresher:
             )
             self._failed(redact(f"{type(exc).__name__}: {exc}"))
             return
-        snapshot = self._expired(snapshot)
+        self._fetched_mono = time.monotonic()
+        snapshot = self._expired(snapshot, snapshot.fetched_at)
         if self.last_error is not None:
             log.info("load source %s recovered", self.source.name)
         before = self.snapshot.invalid if self.snapshot is not None else {}
@@ -103,27 +111,36 @@ class Refresher:
                 log.warning("load source %s: %s", self.source.name, describe(snapshot.invalid))
             else:
                 log.info("load source %s: every node's reading is valid again", self.source.name)
-        self.snapshot = snapshot
+        self.snapshot = self._mine = snapshot
         self.last_error = None
         if self._on_success:
             self._on_success(snapshot)
 
-    def _expired(self, snapshot: LoadSnapshot) -> LoadSnapshot:
-        """``snapshot`` without the nodes whose own reading is too old to be read now."""
+    def _expired(self, snapshot: LoadSnapshot, now: float) -> LoadSnapshot:
+        """``snapshot`` without the nodes whose own reading is too old at ``now``."""
         if self.stale_after <= 0:
             return snapshot  # never stale: no node either
-        return expired(snapshot, time.time(), self.max_stale)
+        return expired(snapshot, now, self.max_stale)
+
+    def _now(self) -> float | None:
+        """Now on the held snapshot's clock; None for a snapshot this refresher did not fetch."""
+        snapshot = self.snapshot
+        if snapshot is None or snapshot is not self._mine:
+            return None
+        return snapshot.fetched_at + (time.monotonic() - self._fetched_mono)
 
     def expire(self) -> None:
         """Refuse, in the snapshot held, every node whose reading has got too old."""
-        if self.snapshot is not None:
-            self.snapshot = self._expired(self.snapshot)
+        now = self._now()
+        if self.snapshot is not None and now is not None:
+            self.snapshot = self._mine = self._expired(self.snapshot, now)
 
     def _until_expiry(self) -> float:
         """Seconds until the next node's reading gets too old (infinity: none will)."""
-        if self.snapshot is None or self.stale_after <= 0:
+        now = self._now()
+        if self.snapshot is None or now is None or self.stale_after <= 0:
             return math.inf
-        return next_expiry(self.snapshot, self.max_stale) - time.time()
+        return next_expiry(self.snapshot, self.max_stale) - now
 
     def _failed(self, message: str) -> None:
         if message != self.last_error:
