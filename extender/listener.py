@@ -11,10 +11,16 @@ its connections itself and hands each to aiohttp's low-level server
   handshake) a new connection is closed at once, so the caller sees an error rather
   than waiting out its timeout (kube-scheduler's ``httpTimeout``, 5 s by default). At
   ``OPENING_PER_SERVED`` x ``max_connections`` opening, a new one makes room by closing
-  the oldest one still opening, a silent one first.
-  Closing the oldest opening connection rather than the newest is what keeps the
-  scheduler served while another local process holds hundreds of connections open: the
-  scheduler's own handshake over loopback takes milliseconds, a held one never ends.
+  the opening connection whose peer has kept the extender waiting longest
+  (``peer_wait_ms``, from the kernel's ``TCP_INFO``): since its accept when it has sent
+  nothing, since the extender's last bytes when it has not answered them, none while the
+  extender owes it an answer; and only once that wait reaches ``PATIENCE_SECONDS``.
+  Until one does, accepting pauses and new connections wait in the kernel's backlog.
+  The scheduler sends its ClientHello at once and answers the server's flight within
+  milliseconds, so its handshake is never closed for room however many connections
+  another local process holds or reopens, where a holder's wait grows until it is.
+  (Closing the oldest instead let a holder reopening its connections as fast as they
+  closed make the scheduler's handshake the oldest within milliseconds.)
 - A connection that has not finished opening within ``HANDSHAKE_SECONDS`` is closed.
 - The TLS state (CPython's ``SSLProtocol`` allocates a 256 KiB read buffer for each
   connection, asyncio/sslproto.py) is made only when the first byte arrives, so a
@@ -42,9 +48,12 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import math
 import socket
 import ssl
+import struct
 import sys
+import time
 from collections.abc import Callable, Collection
 
 from aiohttp import web
@@ -63,8 +72,10 @@ __all__ = [
     "HANDSHAKE_REASONS",
     "HANDSHAKE_SECONDS",
     "OPENING_PER_SERVED",
+    "PATIENCE_SECONDS",
     "Listener",
     "handshake_reason",
+    "peer_wait_ms",
     "tls_context",
 ]
 
@@ -86,12 +97,30 @@ ACCEPT_RETRY_SECONDS = 1.0
 # makes a held connection's turn to be evicted come later, and the scheduler's handshake
 # (milliseconds) finishes first.
 OPENING_PER_SERVED = 2
+# struct tcp_info (linux/tcp.h, stable since Linux 2.6; the byte counts since 4.1):
+# tcpi_last_data_sent and tcpi_last_data_recv, milliseconds since the last data segment
+# each way (since the connection was established when there was none), then the bytes
+# the peer acknowledged (tcpi_bytes_acked) and the bytes received from it.
+_TCPI_LAST_DATA = struct.Struct("=I4xI")  # last_data_sent, (last_ack_sent), last_data_recv
+_TCPI_LAST_DATA_AT = 44
+_TCPI_BYTES = struct.Struct("=QQ")  # bytes_acked, bytes_received
+_TCPI_BYTES_AT = 120
+_TCPI_SIZE = _TCPI_BYTES_AT + _TCPI_BYTES.size
+# A connection opening is closed to make room only once its peer has kept the extender
+# waiting this long: the scheduler answers each step of its handshake within milliseconds
+# (an ECDSA P-256 signature and a verification), so however fast another process opens
+# connections, it cannot have the scheduler's handshake closed; it only delays the accept
+# of a new one, which waits in the kernel's backlog. Holding every place would take 128
+# new connections each 100 ms, each of them answering the server (a TLS client with a
+# certificate the CA signed gets through and is served: max_connections).
+PATIENCE_SECONDS = 0.1
+_TCP_INFO: int | None = getattr(socket, "TCP_INFO", None)  # Linux only
 _OUT_OF_RESOURCES = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM))
 
 # The ``reason`` label of failed handshakes: a fixed set, never text from the peer.
 HANDSHAKE_REASONS = (
     "timeout",  # nothing, or not a whole handshake, within HANDSHAKE_SECONDS
-    "evicted",  # still opening when a new connection needed its room
+    "evicted",  # kept the extender waiting longest when a new connection needed room
     "closed",  # the peer closed or reset the connection while opening
     "not_tls",  # plain HTTP (or anything but TLS) on the TLS port
     "protocol",  # TLS, but a version, cipher or message the server refuses
@@ -130,6 +159,32 @@ def handshake_reason(exc: BaseException) -> str:
     # ConnectionResetError, BrokenPipeError, ConnectionAbortedError (asyncio's own
     # handshake timeout, which the outer one precedes), an EOF before the handshake
     return "closed"
+
+
+def peer_wait_ms(tcp_info: bytes) -> int | None:
+    """How long the peer of an opening connection has kept the extender waiting, in
+    milliseconds, from the kernel's ``TCP_INFO`` of the accepted socket: since the accept
+    when it has sent nothing (a TLS or HTTP client speaks first); since the extender last
+    sent when it has not answered (a handshake stopped after the ClientHello), also when
+    both came within one clock tick; 0 when the extender has sent nothing yet or the
+    peer's last bytes came later than the extender's: the extender owes the next step. None when
+    ``tcp_info`` is too short to tell (a kernel before 4.1)."""
+    if len(tcp_info) < _TCPI_SIZE:
+        return None
+    sent_ago, received_ago = _TCPI_LAST_DATA.unpack_from(tcp_info, _TCPI_LAST_DATA_AT)
+    acked, received = _TCPI_BYTES.unpack_from(tcp_info, _TCPI_BYTES_AT)
+    if received == 0:
+        return int(received_ago)
+    if acked == 0:
+        # It spoke and the extender has not yet (over loopback its bytes are acknowledged
+        # within the millisecond): tcpi_last_data_sent still counts from the connection's
+        # start, within a tick of a ClientHello sent right after the connect.
+        return 0
+    # Equal: the extender answered within the clock tick (1/HZ, 4 ms at HZ=250) its last
+    # bytes came in, as it answers a ClientHello over loopback; its turn is the peer's.
+    if sent_ago <= received_ago:
+        return int(sent_ago)
+    return 0
 
 
 def tls_context(tls: TLSConfig) -> ssl.SSLContext:
@@ -211,11 +266,14 @@ class Listener:
         self._on_accept_error = on_accept_error
         self._throttle = LogThrottle(log_interval)
         self._sockets: list[socket.socket] = []
-        # oldest first: the socket and the peer's address
-        self._opening: dict[asyncio.Task[None], tuple[socket.socket, str]] = {}
+        # oldest first: the socket, the peer's address, when it was accepted (monotonic)
+        self._opening: dict[asyncio.Task[None], tuple[socket.socket, str, float]] = {}
         self._evicted: set[asyncio.Task[None]] = set()
         self._silent: set[asyncio.Task[None]] = set()  # no byte received yet
-        self._paused: list[asyncio.TimerHandle] = []
+        # listening sockets not accepting for now, with the timer that resumes them, and
+        # the connection each accepted last that waits for room, with its peer
+        self._paused: dict[socket.socket, asyncio.TimerHandle] = {}
+        self._waiting: dict[socket.socket, tuple[socket.socket, str]] = {}
 
     @property
     def url(self) -> str:
@@ -263,9 +321,12 @@ class Listener:
     def close(self) -> None:
         """Stop accepting connections; those open are left to finish."""
         loop = asyncio.get_event_loop()
-        for handle in self._paused:
+        for handle in self._paused.values():
             handle.cancel()
         self._paused.clear()
+        for conn, _ in self._waiting.values():
+            conn.close()
+        self._waiting.clear()
         for sock in self._sockets:
             if sock.fileno() >= 0:
                 loop.remove_reader(sock.fileno())
@@ -283,7 +344,19 @@ class Listener:
                     self._out_of_resources(sock, exc)
                     return
                 raise
+            if not self._room():
+                # Every connection opening is still within its patience: this one waits
+                # (one per listening socket), the next ones in the kernel's backlog. A
+                # client sees a slower connect, not an error.
+                self._waiting[sock] = (conn, _peer(peer))
+                self._pause(sock, PATIENCE_SECONDS / 4)
+                return
             self._admit(conn, _peer(peer))
+
+    def _room(self) -> bool:
+        """Whether one more may open, once the patience of one opening ran out if need be."""
+        full = len(self._opening) - len(self._evicted) >= self._max * OPENING_PER_SERVED
+        return not full or self._evict(patient=True)
 
     def _out_of_resources(self, sock: socket.socket, exc: OSError) -> None:
         if self._on_accept_error is not None:
@@ -300,45 +373,85 @@ class Listener:
                 else f"pausing accepting for {ACCEPT_RETRY_SECONDS:g} s",
                 f" [{held} more since the last line]" if held else "",
             )
-        if freed:
+        if not freed:
+            self._pause(sock, ACCEPT_RETRY_SECONDS)
+
+    def _pause(self, sock: socket.socket, seconds: float) -> None:
+        """Stop accepting on ``sock`` for ``seconds``, or until a connection opening
+        finishes (``_forget``)."""
+        if sock in self._paused or sock.fileno() < 0:
             return
         loop = asyncio.get_running_loop()
         loop.remove_reader(sock.fileno())
+        self._paused[sock] = loop.call_later(seconds, self._resume, sock)
 
-        def resume() -> None:
-            self._paused.remove(handle)
-            if sock.fileno() >= 0:
-                loop.add_reader(sock.fileno(), self._accept, sock)
+    def _resume(self, sock: socket.socket) -> None:
+        handle = self._paused.pop(sock, None)
+        if handle is None:
+            return
+        handle.cancel()
+        if sock.fileno() < 0:
+            return
+        waiting = self._waiting.get(sock)
+        if waiting is not None:
+            if not self._room():
+                self._pause(sock, PATIENCE_SECONDS / 4)
+                return
+            del self._waiting[sock]
+            self._admit(*waiting)
+        asyncio.get_running_loop().add_reader(sock.fileno(), self._accept, sock)
 
-        handle = loop.call_later(ACCEPT_RETRY_SECONDS, resume)
-        self._paused.append(handle)
+    def _evict(self, *, patient: bool = False) -> bool:
+        """Close the connection still opening whose peer has kept the extender waiting
+        longest (``peer_wait_ms``), the oldest of equals; with ``patient``, only one that
+        has kept it waiting ``PATIENCE_SECONDS`` or more. False if there is none.
 
-    def _evict(self) -> bool:
-        """Close the oldest connection still opening, a silent one (no byte yet) first:
-        a scheduler sends its ClientHello at once. False if there is none."""
-        for silent_only in (True, False):
-            for task in self._opening:
-                if task not in self._evicted and (task in self._silent or not silent_only):
-                    self._evicted.add(task)
-                    task.cancel()
-                    return True
-        return False
+        One ``getsockopt`` per opening connection (at most ``OPENING_PER_SERVED`` x
+        ``max_connections``, a microsecond each), only when one must go."""
+        now = time.monotonic()
+        chosen: asyncio.Task[None] | None = None
+        longest = -math.inf
+        for task, (conn, _, accepted) in self._opening.items():
+            if task in self._evicted:
+                continue
+            waited = self._peer_wait(conn)
+            if waited is None:
+                # no TCP_INFO: a silent one by its age, then the oldest of the others
+                waited = (now - accepted) * 1000.0 if task in self._silent else -1.0
+            if waited > longest:
+                chosen, longest = task, waited
+        if chosen is None or (patient and longest < PATIENCE_SECONDS * 1000.0):
+            return False
+        self._evicted.add(chosen)
+        chosen.cancel()
+        return True
+
+    @staticmethod
+    def _peer_wait(conn: socket.socket) -> float | None:
+        if _TCP_INFO is None:
+            return None
+        try:
+            info = conn.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _TCPI_SIZE)
+        except (OSError, ValueError):  # not Linux, not TCP, or already closed
+            return None
+        waited = peer_wait_ms(info)
+        return float(waited) if waited is not None else None
 
     def _admit(self, conn: socket.socket, peer: str) -> None:
         if self.served >= self._max:
             conn.close()
             self._refused()
             return
-        if len(self._opening) - len(self._evicted) >= self._max * OPENING_PER_SERVED:
-            self._evict()
         conn.setblocking(False)
         task = asyncio.get_running_loop().create_task(self._open(conn, peer))
-        self._opening[task] = (conn, peer)
+        self._opening[task] = (conn, peer, time.monotonic())
         self._silent.add(task)
         task.add_done_callback(self._forget)
 
     def _forget(self, task: asyncio.Task[None]) -> None:
-        conn, peer = self._opening.pop(task)
+        conn, peer, _ = self._opening.pop(task)
+        for sock in list(self._paused):  # room for the next one in the backlog
+            self._resume(sock)
         evicted = task in self._evicted
         self._evicted.discard(task)
         self._silent.discard(task)
@@ -370,9 +483,7 @@ class Listener:
         try:
             async with timeout(self._handshake_seconds):
                 await _readable(loop, conn)
-                task = asyncio.current_task()
-                if task is not None:
-                    self._silent.discard(task)
+                self._spoke()
                 # asyncio's own handshake timeout, later than the one around it, only
                 # so that it never is the one that fires (it would log nothing either).
                 await loop.connect_accepted_socket(
@@ -388,6 +499,14 @@ class Listener:
             if not handed:
                 conn.close()
 
+    def _spoke(self) -> None:
+        # Not inline in _open: a cancelled task keeps its CancelledError, whose traceback
+        # keeps _open's frame; a local naming the task there would make a cycle that
+        # only the garbage collector frees, with the TLS state's 256 KiB buffer in it.
+        task = asyncio.current_task()
+        if task is not None:
+            self._silent.discard(task)
+
     def _failed(self, reason: str, peer: str, exc: BaseException | None) -> None:
         if self._on_failed is not None:
             self._on_failed(reason)
@@ -398,7 +517,10 @@ class Listener:
             if reason == "timeout":
                 detail = f"not done within {self._handshake_seconds:g} s"
             elif reason == "evicted":
-                detail = f"still opening while {self._max} connections were open (max_connections)"
+                detail = (
+                    f"kept the extender waiting longest of {self._max * OPENING_PER_SERVED} "
+                    "connections still opening"
+                )
             log.warning(
                 "%s: %s from %s failed (%s): %s%s",
                 self.url,

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import re
 import resource
+import selectors
 import socket
 import ssl
+import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +20,7 @@ import httpx
 import pytest
 
 from extender.certs import not_after
-from extender.listener import HANDSHAKE_SECONDS
+from extender.listener import HANDSHAKE_SECONDS, peer_wait_ms
 from lab.pki import make_ca, make_cert
 
 from .running import Running, filter_body, free_port, write_config
@@ -234,3 +237,232 @@ def test_running_out_of_descriptors_pauses_accepting_quietly(tmp_path):
         for sock in held:
             sock.close()
         proc.stop()
+
+
+def _tcp_info(sent_ago: int, received_ago: int, acked: int, received: int) -> bytes:
+    info = bytearray(232)
+    struct.pack_into("=I4xI", info, 44, sent_ago, received_ago)
+    struct.pack_into("=QQ", info, 120, acked, received)
+    return bytes(info)
+
+
+@pytest.mark.parametrize(
+    ("sent_ago", "received_ago", "acked", "received", "waited"),
+    [
+        (900, 900, 0, 0, 900),  # nothing from the peer since the accept 900 ms ago
+        (60, 60, 0, 517, 0),  # a ClientHello with the connect, not answered yet
+        (250, 400, 1300, 517, 250),  # a ClientHello 400 ms ago, answered 250 ms ago
+        (7, 7, 1300, 517, 7),  # answered within the tick the ClientHello came in
+        (300, 2, 1300, 1400, 0),  # it answered 2 ms ago: the extender's turn
+    ],
+)
+def test_the_wait_on_a_peer_is_read_from_tcp_info(sent_ago, received_ago, acked, received, waited):
+    info = _tcp_info(sent_ago, received_ago, acked, received)
+    assert peer_wait_ms(info) == waited
+    assert peer_wait_ms(info[:100]) is None  # a kernel before 4.1
+
+
+def test_the_wait_on_a_real_socket_grows_after_the_extender_speaks():
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+        with client, accepted:
+            client.sendall(b"hello")
+            time.sleep(0.05)
+            accepted.recv(5)
+            info = accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+            assert peer_wait_ms(info) == 0  # the extender has not answered yet
+            accepted.sendall(b"answer")
+            time.sleep(0.2)
+            info = accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+            waited = peer_wait_ms(info)
+            assert waited is not None and 150 <= waited < 2000, waited
+
+
+def _tls_client(pki: Path, cert: str | None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    if cert is not None:
+        ctx.load_cert_chain(pki / f"{cert}.crt", pki / f"{cert}.key")
+    return ctx
+
+
+def _server_flight(sock: socket.socket, obj: ssl.SSLObject, incoming: ssl.MemoryBIO) -> None:
+    """Read what the server sends after the ClientHello, until the client's side of the
+    handshake is done (TLS 1.3) or it fails for want of a certificate."""
+    sock.settimeout(5)
+    while True:
+        data = sock.recv(65536)
+        assert data, "closed during the handshake"
+        incoming.write(data)
+        try:
+            obj.do_handshake()
+            return
+        except ssl.SSLWantReadError:
+            continue
+
+
+def _still_open(sock: socket.socket) -> bool:
+    sock.settimeout(0.2)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except TimeoutError:
+        return True
+    except OSError:
+        return False
+
+
+def test_the_opening_connection_that_keeps_the_extender_waiting_longest_is_closed(pki, tmp_path):
+    # max_connections 2: four may be opening at once
+    config = write_config(tmp_path, tls=_tls(pki), max_connections=2)
+    proc = Running(config)
+    socks: list[socket.socket] = []
+    try:
+        # the scheduler, accepted first: its ClientHello, the server's flight, and the
+        # first bytes of its answer (the rest follows below)
+        honest = socket.create_connection(("127.0.0.1", proc.port), timeout=5)
+        socks.append(honest)
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = _tls_client(pki, "scheduler").wrap_bio(
+            incoming, outgoing, server_hostname="127.0.0.1"
+        )
+        with pytest.raises(ssl.SSLWantReadError):
+            obj.do_handshake()
+        honest.sendall(outgoing.read())
+        _server_flight(honest, obj, incoming)
+        answer = outgoing.read()
+        honest.sendall(answer[:5])
+        # three holders, younger: a ClientHello, the server's flight, then nothing
+        hello = _client_hello()
+        held = []
+        for _ in range(3):
+            sock = socket.create_connection(("127.0.0.1", proc.port), timeout=5)
+            socks.append(sock)
+            sock.sendall(hello)
+            assert sock.recv(65536)  # the server answered: the holder's turn
+            held.append(sock)
+        time.sleep(0.3)
+        # a fifth: one of the four must go. The oldest is the scheduler, but it has
+        # answered; the first holder has kept the extender waiting longest.
+        socks.append(socket.create_connection(("127.0.0.1", proc.port), timeout=5))
+        time.sleep(0.2)
+        assert _closed(held[0])
+        assert not _closed(held[1]) and not _closed(held[2])
+        assert _still_open(honest)  # nothing unread there: a peek tells
+        # the scheduler finishes its handshake and is answered
+        honest.sendall(answer[5:])
+        obj.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        honest.sendall(outgoing.read())
+        plain = b""
+        honest.settimeout(5)
+        while b"ok\n" not in plain:
+            data = honest.recv(65536)
+            assert data, plain
+            incoming.write(data)
+            try:
+                while True:
+                    plain += obj.read(65536)
+            except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                pass
+        assert plain.startswith(b"HTTP/1.1 200"), plain
+        proc.wait_for_line("failed (evicted)", timeout=5)
+    finally:
+        for sock in socks:
+            sock.close()
+        proc.stop()
+
+
+class _Holder(threading.Thread):
+    """Holds ``count`` connections, half silent and half stopped after their ClientHello,
+    opening another whenever the extender closes one, until ``stop`` is set."""
+
+    def __init__(self, port: int, count: int) -> None:
+        super().__init__(daemon=True)
+        self.port, self.count = port, count
+        self.stop = threading.Event()
+        self.reopened = 0
+        self._hello = _client_hello()
+
+    def _open(self, sel: selectors.BaseSelector, i: int) -> None:
+        try:
+            sock = socket.create_connection(("127.0.0.1", self.port), timeout=2)
+            if i % 2:
+                sock.sendall(self._hello)
+        except OSError:
+            return
+        sock.setblocking(False)
+        sel.register(sock, selectors.EVENT_READ, i)
+
+    def run(self) -> None:
+        with selectors.DefaultSelector() as sel:
+            for i in range(self.count):
+                self._open(sel, i)
+            while not self.stop.is_set():
+                for key, _ in sel.select(timeout=0.05):
+                    sock = key.fileobj
+                    assert isinstance(sock, socket.socket)
+                    try:
+                        data = sock.recv(65536)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        sel.unregister(sock)
+                        sock.close()
+                        self._open(sel, key.data)
+                        self.reopened += 1
+            for key in list(sel.get_map().values()):
+                key.fileobj.close()  # type: ignore[union-attr]
+
+
+def test_a_kept_alive_scheduler_connection_never_fails_under_held_connections(ext, pki):
+    evicted = _metric(
+        ext, "loadwise_extender_handshake_failures_total", listener="scheduler", reason="evicted"
+    )
+    url = f"https://127.0.0.1:{ext.port}/scheduler/filter"
+    with _client(pki, "scheduler") as client:
+        # the connection kube-scheduler keeps (a Go http.Transport reuses it)
+        assert client.post(url, content=filter_body(["n1", "n2"])).status_code == 200
+        holder = _Holder(ext.port, 300)
+        holder.start()
+        answers = []
+        try:
+            deadline = time.monotonic() + 6.0
+            while time.monotonic() < deadline:
+                # httpx's timeout is kube-scheduler's: 5 s for the whole call
+                r = client.post(url, content=filter_body(["n1", "n2"]))
+                answers.append((r.status_code, r.json()["NodeNames"]))
+                time.sleep(0.05)
+        finally:
+            holder.stop.set()
+            holder.join(10)
+    assert answers and all(a == (200, ["n1"]) for a in answers), answers
+    # the holder was at work: its connections were closed and reopened
+    assert holder.reopened > 0
+    assert (
+        _metric(
+            ext,
+            "loadwise_extender_handshake_failures_total",
+            listener="scheduler",
+            reason="evicted",
+        )
+        > evicted
+    )
+
+
+def test_the_health_listener_answers_while_flooded_with_idle_connections(ext):
+    host, port = ext.health.removeprefix("http://").split(":")  # type: ignore[attr-defined]
+    held = []
+    try:
+        for _ in range(400):  # more than the 64 served and 128 opening together
+            held.append(socket.create_connection((host, int(port)), timeout=5))
+        for _ in range(5):
+            r = httpx.get(f"{ext.health}/healthz", timeout=5)  # type: ignore[attr-defined]
+            assert r.status_code == 200 and r.text == "ok\n"
+    finally:
+        for sock in held:
+            sock.close()
+    assert (
+        _metric(
+            ext, "loadwise_extender_handshake_failures_total", listener="health", reason="evicted"
+        )
+        > 0
+    )
