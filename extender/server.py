@@ -111,14 +111,23 @@ _LOG_CHARS = 300
 MAX_REQUEST_NODES = 10_000
 
 
+_NULL = msgspec.Raw(b"null")
+
+
 class _NamesOnly(msgspec.Struct):
     """What a body says before it is decoded: whether it carries names, not Nodes."""
 
-    node_names: msgspec.Raw | None = msgspec.field(default=None, name="NodeNames")
-    nodes: msgspec.Raw | None = msgspec.field(default=None, name="Nodes")
+    # Raw, not ``Raw | None``: msgspec reads that union as "null only" and refuses a list
+    # of names, which left both checks below undone. An absent field is JSON null.
+    node_names: msgspec.Raw = msgspec.field(default=_NULL, name="NodeNames")
+    nodes: msgspec.Raw = msgspec.field(default=_NULL, name="Nodes")
 
 
 _names_only = msgspec.json.Decoder(_NamesOnly)
+
+
+def _is_null(raw: msgspec.Raw) -> bool:
+    return bytes(raw).strip() == b"null"
 
 
 def _check_size(body: bytes) -> None:
@@ -133,7 +142,7 @@ def _check_size(body: bytes) -> None:
         head = _names_only.decode(body)
     except msgspec.DecodeError:
         return  # the decode says what is wrong
-    if head.nodes is None and head.node_names is not None:
+    if _is_null(head.nodes) and not _is_null(head.node_names):
         names = bytes(head.node_names).count(b'"') // 2
         if names > MAX_REQUEST_NODES:
             raise WireError(

@@ -5,19 +5,22 @@ logged once a minute yet counted and reported by /readyz."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from typing import Any
 
 import httpx
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from extender.config import load_settings
+from extender.config import NAMES_BODY_BYTES, load_settings
 from extender.listener import Listener
-from extender.server import ServerState, make_app
+from extender.server import MAX_REQUEST_NODES, ServerState, make_app
 from extender.service import Extender
 from extender.sources import LoadFileSource
 
+from .helpers import container, pod_json
 from .running import LOAD, filter_body, post_head, watcher_document
 
 MIB = 1024 * 1024
@@ -149,5 +152,103 @@ async def test_fail_open_answers_are_logged_once_a_minute_and_reported_by_readyz
             assert "[4 more fail-open answers since the last line]" in tracebacks[1].getMessage()
             now[0] += 600.0  # ten minutes without one (the window's clock): not reported
             assert "fail-open" not in (await client.get("/readyz")).text
+    finally:
+        await srv.close()
+
+
+def _body(names: list[str] | None = None, nodes: list[dict[str, Any]] | None = None) -> bytes:
+    pod = pod_json(container({"cpu": "100m", "memory": "64Mi"}), name="web", uid="w1")
+    return json.dumps(
+        {
+            "Pod": pod,
+            "Nodes": None if nodes is None else {"items": nodes},
+            "NodeNames": names,
+        }
+    ).encode()
+
+
+def _node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels or {}}}
+
+
+# The cap on nodes, over every way a request names them: names in a small body (decoded,
+# then counted), names in a body over the names-only limit (counted by the scan before any
+# string is made), Node objects (full Nodes, nodeCacheCapable false).
+_OVER = MAX_REQUEST_NODES + 1
+_TOO_MANY = [
+    ("filter", "NodeNames", _body(names=[f"n{i}" for i in range(_OVER)])),
+    ("filter", "NodeNames", _body(names=[f"node-{i:06d}-{'x' * 100}" for i in range(_OVER)])),
+    ("filter", "Nodes.items", _body(nodes=[_node(f"n{i}") for i in range(_OVER)])),
+    ("prioritize", "NodeNames", _body(names=[f"n{i}" for i in range(_OVER)])),
+    ("prioritize", "Nodes.items", _body(nodes=[_node(f"n{i}") for i in range(_OVER)])),
+]
+
+
+@pytest.mark.parametrize(("verb", "what", "body"), _TOO_MANY, ids=lambda v: str(v)[:12])
+async def test_more_nodes_than_the_cap_are_refused_naming_it_and_serving_goes_on(
+    extender, verb, what, body
+):
+    ext = extender()  # no kubeconfig: the body limit is sized for full Nodes (4.125 MiB)
+    assert len(body) < ext.settings.body_limit
+    srv = TestServer(make_app(ext), host="127.0.0.1")
+    await srv.start_server()
+    try:
+        async with httpx.AsyncClient(base_url=str(srv.make_url("")), timeout=30) as client:
+            r = await client.post(f"/scheduler/{verb}", content=body)
+            assert r.status_code == 400, (r.status_code, r.text[:200])
+            error = r.json()["Error"]
+            assert f"{_OVER} nodes" in error and what in error, error
+            assert f"at most {MAX_REQUEST_NODES}" in error and "MAX_REQUEST_NODES" in error
+            metrics = ext.metrics.render().decode()
+            assert f'reason="too_many_nodes",status="400",verb="{verb}"}} 1.0' in metrics
+            # the next request is served as ever
+            r = await client.post("/scheduler/filter", content=filter_body(["n1", "n2"]))
+            assert r.status_code == 200 and r.json()["NodeNames"] == ["n1"]
+    finally:
+        await srv.close()
+
+
+async def test_exactly_the_cap_is_served(extender):
+    ext = extender()
+    srv = TestServer(make_app(ext), host="127.0.0.1")
+    await srv.start_server()
+    try:
+        names = [f"n{i}" for i in range(MAX_REQUEST_NODES)]
+        async with httpx.AsyncClient(base_url=str(srv.make_url("")), timeout=30) as client:
+            r = await client.post("/scheduler/filter", content=_body(names=names))
+        assert r.status_code == 200, r.text[:200]
+        # n1 and n3 have room, n2's memory is over the threshold, the rest report no load
+        assert {"n1", "n3"} <= set(r.json()["NodeNames"]) and "n2" not in r.json()["NodeNames"]
+    finally:
+        await srv.close()
+
+
+async def test_a_names_only_body_over_1_mib_is_a_413_a_full_nodes_one_is_served(extender):
+    ext = extender()  # body limit 4.125 MiB: room for both bodies below
+    # 4,200 names of 253 characters (the longest DNS name): under the cap, over 1 MiB
+    names = [f"{i:05d}{'n' * 248}" for i in range(4200)]
+    names_only = _body(names=names)
+    assert NAMES_BODY_BYTES < len(names_only) < ext.settings.body_limit
+    # the same bytes as three Node objects with large labels: what full Nodes look like
+    labels = {f"example.com/l{j}": "v" * 60 for j in range(4500)}
+    full = _body(nodes=[_node(n, labels) for n in ("n1", "n2", "n3")])
+    assert NAMES_BODY_BYTES < len(full) < ext.settings.body_limit
+    srv = TestServer(make_app(ext), host="127.0.0.1")
+    await srv.start_server()
+    try:
+        async with httpx.AsyncClient(base_url=str(srv.make_url("")), timeout=30) as client:
+            for verb in ("filter", "prioritize"):
+                r = await client.post(f"/scheduler/{verb}", content=names_only)
+                assert r.status_code == 413, (verb, r.status_code, r.text[:200])
+                error = r.json()["Error"]
+                assert f"request body of {len(names_only)} bytes with NodeNames only" in error
+                assert f"at most {NAMES_BODY_BYTES} bytes" in error
+            r = await client.post("/scheduler/filter", content=full)
+            assert r.status_code == 200, r.text[:200]
+            answered = {n["metadata"]["name"] for n in r.json()["Nodes"]["items"]}
+            assert {"n1", "n3"} <= answered <= {"n1", "n2", "n3"}, answered
+        metrics = ext.metrics.render().decode()
+        assert 'reason="too_large",status="413",verb="filter"} 1.0' in metrics
+        assert 'reason="too_large",status="413",verb="prioritize"} 1.0' in metrics
     finally:
         await srv.close()
