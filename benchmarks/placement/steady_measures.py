@@ -192,16 +192,22 @@ def phase_label(tl: Timeline, background: Sequence[float]) -> str:
     return ", ".join(parts) or "all"
 
 
+# Changes scheduled for one instant are applied one after the other, milliseconds apart
+# (steady.place's loop): the stretches between them are not phases of the scenario.
+PHASE_MIN_SECONDS = 1.0
+
+
 def phases(tl: Timeline, parts: Sequence[Slice]) -> list[Phase]:
     """Per set of backgrounds (in order of first appearance), the hottest node's mean per
-    resource over the measured seconds spent in it."""
+    resource over the measured seconds spent in it; sets held for less than
+    PHASE_MIN_SECONDS in all are left out (they still count in every other measure)."""
     acc: dict[str, list[float]] = {}
     for g in parts:
         a = acc.setdefault(phase_label(tl, g.background), [0.0, 0.0, 0.0])
         a[0] += g.seconds
         a[1] += g.seconds * max(g.cpu)
         a[2] += g.seconds * max(g.memory)
-    return [Phase(k, s, c / s, m / s) for k, (s, c, m) in acc.items()]
+    return [Phase(k, s, c / s, m / s) for k, (s, c, m) in acc.items() if s >= PHASE_MIN_SECONDS]
 
 
 def share(g: Slice) -> float | None:

@@ -254,4 +254,26 @@ INTRO = """\
   replicas on one node at any instant; **ended lifetime** the pods the benchmark deleted;
   **evicted** those something else deleted (the descheduler); **p50/p99 ms** creation to
   binding over every pod of the stream.
+- Below each steady table, the same runs **per resource, after a warm-up** (120 s unless
+  the report says otherwise; `--warmup`), from `benchmarks/placement/steady_measures.py`:
+  the hottest node's CPU and memory apart (CPU over 100 % on a kwok node is demand nothing
+  throttles, memory over 100 % what a real node would kill for), its time-weighted mean
+  and **p99** over time (the least level it stays at or below for 99 % of the measured
+  seconds), the seconds above 80 % and above 100 %; the hottest node's mean **per phase**
+  where background changes split the stream (phases with the same backgrounds together);
+  and the **largest share of a workload's running pods on one node**, time-averaged over
+  the instants where some workload runs at least two (1/n spread over n nodes, 100 % all on
+  one: what a node's loss costs). Beside them two **optima over each run's own trace**
+  (`benchmarks/placement/optimum.py`, solved with HiGHS): **per instant**, the best
+  placement of the pods running at each instant with pods free to move, time-averaged (a
+  bound no scheduler, migrating or not, can beat), and **without migration**, each pod
+  placed once at its arrival for its whole stay with every lifetime known in hindsight,
+  minimising the same time-averaged hottest node (a mixed-integer programme, proven
+  optimal or stopped at a time limit with its gap stated). The **gap** is taken per run,
+  the contender's figure minus its trace's optimum, in percentage points. The freshness
+  of the load reading behind each decision is not recorded by the runs, so not reported.
+  Runs from before 2026-11-28 replay one trace per scenario (their lifetimes seeded by the
+  scenario and workload names); later runs draw the ramp's arrivals and the lifetimes from
+  the invocation's `--seed` and the round (`benchmarks/placement/trace.py`): the
+  contenders of a round share a trace, each round is another.
 """

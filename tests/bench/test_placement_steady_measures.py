@@ -179,3 +179,20 @@ def test_the_report_gives_each_contender_both_resources_and_the_gaps_to_the_opti
     assert "Freshness of the load reading at each decision: not recorded" in text
     assert "1 of 2 runs predate per-run traces" in text
     assert len(json.loads(cache.read_text())) == 4  # kept for the next render
+
+
+def test_changes_of_one_instant_applied_milliseconds_apart_make_no_phase():
+    # a goes to 512 MiB 3 ms before b goes to 3.5 GiB (one instant in the scenario):
+    # those 3 ms are no phase of their own, the two phases around them are
+    changes = (Change(49.997, "a", 0.5 * GI), Change(50, "b", 3.5 * GI))
+    tl = Timeline(TL.nodes, TL.stays, TL.usage, changes, 100)
+    labels = [p.label for p in measure(tl, warmup=10).phases]
+    assert labels == ["a 0Gi, b 1Gi", "a 0.5Gi, b 3.5Gi"]
+
+
+def test_a_gap_of_rounding_alone_is_zero_and_a_real_one_stays():
+    from benchmarks.placement.steady_tables import gap
+
+    assert gap(0.19999999999999998, 0.2) == 0.0
+    assert gap(0.25, 0.2) == pytest.approx(0.05)
+    assert gap(0.15, 0.2) == pytest.approx(-0.05)
