@@ -93,7 +93,7 @@ def _solve(
     import highspy
     import numpy as np
 
-    h = highspy.Highs()
+    h = highspy.Highs()  # type: ignore[no-untyped-call]
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit))
     h.setOptionValue("mip_rel_gap", gap)
@@ -112,7 +112,11 @@ def _solve(
         np.array([], dtype=np.int32),
         np.array([], dtype=np.float64),
     )
-    starts, idx, vals, lo, hi = [], [], [], [], []
+    starts: list[int] = []
+    idx: list[int] = []
+    vals: list[float] = []
+    lo: list[float] = []
+    hi: list[float] = []
     for rlo, rhi, ri, rv in m.rows:
         starts.append(len(idx))
         idx += ri
