@@ -5,7 +5,8 @@ LOADWISE_FAKE_API at a JSON document {"objects": [...]}: the cluster's objects a
 server would return them. `k8s` answers like the real module (kubernetes.core 6.x
 plugins/module_utils/k8s/runner.py): the applied objects as the server has them, which for a
 service-account-token Secret the token controller has filled, data.token included; with
-`state: patched` it merges the patch into the stored object and writes the file; with
+`state: patched` it merges the patch into the stored object (a JSON merge patch: maps at
+every level, null removes) and writes the file; with
 `state: absent` it removes the matching objects (given by `definition` or by
 kind/namespace/name) and writes the file; with LOADWISE_FAKE_API_STORE set, `state: present`
 stores what it applies too (merged into an object that is there, as the module's patch does).
@@ -55,6 +56,19 @@ _K8S = (
     _COMMON
     + """
 
+def _merge(into, patch):
+    for key, value in patch.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        elif isinstance(value, dict):
+            into[key] = {}
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
 def main():
     module = _module()
     _record(module)
@@ -84,15 +98,10 @@ def main():
         found = [o for o in stored if _matches(o, kind, ns, name)]
         store = bool(os.environ.get("LOADWISE_FAKE_API_STORE"))
         if found and (p.get("state") == "patched" or store) and not module.check_mode:
-            # a merge patch of the top-level maps, as `state: patched` sends for a ConfigMap
-            # (and `present` for an existing one); null removes a key (RFC 7386)
-            for key, value in doc.items():
-                if isinstance(value, dict) and isinstance(found[0].get(key), dict):
-                    found[0][key].update(value)
-                    for gone in [k for k, v in value.items() if v is None]:
-                        del found[0][key][gone]
-                elif key not in ("apiVersion", "kind", "metadata"):
-                    found[0][key] = value
+            # a merge patch, as `state: patched` sends for a ConfigMap or a Node's annotations
+            # (and `present` for an existing object): maps merge at every level, null removes
+            # a key (RFC 7386); kind and apiVersion stay the stored object's
+            _merge(found[0], {k: v for k, v in doc.items() if k not in ("apiVersion", "kind")})
             patched = {**_state(), "objects": stored}
             with open(os.environ["LOADWISE_FAKE_API"], "w") as handle:
                 json.dump(patched, handle)
