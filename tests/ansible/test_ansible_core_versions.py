@@ -4,7 +4,8 @@ meta/runtime.yml promises ansible-core >= 2.16 (Ubuntu 24.04's own ansible-core 
 ansible-core 2.19 changed templating: before it a template whose value is None renders as '',
 so a check written against 2.19 alone can refuse the defaults on 2.16-2.18 (it did: "got  and
 180" for an unset loadwise_extender_max_stale_seconds). scripts/setup makes
-.venv-ansible-oldest with the oldest supported ansible-core alone; .venv's pin
+.venv-ansible-oldest with the oldest supported ansible-core (and the `ansible` 9.x package for
+its community.crypto 2.x: test_tls_on_oldest_core.py); .venv's pin
 (requirements-dev.txt) is the newest on PyPI (`pip index versions ansible-core`, 2.19.14 when
 this was written). Each runs, on this machine over the local connection with the k3s stand-in
 of test_preflight_playbook.py (nothing needs a node or a cluster):
