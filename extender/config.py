@@ -21,6 +21,7 @@ from .redact import has_credentials, redact_url
 from .sources.base import DEFAULT_MAX_NODES, DEFAULT_MAX_RESPONSE_BYTES
 
 __all__ = [
+    "NAMES_BODY_BYTES",
     "BasicAuthConfig",
     "ConfigError",
     "EstimatorConfig",
