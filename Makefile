@@ -14,7 +14,7 @@ setup:
 # and the ungrouped suites wherever there is room (tests/conftest.py).
 # PYTEST_WORKERS=0 runs everything in one process.
 # --durations lists the slowest tests and tests/conftest.py the time per group and worker, so a
-# CI log shows where the time goes (README.md, "How long it takes").
+# CI log shows where the time goes (docs/testing.md, "How long it takes").
 PYTEST_WORKERS ?= 2
 
 # The first build (every Go program and node image the suite needs, 18-29 min on a cold 2-core

@@ -187,7 +187,7 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True):
     def body_limit(self) -> int:
         """The largest request body read: ``max_body_bytes`` if set. Else, with a
         kubeconfig the scheduler is expected to send node names only (the Ansible
-        role and the README pair them: the extender sizes nodes from its watch);
+        role and docs/extender.md pair them: the extender sizes nodes from its watch);
         without one it must send full Nodes (the only way to learn their sizes)."""
         if self.max_body_bytes is not None:
             return self.max_body_bytes

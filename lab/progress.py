@@ -2,7 +2,7 @@
 images, each a step that is named when it starts and when it ends, with its time, a count
 ("3 of 14") and an estimate of what is left.
 
-On a fresh machine that work takes about half an hour on 2 cores (README, "Tests"), and a
+On a fresh machine that work takes about half an hour on 2 cores (docs/testing.md), and a
 single Go build (kube-apiserver, Prometheus) runs for minutes without printing anything, so
 nothing here stays silent for longer than `HEARTBEAT_SECONDS`: on a terminal a progress bar
 (rich, already installed as Textual's renderer) redraws every second; elsewhere (CI logs,

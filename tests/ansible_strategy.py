@@ -20,7 +20,7 @@ the long runs over SSH of tests/lab only.
 
 ansible-core 2.19 prints a deprecation warning for every strategy plugin outside
 ansible.builtin ("no alternative ... is currently planned"): when a release drops them, this
-switch goes and the suite is back to ansible-core's pace (the figures in the README say what
+switch goes and the suite is back to ansible-core's pace (the figures in docs/testing.md say what
 that costs).
 """
 

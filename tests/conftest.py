@@ -19,7 +19,7 @@ and realnodes (about 25) start at once on the two workers, the podman group (5: 
 load_watcher scenario, the others being `full`, and the burner's tests) goes to
 whichever nears its end first, the lab's, and every ungrouped test is a scope of one, so they
 come last, on both workers (2026-11-26: the workers then ended 0.2 min apart). The time each
-group took is printed at the end of every run (GroupTimes below) and kept in the README.
+group took is printed at the end of every run (GroupTimes below) and kept in docs/testing.md.
 """
 
 from __future__ import annotations
