@@ -361,5 +361,15 @@ def test_the_role_config_file_names_the_keys_it_made(serving: dict[str, Any], ma
         "cert_file": str(tls / "server.crt"),
         "key_file": str(tls / "server.key"),
         "client_ca_file": str(tls / "ca.crt"),
+        "client_names": ["kube-scheduler"],
     }
+    # the one name the extender accepts is the common name of the client certificate made here
+    subject = subprocess.run(
+        ["openssl", "x509", "-noout", "-subject", "-nameopt", "multiline"],
+        input=(tls / "scheduler/client.crt").read_text(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert re.search(r"commonName\s*=\s*kube-scheduler$", subject, re.MULTILINE), subject
     assert os.path.exists(config["tls"]["key_file"])
