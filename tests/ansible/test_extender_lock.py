@@ -31,7 +31,8 @@ from tests.ansible.playbook import ansible_playbook
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles/loadwise_extender"
 LOCK = ROLE / "files/requirements.lock"
-# The node Pythons the role supports (README.md, "Install on your cluster") on the two 64-bit architectures.
+# The node Pythons the role supports (README.md, "Install on your cluster"), on the two
+# 64-bit architectures.
 TARGETS = [f"cp3{minor}-{arch}" for minor in (10, 11, 12, 13) for arch in ("x86_64", "aarch64")]
 
 
