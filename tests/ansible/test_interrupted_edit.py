@@ -3,7 +3,8 @@
 roles/loadwise_scheduler_config/tasks/marker.yml writes a marker on the node (and the same as
 an annotation on its Node object) before the first change to the scheduler's configuration
 and takes both away once the scheduler is proven healthy; tasks/interrupted.yml finds a marker
-left behind and refuses (site.yml) or says so (rollback.yml, a run that leaves the scheduler
+left behind and says so, then finishes the edit (site.yml by default), refuses (site.yml with
+loadwise_scheduler_config_resume false) or goes on (rollback.yml, a run that leaves the scheduler
 alone). The task files run here by ansible-playbook over the local connection, the cluster is
 tests/ansible/fake_kubernetes_core.py; site.yml's preflight and rollback.yml run as in
 test_preflight_playbook.py (k3s stand-in, no host). Not run here: a real scheduler stopped
@@ -167,7 +168,9 @@ def test_no_marker_no_word(tmp_path: Path) -> None:
 def test_a_marker_left_behind_is_refused_naming_both_ways_out(tmp_path: Path, which: str) -> None:
     assert _set(tmp_path, None, PYTHONS[which])[0] == 0
     started = json.loads((tmp_path / "backup" / "IN-PROGRESS").read_text())["started_at"]
-    rc, said, _ = _play(tmp_path, "interrupted", python=PYTHONS[which])
+    rc, said, _ = _play(
+        tmp_path, "interrupted", python=PYTHONS[which], loadwise_scheduler_config_resume=False
+    )
     assert rc == 2, said
     assert LOUD in said, said
     assert f"A run that started at {started} (UTC) to install" in said
@@ -178,9 +181,9 @@ def test_a_marker_left_behind_is_refused_naming_both_ways_out(tmp_path: Path, wh
     assert "Nothing was changed by this run" in said, said
 
 
-def test_resuming_goes_on_and_says_so(tmp_path: Path) -> None:
+def test_by_default_a_run_resumes_and_says_so(tmp_path: Path) -> None:
     assert _set(tmp_path, None)[0] == 0
-    rc, said, _ = _play(tmp_path, "interrupted", loadwise_scheduler_config_resume=True)
+    rc, said, _ = _play(tmp_path, "interrupted")
     assert rc == 0, said
     assert LOUD in said, said
     assert "loadwise_scheduler_config_resume is true: this run finishes the change" in said
@@ -189,7 +192,7 @@ def test_resuming_goes_on_and_says_so(tmp_path: Path) -> None:
 def test_a_marker_that_is_not_json_still_stops_the_run_and_is_shown(tmp_path: Path) -> None:
     (tmp_path / "backup").mkdir()
     (tmp_path / "backup" / "IN-PROGRESS").write_text("half a wri")
-    rc, said, _ = _play(tmp_path, "interrupted")
+    rc, said, _ = _play(tmp_path, "interrupted", loadwise_scheduler_config_resume=False)
     assert rc == 2, said
     assert LOUD in said, said
     assert "(unreadable: half a wri)" in said
@@ -215,8 +218,14 @@ def _left_behind(tmp_path: Path) -> list[str]:
     return ["-e", f"loadwise_backup_dir={backup}"]
 
 
-def test_site_stops_in_preflight_before_any_change(tmp_path: Path) -> None:
-    run = _run(tmp_path, INVENTORIES / "plain.ini", *_left_behind(tmp_path))
+def test_site_stops_in_preflight_before_any_change_when_told_not_to_resume(tmp_path: Path) -> None:
+    run = _run(
+        tmp_path,
+        INVENTORIES / "plain.ini",
+        "-e",
+        "loadwise_scheduler_config_resume=false",
+        *_left_behind(tmp_path),
+    )
     said = " ".join((run.stdout + run.stderr).split())
     assert run.returncode == 2, said
     assert "cp-1: " + LOUD in said, said

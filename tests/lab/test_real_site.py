@@ -199,6 +199,9 @@ def test_a_site_run_killed_before_its_proof_is_proven_by_the_next(real_host, rea
     run = real_host.playbook("playbooks/site.yml", "--tags", "loadwise_scheduler_config")
     assert run.rc == 0, run.tail()
     assert "no run proved the scheduler healthy with it" in run.said, run.tail()
+    # the killed run's marker, said loudly before this run finishes the change
+    assert "STOPPED HALF WAY THROUGH A SCHEDULER CHANGE" in run.said, run.tail()
+    assert real_host.sh("ls /var/lib/loadwise/backup/IN-PROGRESS 2>/dev/null || true") == ""
     assert run.changed[CP] > 0, run.tail()
     after = scheduler_pid(real_host)
     assert after and after != before, (before, after)
