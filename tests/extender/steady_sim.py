@@ -314,4 +314,6 @@ def old_extender(seed: int) -> Placer:
 
 
 def new_extender(seed: int, **overrides: Any) -> Placer:
-    return ExtenderPlacer(random.Random(seed * 7919 + 3), overrides, pod_usage=True)
+    # with the spreading term, which is off by default (extender/config.py, spread_weight)
+    settings = {"estimator.spread_weight": 1.0, **overrides}
+    return ExtenderPlacer(random.Random(seed * 7919 + 3), settings, pod_usage=True)

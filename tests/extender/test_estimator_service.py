@@ -38,7 +38,11 @@ def _pod(name: str) -> dict:
 
 
 def _extender(clock, notes=None, *, fast=True, nodes=("a", "b"), load=20.0):
-    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    # the spreading term is off by default (extender/config.py); these tests cover it too
+    settings = load_settings(
+        None,
+        {"source.kind": "file", "source.file": "/dev/null", "estimator.spread_weight": 1.0},
+    )
     snap = LoadSnapshot(
         "s",
         T - 5,
