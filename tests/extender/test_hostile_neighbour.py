@@ -5,6 +5,7 @@ health port, certificates the CA signed for someone else or for another purpose.
 
 from __future__ import annotations
 
+import faulthandler
 import re
 import resource
 import selectors
@@ -312,6 +313,9 @@ def _still_open(sock: socket.socket) -> bool:
 
 
 def test_the_opening_connection_that_keeps_the_extender_waiting_longest_is_closed(pki, tmp_path):
+    # Every call below has a timeout, yet once under two busy xdist workers this test did not
+    # end for 8 minutes: a hang is turned into a crash with every thread's traceback.
+    faulthandler.dump_traceback_later(120, exit=True)
     # max_connections 2: four may be opening at once
     config = write_config(tmp_path, tls=_tls(pki), max_connections=2)
     proc = Running(config)
@@ -373,6 +377,7 @@ def test_the_opening_connection_that_keeps_the_extender_waiting_longest_is_close
         for sock in socks:
             sock.close()
         proc.stop()
+        faulthandler.cancel_dump_traceback_later()
 
 
 class _Holder(threading.Thread):
