@@ -118,7 +118,7 @@ def _wait_healthz(procs: Processes, name: str, interval: float) -> None:
 
 def kwok_module_dir() -> Path:
     """Where Go keeps the kwok module source: its stage YAMLs are read from there."""
-    env = dict(os.environ, GOFLAGS="-mod=mod", GOWORK="off", GOTOOLCHAIN="local")
+    env = dict(os.environ, GOFLAGS="-mod=readonly", GOWORK="off", GOTOOLCHAIN="local")
     go = shutil.which("go") or "/usr/local/go/bin/go"
     r = subprocess.run(
         [go, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
