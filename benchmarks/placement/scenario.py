@@ -477,12 +477,17 @@ def available(directory: Path = SCENARIOS_DIR) -> dict[str, Path]:
     return {p.stem: p for p in sorted(directory.glob("*.yaml"))}
 
 
-def select(names: Iterable[str] | None, directory: Path = SCENARIOS_DIR) -> list[Scenario]:
-    """The named scenarios (all but the tests' `smoke*` when None), loaded; unknown names
-    refused."""
+def select(
+    names: Iterable[str] | None, directory: Path = SCENARIOS_DIR, also: Sequence[Path] = ()
+) -> list[Scenario]:
+    """The named scenarios (all of `directory`'s but the tests' `smoke*` when None), loaded;
+    unknown names refused. A name `directory` lacks is looked up in each of `also` in turn
+    (generated scenarios: benchmarks/scenarios/generated-dev, a report's own copies)."""
     files = available(directory)
     if names is None:
         names = [n for n in files if not n.startswith("smoke")]
+    for d in also:
+        files = {**available(d), **files}
     out = []
     for n in names:
         if n not in files:
