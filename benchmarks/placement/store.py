@@ -154,13 +154,54 @@ def _pair(r: RunResult) -> tuple[str, str]:
     return (r.scenario, r.contender)
 
 
+def merge(out: Path, sources: Sequence[Path], notes: Sequence[str] = ()) -> int:
+    """Gather the runs of several indexes (labs run side by side, one index each) into the
+    index `out`, copying each run file under `out`'s directory; return how many runs `out`
+    names. The notes are `notes` followed by each source's own; `started` spans the
+    sources'. Refuses a run file name that two sources hold with different contents."""
+    runs: list[str] = []
+    all_notes = list(notes)
+    started: list[str] = []
+    for src in sources:
+        idx = read_index(src)
+        if idx.inline:
+            raise PlacementError(f"{src}: holds runs inline; run `migrate` on it first")
+        started.append(idx.started)
+        all_notes += [n for n in idx.notes if n not in all_notes]
+        for name in idx.runs:
+            data = (src.parent / name).read_bytes()
+            target = out.parent / name
+            if target.exists() and target.read_bytes() != data:
+                raise PlacementError(f"{name}: differs between {src} and {target}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            if name not in runs:
+                runs.append(name)
+    span = " / ".join(s for s in started if s)
+    write_index(out, Index(span, all_notes, sorted(runs), []))
+    return len(runs)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """python -m benchmarks.placement.store INDEX: move INDEX's inline runs into files."""
+    """python -m benchmarks.placement.store INDEX: move INDEX's inline runs into files;
+    python -m benchmarks.placement.store merge OUT SOURCE... [--note TEXT]: gather the runs
+    of several indexes into OUT."""
+    import argparse
     import sys
 
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["merge"]:
+        parser = argparse.ArgumentParser(prog="python -m benchmarks.placement.store merge")
+        parser.add_argument("out", type=Path)
+        parser.add_argument("sources", type=Path, nargs="+")
+        parser.add_argument("--note", action="append", default=[])
+        ns = parser.parse_args(args[1:])
+        n = merge(ns.out, ns.sources, ns.note)
+        print(f"placement: {ns.out} names {n} runs")
+        return 0
     if len(args) != 1:
         print("usage: python -m benchmarks.placement.store docs/placement/results.json")
+        print("       python -m benchmarks.placement.store merge OUT SOURCE... [--note TEXT]")
         return 2
     moved = migrate(Path(args[0]))
     print(f"placement: {moved} runs moved into {Path(args[0]).parent / RUNS}")

@@ -104,3 +104,32 @@ def test_the_command_line_renders_from_an_index_of_run_files(tmp_path):
     store.append(path, idx, run("stock", 1))
     assert main(["--from-results", str(path), "--out", str(tmp_path)]) == 0
     assert "## hog" in (tmp_path / "placement.md").read_text()
+
+
+def test_merge_gathers_the_runs_of_labs_run_side_by_side(tmp_path):
+    a, b = tmp_path / "a" / "results.json", tmp_path / "b" / "results.json"
+    ia, ib = store.Index("10:00", ["lab a"], [], []), store.Index("10:05", ["lab b"], [], [])
+    store.append(a, ia, run("stock", 1))
+    store.append(b, ib, run("stock", 2))
+    store.append(b, ib, run("loadwise-least-used", 2))
+    out = tmp_path / "docs" / "results.json"
+    assert store.main(["merge", str(out), str(a), str(b), "--note", "merged"]) == 0
+    started, notes, runs = store.load(out)
+    assert notes == ["merged", "lab a", "lab b"] and started == "10:00 / 10:05"
+    assert sorted((r.contender, r.seed) for r in runs) == [
+        ("loadwise-least-used", 2),
+        ("stock", 1),
+        ("stock", 2),
+    ]
+    assert json.loads(out.read_text())["seeds"] == [1, 2]
+
+
+def test_merge_refuses_one_run_name_with_two_contents(tmp_path):
+    a, b = tmp_path / "a" / "results.json", tmp_path / "b" / "results.json"
+    ia, ib = store.Index("t", [], [], []), store.Index("t", [], [], [])
+    store.append(a, ia, run("stock", 1))
+    other = run("stock", 1)
+    other.bindings["web-0001"] = "hog-b"
+    store.append(b, ib, other)
+    with pytest.raises(PlacementError, match="differs between"):
+        store.merge(tmp_path / "out" / "results.json", [a, b])
