@@ -35,7 +35,7 @@ import yaml
 
 from extender.kubeobjects import container, pod_template
 from lab.fakenodes import parse_quantity
-from lab.hosts import AnsibleHost
+from lab.hosts import GROUPS, SSH_OPTIONS, AnsibleHost
 from lab.kubeclient import AdminClient
 from lab.peek import Container
 from lab.processes import LabError, wait_for
@@ -50,6 +50,13 @@ CONTROL_PLANE = "loadwise-real-cp"
 # Two workers: the real-load test needs a hot node and a cool one the scheduler may choose
 # between (the control plane keeps kubeadm's NoSchedule taint, as on an operator's cluster).
 WORKERS = ("loadwise-real-w1", "loadwise-real-w2")
+# The second control plane of `up(control_planes=2)`: kubeadm's stacked-etcd HA layout (each
+# control plane runs an etcd member, an API server, a controller manager and a scheduler;
+# the controller manager and the scheduler elect one leader through their Leases), with one
+# worker, WORKERS[0], so that the cluster fits beside the other tests on this machine.
+CONTROL_PLANE_2 = "loadwise-real-cp2"
+# Every name a node container of either layout may have, for down().
+ALL_NODES = (CONTROL_PLANE, CONTROL_PLANE_2, *WORKERS)
 POD_SUBNET = "10.244.0.0/16"
 SERVICE_SUBNET = "10.96.0.0/12"
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
@@ -83,8 +90,18 @@ def _run_dir() -> Path:
     return Path(os.environ.get("LOADWISE_REALNODES_RUN", "/tmp/loadwise-realnodes"))
 
 
+# The layout of the cluster the last up() in this process started: the default one, or the
+# two-control-plane one (`up(control_planes=2)`).
+_layout: tuple[str, ...] = (CONTROL_PLANE, *WORKERS)
+
+
 def nodes() -> tuple[str, ...]:
-    return (CONTROL_PLANE, *WORKERS)
+    return _layout
+
+
+def control_planes() -> tuple[str, ...]:
+    """The control-plane nodes of that layout, the first one (kubeadm init's) first."""
+    return tuple(n for n in _layout if n not in WORKERS)
 
 
 def podman(*args: str, timeout: float = 120, check: bool = True) -> str:
@@ -172,11 +189,19 @@ def cni_conflist(index: int) -> dict[str, Any]:
 
 
 def kubeadm_config(
-    cp_ip: str, token: str, version: str = K8S_VERSION, *, memory_eviction: bool = False
+    cp_ip: str,
+    token: str,
+    version: str = K8S_VERSION,
+    *,
+    memory_eviction: bool = False,
+    certificate_key: str | None = None,
 ) -> str:
     """kubeadm's init configuration (v1beta4) with the kubelet's, as one YAML stream; the
     control plane at `version`. memory_eviction: the kubelets also evict on memory
-    (MEMORY_EVICTION), for workers with a memory limit (`up(worker_memory=...)`)."""
+    (MEMORY_EVICTION), for workers with a memory limit (`up(worker_memory=...)`).
+    certificate_key: the key `kubeadm init --upload-certs` encrypts the cluster's CA and
+    service-account keys with in the Secret kube-system/kubeadm-certs, and that a joining
+    control plane decrypts them with (`kubeadm join --control-plane --certificate-key`)."""
     docs: list[dict[str, Any]] = [
         {
             "apiVersion": "kubeadm.k8s.io/v1beta4",
@@ -239,6 +264,8 @@ def kubeadm_config(
             "systemReserved": {"cpu": "800m"},
         },
     ]
+    if certificate_key is not None:
+        docs[0]["certificateKey"] = certificate_key
     if memory_eviction:
         kubelet = docs[-1]
         kubelet["evictionHard"] = {**kubelet["evictionHard"], **MEMORY_EVICTION["evictionHard"]}
@@ -389,16 +416,35 @@ def import_image(node: str, archive: Path, *, platform: str | None = None) -> st
               "exit $rc", timeout=300)  # fmt: skip
 
 
-def up(*, out: Any = None, previous: bool = False, worker_memory: str | None = None) -> UpResult:
+def up(
+    *,
+    out: Any = None,
+    previous: bool = False,
+    worker_memory: str | None = None,
+    control_planes: int = 1,
+) -> UpResult:
     """Bring the cluster up from scratch; raises LabError naming the step that failed.
     previous: its control plane and kube-proxy at previous_version() (the kubelets stay at
     K8S_VERSION, a patch apart, which Kubernetes' version skew policy allows), every image of
     K8S_VERSION present too, so `kubeadm upgrade apply K8S_VERSION` finds what it needs.
     worker_memory: each worker a node of that much memory (a quantity, "2Gi"): its
     container's cgroup limit, its /proc/meminfo (so its capacity) and the kubelets' memory
-    eviction (MEMORY_EVICTION); by default the workers have the machine's memory, unlimited."""
+    eviction (MEMORY_EVICTION); by default the workers have the machine's memory, unlimited.
+    control_planes: 2 for two control planes, CONTROL_PLANE and CONTROL_PLANE_2 (stacked
+    etcd: the second joins with `kubeadm join --control-plane`), and the worker WORKERS[0]."""
+    global _layout
+    if control_planes not in (1, 2):
+        raise LabError(f"control_planes must be 1 or 2, not {control_planes!r}")
     if shutil.which("podman") is None:
         raise LabError("podman is not installed (see docs/lab.md)")
+    _layout = (
+        (CONTROL_PLANE, *WORKERS)
+        if control_planes == 1
+        else (CONTROL_PLANE, CONTROL_PLANE_2, WORKERS[0])
+    )
+    joining = tuple(n for n in nodes() if n != CONTROL_PLANE)
+    # 32 random bytes, hex: the AES-256 key kubeadm wants (cmd/kubeadm/app/phases/copycerts)
+    certificate_key = secrets.token_hex(32) if control_planes == 2 else None
     image = build_image()
     older = previous_images() if previous else None
     version = previous_version() if previous else K8S_VERSION
@@ -420,13 +466,14 @@ def up(*, out: Any = None, previous: bool = False, worker_memory: str | None = N
         # list(): map is lazy, and a node's error must surface here
         list(pool.map(prepare, range(len(nodes())), nodes()))
     token = f"{secrets.token_hex(3)}.{secrets.token_hex(8)}"
-    sh(CONTROL_PLANE, "cat > /etc/kubernetes/loadwise-kubeadm.yaml <<'EOF'\n"
-       f"{kubeadm_config(ips[CONTROL_PLANE], token, version, memory_eviction=bool(limit))}"
-       "EOF\n")  # fmt: skip
+    config = kubeadm_config(ips[CONTROL_PLANE], token, version, memory_eviction=bool(limit),
+                            certificate_key=certificate_key)  # fmt: skip
+    sh(CONTROL_PLANE, f"cat > /etc/kubernetes/loadwise-kubeadm.yaml <<'EOF'\n{config}EOF\n")
     sh(
         CONTROL_PLANE,
         "kubeadm init --config /etc/kubernetes/loadwise-kubeadm.yaml "
-        "> /var/log/kubeadm-init.log 2>&1 "
+        + ("--upload-certs " if certificate_key else "")
+        + "> /var/log/kubeadm-init.log 2>&1 "
         "|| { tail -15 /var/log/kubeadm-init.log; " + KUBELET_TAIL + "; exit 1; }",
         timeout=600,
     )
@@ -438,18 +485,27 @@ def up(*, out: Any = None, previous: bool = False, worker_memory: str | None = N
     ignore = ",".join(IGNORED_PREFLIGHT)
 
     def join(name: str) -> None:
+        # a control plane also needs its own advertised address (its API server's and etcd
+        # member's) and the key to the certificates init uploaded
+        as_control_plane = (
+            f"--control-plane --certificate-key {certificate_key} "
+            f"--apiserver-advertise-address {ips[name]} "
+            if name == CONTROL_PLANE_2
+            else ""
+        )
         sh(
             name,
             f"kubeadm join {ips[CONTROL_PLANE]}:6443 --token {token} "
             f"--discovery-token-ca-cert-hash sha256:{ca_hash} --node-name {name} "
             f"--cri-socket {CRI_SOCKET} --ignore-preflight-errors={ignore} "
-            "> /var/log/kubeadm-join.log 2>&1 "
+            + as_control_plane
+            + "> /var/log/kubeadm-join.log 2>&1 "
             "|| { tail -15 /var/log/kubeadm-join.log; " + KUBELET_TAIL + "; exit 1; }",
             timeout=600,
         )
 
-    with ThreadPoolExecutor(len(WORKERS)) as pool:
-        list(pool.map(join, WORKERS))
+    with ThreadPoolExecutor(len(joining)) as pool:
+        list(pool.map(join, joining))
     kubeconfig = run / "admin.conf"
     kubeconfig.write_text(sh(CONTROL_PLANE, "cat /etc/kubernetes/admin.conf"))
     kubeconfig.chmod(0o600)
@@ -507,10 +563,10 @@ def system_pods(kubeconfig: Path) -> list[dict[str, Any]]:
     return list(_get(kubeconfig, "kube-system")["items"])
 
 
-def scheduler_phase(pods: list[dict[str, Any]]) -> str | None:
-    """The phase of the control plane's kube-scheduler static pod among kube-system's pods."""
+def scheduler_phase(pods: list[dict[str, Any]], node: str = CONTROL_PLANE) -> str | None:
+    """The phase of a control plane's kube-scheduler static pod among kube-system's pods."""
     for pod in pods:
-        if pod["metadata"]["name"] == f"kube-scheduler-{CONTROL_PLANE}":
+        if pod["metadata"]["name"] == f"kube-scheduler-{node}":
             return str(pod["status"].get("phase"))
     return None
 
@@ -538,6 +594,7 @@ def ready(kubeconfig: Path) -> bool:
         and all(nodes_ready.values())
         and scheduler_phase(pods) == "Running"
         and kube_proxy_nodes(pods) == set(nodes())
+        and all(scheduler_phase(pods, cp) == "Running" for cp in control_planes()[1:])
     )
 
 
@@ -545,7 +602,7 @@ def down() -> None:
     """Remove the node containers and their containerd volumes; fine if there are none."""
     if shutil.which("podman") is None:
         return
-    for name in nodes():  # one at a time: podman 4 removes none when one name is missing
+    for name in ALL_NODES:  # one at a time: podman 4 removes none when one name is missing
         podman("rm", "--force", "--ignore", "--volumes", "--time", "10", name, timeout=180)
     (_run_dir() / "admin.conf").unlink(missing_ok=True)
 
@@ -589,6 +646,48 @@ def control_plane_host(workdir: Path, kubeconfig: Path) -> AnsibleHost:
     return host
 
 
+def control_plane_hosts(workdir: Path, kubeconfig: Path) -> list[AnsibleHost]:
+    """Every control-plane node of the cluster (control_planes()) as Ansible reaches it, as
+    control_plane_host does for one, all in one inventory: each host's playbook() runs on
+    all of them, as an operator's inventory of an HA cluster lists them, and `--limit`
+    picks some. Each host object still reads and runs commands on its own node."""
+    hosts = [
+        AnsibleHost(
+            name,
+            "kubeadm",
+            workdir,
+            address=address(name),
+            ssh_port=22,
+            kubeconfig=str(kubeconfig),
+            site_vars=SITE_VARS,
+        )
+        for name in control_planes()
+    ]
+    for host in hosts:  # one after the other: the first makes the key the others are given
+        host.start_sshd()
+    parent, group = GROUPS["kubeadm"]
+    first = hosts[0]
+    inventory = workdir / "inventory-control-planes.yml"
+    inventory.write_text(yaml.safe_dump({
+        "all": {
+            "vars": {
+                "ansible_port": 22,
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": str(first.ssh_key),
+                "ansible_ssh_common_args": SSH_OPTIONS,
+                "ansible_python_interpreter": "/usr/bin/python3",
+                **SITE_VARS,
+            },
+            "children": {parent: {"children": {group: {
+                "hosts": {h.name: {"ansible_host": h.address} for h in hosts}
+            }}}},
+        }
+    }, sort_keys=False))  # fmt: skip
+    for host in hosts:
+        host.inventory = inventory
+    return hosts
+
+
 class Cluster(AdminClient):
     """The real-node cluster through its admin kubeconfig, for lab.workloads' helpers."""
 
@@ -600,10 +699,10 @@ class Cluster(AdminClient):
         return self._kubeconfig
 
 
-def ready_scheduler_image(kube: Cluster) -> str | None:
-    """The image of the control plane's kube-scheduler static pod while it is Running with
+def ready_scheduler_image(kube: Cluster, node: str = CONTROL_PLANE) -> str | None:
+    """The image of a control plane's kube-scheduler static pod while it is Running with
     every container ready (at least one); None otherwise."""
-    pod = kube.core().read_namespaced_pod(f"kube-scheduler-{CONTROL_PLANE}", "kube-system")
+    pod = kube.core().read_namespaced_pod(f"kube-scheduler-{node}", "kube-system")
     statuses = pod.status.container_statuses or []
     if pod.status.phase != "Running" or not statuses or not all(c.ready for c in statuses):
         return None
