@@ -1,21 +1,31 @@
-"""The lab's processes: started detached with a log file and a pid file, found again by a
-later `scripts/lab` call, stopped by process group.
+"""Child processes, one lifecycle for the lab, the benchmarks and the tests: start a program
+with its output in a log file, wait until a readiness probe says yes (failing early, with
+the log's last lines, when the program exits first), stop it (SIGTERM, a grace period,
+SIGKILL, reaped). `start`/`Child` hold a `subprocess.Popen`; `start_async`/`AsyncChild` an
+`asyncio.subprocess.Process`, for callers that run an event loop.
 
-A pid file holds "<pid> <start time>" (field 22 of /proc/<pid>/stat), so a pid reused by
-another program after the lab's process died is not mistaken for it.
+The lab's long-lived programs (`Processes`) are started detached, with a pid file, so that a
+later `scripts/lab` call finds and stops them. A pid file holds "<pid> <start time>" (field
+22 of /proc/<pid>/stat), so a pid reused by another program after the lab's process died is
+not mistaken for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from types import TracebackType
+from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
 
@@ -26,9 +36,36 @@ HOST = "127.0.0.1"
 # forever in main (`select {}`), so it never exits on a signal; it holds no state: kill it.
 STOP_TIMEOUT = {"load-watcher": 0.0}
 
+# How long a process may take to go after SIGKILL. The kernel ends it at once unless it sits
+# in uninterruptible sleep (state D, e.g. on a hung disk); past this it is reported, not
+# waited for forever.
+KILL_WAIT = 10.0
+
+# How many of a log's last lines an error shows.
+TAIL_LINES = 25
+
 
 class LabError(RuntimeError):
     pass
+
+
+class ProcessExited(LabError):
+    """A child exited while something waited for it to get ready."""
+
+    def __init__(self, name: str, returncode: int, log: Path | None, tail: str) -> None:
+        where = f"last lines of {log}" if log is not None else "its output was not kept"
+        super().__init__(f"{name} exited with status {returncode}; {where}:\n{tail}")
+        self.name = name
+        self.returncode = returncode
+        self.tail = tail
+
+
+class NotReady(LabError, TimeoutError):
+    """A wait timed out. Also a TimeoutError, for callers that catch that."""
+
+
+class StillRunning(LabError):
+    """A process outlived SIGKILL by KILL_WAIT seconds (state D: see KILL_WAIT)."""
 
 
 def proc_start_time(pid: int) -> str | None:
@@ -50,10 +87,80 @@ def alive(pid: int, start: str | None) -> bool:
     return True
 
 
+def log_tail(log: Path | None, lines: int = TAIL_LINES) -> str:
+    """The last `lines` lines of a log file; "(no log)" when there is none to read."""
+    if log is None:
+        return "(no log)"
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+# --------------------------------------------------------------------------- probes
+# A probe returns something truthy once the program is ready; a falsy value or an exception
+# means "not yet", and the last one seen goes into the time-out's message.
+
+
 def port_open(port: int, host: str = HOST) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
         return s.connect_ex((host, port)) == 0
+
+
+def port_probe(port: int, host: str = HOST) -> Callable[[], bool]:
+    """Ready once something accepts a TCP connection on host:port."""
+    return lambda: port_open(port, host)
+
+
+def http_get(url: str, timeout: float = 2) -> tuple[int, str]:
+    """(status, body) of a GET; status 0 and the error's text when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            status: int = r.status
+            return status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+    except OSError as exc:
+        return 0, str(exc)
+
+
+def http_probe(url: str, timeout: float = 2) -> Callable[[], tuple[int, str]]:
+    """Ready once a GET of `url` answers 200; returns (200, body). Another answer is raised
+    as "<status> <body>" (0: nothing answered), so a time-out names the last one."""
+
+    def probe() -> tuple[int, str]:
+        status, body = http_get(url, timeout)
+        if status != 200:
+            raise LabError(f"{status} {body.strip()[:500]}")
+        return status, body
+
+    return probe
+
+
+def log_probe(log: Path, needle: str, offset: int = 0) -> Callable[[], str | None]:
+    """Ready once a line of the log file from byte `offset` on contains `needle`; returns
+    that line. Child.log_probe starts after the child's header, so neither an earlier run's
+    lines in the same log nor the command line can answer for it."""
+
+    def probe() -> str | None:
+        try:
+            with log.open("rb") as f:
+                f.seek(offset)
+                text = f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return None
+        return next((line for line in text.splitlines() if needle in line), None)
+
+    return probe
+
+
+# --------------------------------------------------------------------------- waiting
+
+
+def _timed_out(what: str, timeout: float, last: Exception | None, seen: object) -> NotReady:
+    why = f": {last}" if last else ("" if seen is None else f" (last seen: {seen!r})")
+    return NotReady(f"timed out after {timeout:.0f}s waiting for {what}{why}")
 
 
 def wait_for(
@@ -63,8 +170,9 @@ def wait_for(
     interval: float = 0.5,
     proc_check: Callable[[], None] | None = None,
 ) -> T:
-    """Poll check() until it returns a truthy value; raise LabError naming the last error, or
-    the last falsy value check() returned (what was seen is usually the clue)."""
+    """Poll check() until it returns a truthy value; raise NotReady naming the last error, or
+    the last falsy value check() returned (what was seen is usually the clue). proc_check()
+    runs before each try and raises to stop waiting (a process exited: Child.check_running)."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     seen: object = None
@@ -79,21 +187,270 @@ def wait_for(
         except Exception as e:  # noqa: BLE001 - reported if the wait times out
             last = e
         time.sleep(interval)
-    why = f": {last}" if last else ("" if seen is None else f" (last seen: {seen!r})")
-    raise LabError(f"timed out after {timeout:.0f}s waiting for {what}{why}")
+    raise _timed_out(what, timeout, last, seen)
 
 
-def stop_child(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
-    """Stop a child this process started and holds (not one found by pid file: see
-    Processes.stop): SIGTERM, SIGKILL after `timeout`; returns once it is gone."""
-    if proc.poll() is not None:
+async def wait_for_async(
+    what: str,
+    check: Callable[[], Awaitable[T]],
+    timeout: float,
+    interval: float = 0.5,
+    proc_check: Callable[[], None] | None = None,
+) -> T:
+    """wait_for with an awaitable check, sleeping without blocking the event loop."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    seen: object = None
+    while time.monotonic() < deadline:
+        if proc_check is not None:
+            proc_check()
+        try:
+            v = await check()
+            if v:
+                return v
+            seen, last = v, None
+        except Exception as e:  # noqa: BLE001 - reported if the wait times out
+            last = e
+        await asyncio.sleep(interval)
+    raise _timed_out(what, timeout, last, seen)
+
+
+# --------------------------------------------------------------------------- stopping
+
+
+def terminate(
+    what: str,
+    send: Callable[[int], None],
+    gone: Callable[[], bool],
+    timeout: float,
+    *,
+    on_kill: Callable[[str], None] | None = None,
+) -> None:
+    """Stop a process through `send(signal)` until `gone()`: SIGTERM, up to `timeout` seconds
+    for it to go, then SIGKILL (at once when `timeout` is 0: no SIGTERM then). `gone` must
+    reap a child of ours (Popen.poll does), or a zombie would count as running. `on_kill`
+    hears why a process that had a grace period was killed. Raises StillRunning if it
+    outlives SIGKILL by KILL_WAIT seconds."""
+
+    def wait(seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while not gone():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    if gone():
         return
-    proc.terminate()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
+    if timeout > 0:
+        with contextlib.suppress(ProcessLookupError):
+            send(signal.SIGTERM)
+        if wait(timeout):
+            return
+        if on_kill is not None:
+            on_kill(f"{what} ignored SIGTERM for {timeout:.0f}s; killing it")
+    with contextlib.suppress(ProcessLookupError):
+        send(signal.SIGKILL)
+    if not wait(KILL_WAIT):
+        raise StillRunning(f"{what} still runs {KILL_WAIT:.0f}s after SIGKILL")
+
+
+def _sender(pid: int, group: bool) -> Callable[[int], None]:
+    """Signals to one process, or to the process group it leads (start_new_session)."""
+    return (lambda sig: os.killpg(pid, sig)) if group else (lambda sig: os.kill(pid, sig))
+
+
+def stop_child(proc: subprocess.Popen[Any], timeout: float = 15.0, *, group: bool = False) -> int:
+    """Stop a child this process started and holds (not one found by pid file: see
+    Processes.stop): SIGTERM, SIGKILL after `timeout` (at once when 0); returns its exit
+    status once it is gone and reaped. `group`: signal its whole process group."""
+    if proc.poll() is None:
+        send = _sender(proc.pid, True) if group else proc.send_signal
+        terminate(f"pid {proc.pid}", send, lambda: proc.poll() is not None, timeout)
+    return proc.wait()
+
+
+async def stop_process(proc: asyncio.subprocess.Process, timeout: float = 15.0) -> int:
+    """stop_child for an asyncio child: SIGTERM, SIGKILL after `timeout` (at once when 0);
+    its exit status once the event loop has reaped it."""
+    if proc.returncode is not None:
+        return proc.returncode
+    if timeout > 0:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        with contextlib.suppress(TimeoutError):
+            return await asyncio.wait_for(proc.wait(), timeout)
+    with contextlib.suppress(ProcessLookupError):
         proc.kill()
-        proc.wait(timeout)
+    try:
+        return await asyncio.wait_for(proc.wait(), KILL_WAIT)
+    except TimeoutError:
+        raise StillRunning(f"pid {proc.pid} still runs {KILL_WAIT:.0f}s after SIGKILL") from None
+
+
+# --------------------------------------------------------------------------- children
+
+
+@contextlib.contextmanager
+def _log_file(log: Path | None, argv: list[str], append: bool) -> Iterator[IO[bytes] | int]:
+    """The child's stdout/stderr: the log file opened for it (closed in this process once the
+    child has its copy), headed by the command line; DEVNULL without a log."""
+    if log is None:
+        yield subprocess.DEVNULL
+        return
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab" if append else "wb") as out:
+        out.write(f"--- {time.strftime('%FT%T')} {' '.join(argv)}\n".encode())
+        out.flush()
+        yield out
+
+
+@dataclass
+class Child:
+    """A program this process started and holds; its output goes to `log`."""
+
+    name: str
+    popen: subprocess.Popen[Any]
+    log: Path | None = None
+    group: bool = False  # it leads its own process group; signals go to the whole group
+    log_start: int = 0  # where this child's output begins in `log` (after its header)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def log_probe(self, needle: str) -> Callable[[], str | None]:
+        """A probe for the first line of this child's output that contains `needle`."""
+        return log_probe(self.log or Path(os.devnull), needle, self.log_start)
+
+    def tail(self, lines: int = TAIL_LINES) -> str:
+        return log_tail(self.log, lines)
+
+    def check_running(self) -> None:
+        """Raise ProcessExited, with the log's tail, once the program has exited."""
+        code = self.popen.poll()
+        if code is not None:
+            raise ProcessExited(self.name, code, self.log, self.tail())
+
+    def wait_ready(
+        self, probe: Callable[[], T], timeout: float, *, interval: float = 0.5, what: str = ""
+    ) -> T:
+        """probe()'s first truthy answer; ProcessExited if the program exits first,
+        NotReady after `timeout` seconds."""
+        return wait_for(
+            what or f"{self.name} to get ready", probe, timeout, interval, self.check_running
+        )
+
+    def stop(self, timeout: float = 15.0) -> int:
+        return stop_child(self.popen, timeout, group=self.group)
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def start(
+    name: str,
+    argv: list[str],
+    *,
+    log: Path | None = None,
+    append: bool = True,
+    cwd: Path | str | None = None,
+    env: dict[str, str] | None = None,
+    new_session: bool = False,
+) -> Child:
+    """Start `argv` with stdin from /dev/null and stdout and stderr into `log` (appended to,
+    or truncated when not `append`; discarded without a log). `new_session`: the child leads
+    a session and process group of its own, which stop() signals as a whole, and a terminal's
+    Ctrl-C does not reach it."""
+    with _log_file(log, argv, append) as out:
+        popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=new_session,
+            close_fds=True,
+        )
+        offset = 0 if isinstance(out, int) else out.tell()
+    return Child(name, popen, log, new_session, offset)
+
+
+@dataclass
+class AsyncChild:
+    """Child, for a caller that runs an event loop: the same start, wait and stop."""
+
+    name: str
+    process: asyncio.subprocess.Process
+    log: Path | None = None
+    log_start: int = 0
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log_probe(self, needle: str) -> Callable[[], Awaitable[str | None]]:
+        probe = log_probe(self.log or Path(os.devnull), needle, self.log_start)
+
+        async def check() -> str | None:
+            return probe()
+
+        return check
+
+    def tail(self, lines: int = TAIL_LINES) -> str:
+        return log_tail(self.log, lines)
+
+    def check_running(self) -> None:
+        code = self.process.returncode
+        if code is not None:
+            raise ProcessExited(self.name, code, self.log, self.tail())
+
+    async def wait_ready(
+        self,
+        probe: Callable[[], Awaitable[T]],
+        timeout: float,
+        *,
+        interval: float = 0.5,
+        what: str = "",
+    ) -> T:
+        return await wait_for_async(
+            what or f"{self.name} to get ready", probe, timeout, interval, self.check_running
+        )
+
+    async def stop(self, timeout: float = 15.0) -> int:
+        return await stop_process(self.process, timeout)
+
+
+async def start_async(
+    name: str,
+    argv: list[str],
+    *,
+    log: Path | None = None,
+    append: bool = True,
+    cwd: Path | str | None = None,
+    env: dict[str, str] | None = None,
+) -> AsyncChild:
+    """start() for an event loop's caller (asyncio.create_subprocess_exec)."""
+    with _log_file(log, argv, append) as out:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+        )
+        offset = 0 if isinstance(out, int) else out.tell()
+    return AsyncChild(name, process, log, offset)
+
+
+# --------------------------------------------------------------------------- the lab's
 
 
 class Processes:
@@ -105,7 +462,7 @@ class Processes:
         self.pids = run / "pids"
         self.log = log
         # The processes this Python process started, to notice one exiting while waiting.
-        self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._children: dict[str, Child] = {}
 
     def _pidfile(self, name: str) -> Path:
         return self.pids / f"{name}.pid"
@@ -113,90 +470,62 @@ class Processes:
     def pid(self, name: str) -> int | None:
         """The pid of a running lab program, or None."""
         try:
-            pid_s, start = self._pidfile(name).read_text().split()
+            pid_s, start_time = self._pidfile(name).read_text().split()
         except (OSError, ValueError):
             return None
         pid = int(pid_s)
-        return pid if alive(pid, start) else None
+        return pid if alive(pid, start_time) else None
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> int:
         if self.pid(name):
             raise LabError(f"{name} already runs (pid {self.pid(name)})")
-        self.logs.mkdir(parents=True, exist_ok=True)
         self.pids.mkdir(parents=True, exist_ok=True)
-        logf = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
-        logf.write(f"--- {time.strftime('%FT%T')} {' '.join(argv)}\n".encode())
-        logf.flush()
-        p = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            cwd=self.run,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
+        child = start(
+            name, argv, log=self.logs / f"{name}.log", cwd=self.run, env=env, new_session=True
         )
-        logf.close()
-        start = None
+        start_time = None
         for _ in range(50):
-            start = proc_start_time(p.pid)
-            if start:
+            start_time = proc_start_time(child.pid)
+            if start_time:
                 break
             time.sleep(0.01)
-        self._pidfile(name).write_text(f"{p.pid} {start}\n")
-        self._children[name] = p
-        return p.pid
+        self._pidfile(name).write_text(f"{child.pid} {start_time}\n")
+        self._children[name] = child
+        return child.pid
 
     def check_running(self, name: str) -> Callable[[], None]:
-        """A check for wait_for(): raises LabError, with the log's tail, once `name` exited."""
+        """A check for wait_for(): raises ProcessExited, with the log's tail, once `name`
+        (started by this process) exited."""
 
         def check() -> None:
-            p = self._children.get(name)
-            if p is not None and p.poll() is not None:
-                raise LabError(
-                    f"{name} exited with status {p.returncode}; "
-                    f"last lines of {self.logs / (name + '.log')}:\n{self.tail(name)}"
-                )
+            child = self._children.get(name)
+            if child is not None:
+                child.check_running()
 
         return check
 
-    def tail(self, name: str, lines: int = 25) -> str:
-        try:
-            return "\n".join(
-                (self.logs / f"{name}.log").read_text(errors="replace").splitlines()[-lines:]
-            )
-        except OSError:
-            return "(no log)"
+    def tail(self, name: str, lines: int = TAIL_LINES) -> str:
+        return log_tail(self.logs / f"{name}.log", lines)
 
     def stop(self, name: str, timeout: float | None = None) -> bool:
-        """SIGTERM a program (its whole process group), SIGKILL after timeout."""
+        """SIGTERM a program (its whole process group), SIGKILL after timeout (at once when
+        0); False when it was not running."""
         timeout = STOP_TIMEOUT.get(name, 15.0) if timeout is None else timeout
         pid = self.pid(name)
         pf = self._pidfile(name)
+        child = self._children.pop(name, None)
         if pid is None:
             pf.unlink(missing_ok=True)
             return False
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        p = self._children.pop(name, None)
-        while time.monotonic() < deadline:
-            if p is not None:
-                p.poll()
-            if self.pid(name) is None:
-                break
-            time.sleep(0.1)
-        else:
-            if timeout:
-                self.log(f"{name} (pid {pid}) ignored SIGTERM for {timeout:.0f}s; killing it")
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            for _ in range(100):
-                if p is not None:
-                    p.poll()
-                if self.pid(name) is None:
-                    break
-                time.sleep(0.05)
+
+        def gone() -> bool:
+            if child is not None:
+                child.popen.poll()  # reap our own child, or it lingers as a zombie
+            return self.pid(name) is None
+
+        try:
+            terminate(f"{name} (pid {pid})", _sender(pid, True), gone, timeout, on_kill=self.log)
+        except StillRunning as exc:  # reported; `down` goes on with the other programs
+            self.log(str(exc))
         pf.unlink(missing_ok=True)
         return True
