@@ -1,12 +1,16 @@
 """python -m benchmarks.placement [--scenarios A B] [--contenders X Y] [--out docs]
     [--repeats N] [--seed S] [--duration SECONDS] [--warmup SECONDS] [--allow-mixed-commits]
+    [--generated N]
 
 Runs every selected scenario against every selected contender on the lab N times (default
 5; one run at a time, from freshly reset node state, in rounds shuffled by the seed; a
 steady run's trace drawn from the seed and its round), then writes <out>/placement.md,
 <out>/placement/*.png, one file per run under <out>/placement/runs/ (the raw timings and
 bindings) and <out>/placement/results.json, the index naming them (store.py);
-`--from-results` renders the report again from such an index without a lab. It is a
+`--from-results` renders the report again from such an index without a lab.
+`--generated N` adds N scenarios drawn from the seed (benchmarks/placement/generator.py,
+gen-<seed>-1 .. gen-<seed>-N; their files are written to <out>/placement/generated/ so the
+report can be rendered again), and the report sums them up against stock. It is a
 measurement: the exit status is 0
 when goals are missed (the report says so), non-zero only when something broke.
 
@@ -21,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.placement import optimum, report, scenario, steady_measures, store
+from benchmarks.placement import generator, optimum, report, scenario, steady_measures, store
 from benchmarks.placement.exceptions import PlacementError
 from benchmarks.placement.runner import (
     RunResult,
@@ -104,6 +108,18 @@ def measure(
     return started, notes, results
 
 
+def _generated(
+    count: int | None, seed: int, duration: float | None, directory: Path
+) -> list[scenario.Scenario]:
+    """gen-<seed>-1 .. gen-<seed>-<count>, drawn for `duration` (the generator's default
+    without one), each written to `directory` as the report's copy; [] without a count."""
+    if not count:
+        return []
+    drawn = generator.generate_many(count, seed, duration=duration or generator.DURATION)
+    generator.write(drawn, directory)
+    return [g.scenario for g in drawn]
+
+
 def _positive(text: str) -> int:
     n = int(text)
     if n < 1:
@@ -135,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--seed",
         type=int,
-        help="seed of the run order (default: from the clock; recorded in results.json)",
+        help="seed of the run order, the steady traces and the --generated scenarios "
+        "(default: from the clock; recorded in results.json)",
     )
     ap.add_argument(
         "--allow-mixed-commits",
@@ -162,18 +179,33 @@ def main(argv: list[str] | None = None) -> int:
         help="the no-migration optimum's time limit per run and resource "
         f"(default {optimum.TIME_LIMIT:g}; the gap is reported when not proven)",
     )
+    ap.add_argument(
+        "--generated",
+        type=_positive,
+        metavar="N",
+        help="also run N scenarios drawn from --seed (gen-<seed>-1 .. gen-<seed>-N; only "
+        "those unless --scenarios is given)",
+    )
     a = ap.parse_args(argv)
     try:
         if a.warmup < 0 or a.optimum_seconds <= 0:
             raise PlacementError("--warmup must be >= 0 and --optimum-seconds > 0")
+        gen_dir = a.out / "placement" / "generated"
+        # generated scenarios: the report's own copies first, then the development set
+        found = [gen_dir, generator.DEV_DIR]
+        seed = a.seed if a.seed is not None else time.time_ns() % 2**31
         if a.from_results:
             started, notes, results = _load(a.from_results)
             names = list(dict.fromkeys(r.scenario for r in results))
-            scenarios = scenario.select(a.scenarios or names)
+            found.insert(0, a.from_results.parent / "generated")
+            scenarios = scenario.select(a.scenarios or names, also=found)
         else:
-            scenarios = scenario.select(a.scenarios)
+            scenarios = []
+            if a.scenarios or not a.generated:
+                scenarios = scenario.select(a.scenarios, also=found)
             if a.duration is not None:
                 scenarios = [s.with_duration(a.duration) if s.steady else s for s in scenarios]
+            scenarios += _generated(a.generated, seed, a.duration, gen_dir)
             started, notes, results = measure(
                 scenarios,
                 a.contenders,
@@ -182,12 +214,12 @@ def main(argv: list[str] | None = None) -> int:
                 workdir=a.workdir,
                 allow_mixed_commits=a.allow_mixed_commits,
                 repeats=a.repeats,
-                seed=a.seed if a.seed is not None else time.time_ns() % 2**31,
+                seed=seed,
             )
             order = [s.name for s in scenarios]
             scenarios += [
                 s
-                for s in scenario.select(dict.fromkeys(r.scenario for r in results))
+                for s in scenario.select(dict.fromkeys(r.scenario for r in results), also=found)
                 if s.name not in order
             ]
         md = report.write(

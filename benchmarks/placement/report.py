@@ -674,6 +674,9 @@ def render(
         "",
     ]
     out += ["Provenance of the runs:", "", *provenance_lines(results), *order_line(results), ""]
+    from benchmarks.placement import generated_report, versions  # they build on this module
+
+    out += versions.contender_table(list(dict.fromkeys(r.contender for r in results)))
     if notes:
         out += [*("- " + " ".join(n.split()) for n in notes), ""]
     # steady_report builds on this module's helpers, so it is imported here, not above.
@@ -687,6 +690,7 @@ def render(
             out += steady_report.section(sc, mine, plots.get(sc.name), steady, cache)
         elif mine:
             out += scenario_section(sc, [row(sc, r) for r in mine], plots)
+    out += generated_report.section(scenarios, results, steady or Settings(), cache)
     cost = cost_table(scenarios, results)
     if cost or "cost" in plots:
         out += ["## Cost against node count", ""]

@@ -1,0 +1,237 @@
+"""The report's summary over generated scenarios (generator.py): how often each contender
+beats stock, by how much, and how far it stays from the optimum.
+
+One generated scenario tells little: a draw can favour anyone. Over many, the question is
+whether a contender is better than stock on clusters nobody tuned it on. Per scenario and
+resource the figure is the hottest node's time-weighted mean after the warm-up
+(steady_measures.Hottest.mean), the median over the contender's runs of it (the lower
+median, an observed run's figure); its difference to stock's median on the same scenario
+(the rounds share traces, trace.py) is one sample, and the samples' spread (min, the
+nearest-rank quartiles, max) is the distribution a reader judges. "Beats" counts the
+scenarios where that difference is below zero.
+
+The gap to the optimum is per run, the figure minus the no-migration optimum of the run's
+own trace (steady_tables, optimum.py), in percentage points.
+
+TargetLoadPacking aims the CPU of the nodes it packs at a target (targetUtilization, 40 %
+by default, extender.estimate.TLP_TARGET_UTILIZATION, the same default as Trimaran's), so
+it is also judged on its own terms: the share of the measured time during which the
+hottest node's CPU is above that target, for every contender.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.placement.generator import parse_name
+from benchmarks.placement.runner import RunResult
+from benchmarks.placement.scenario import Scenario
+from benchmarks.placement.steady_measures import RESOURCES, Settings, Timeline, slices
+from extender.estimate import TLP_TARGET_UTILIZATION
+
+TLP_TARGET = TLP_TARGET_UTILIZATION / 100
+BASELINE = "stock"
+
+
+def lower_median(values: Sequence[float]) -> float:
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Samples' min, nearest-rank quartiles (observed values) and max."""
+
+    n: int
+    minimum: float
+    q1: float
+    median: float
+    q3: float
+    maximum: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Distribution:
+        if not values:
+            raise ValueError("no values")
+        v = sorted(values)
+
+        def rank(q: float) -> float:
+            return v[max(0, math.ceil(q * len(v)) - 1)]
+
+        return cls(len(v), v[0], rank(0.25), rank(0.5), rank(0.75), v[-1])
+
+    def cells(self, scale: float = 100) -> str:
+        return " / ".join(
+            f"{scale * x:+.1f}" for x in (self.minimum, self.q1, self.median, self.q3, self.maximum)
+        )
+
+
+@dataclass(frozen=True)
+class Versus:
+    """One contender against the baseline on one resource over the generated scenarios
+    both ran: in how many its median figure is lower, and the differences."""
+
+    contender: str
+    resource: str
+    compared: int
+    beats: int
+    diffs: Distribution | None
+
+
+def versus(
+    figures: Mapping[str, Mapping[str, Sequence[float]]],
+    resource: str,
+    baseline: str = BASELINE,
+) -> list[Versus]:
+    """`figures`: scenario -> contender -> the runs' figures (lower is better). For every
+    contender but the baseline, in order of first appearance, the paired comparison."""
+    names: dict[str, None] = {}
+    for by in figures.values():
+        names.update(dict.fromkeys(c for c in by if c != baseline))
+    out = []
+    for name in names:
+        diffs = [
+            lower_median(by[name]) - lower_median(by[baseline])
+            for by in figures.values()
+            if by.get(name) and by.get(baseline)
+        ]
+        out.append(
+            Versus(
+                name,
+                resource,
+                len(diffs),
+                sum(1 for d in diffs if d < -1e-9),
+                Distribution.of(diffs) if diffs else None,
+            )
+        )
+    return out
+
+
+def above(tl: Timeline, warmup: float, level: float, resource: str = "cpu") -> tuple[float, float]:
+    """Seconds of the measured span during which the hottest node's `resource` is above
+    `level` (a fraction of capacity), and their share of the span."""
+    total = hot = 0.0
+    for g in slices(tl, warmup):
+        total += g.seconds
+        if max(g.util(resource)) > level:
+            hot += g.seconds
+    if not total > 0:
+        raise ValueError("nothing measured after the warm-up")
+    return hot, hot / total
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    scenario: str
+    contender: str
+    mean: dict[str, float]  # the hottest node's mean per resource (fraction)
+    gap: dict[str, float]  # minus the no-migration optimum of the run's trace
+    over_target: tuple[float, float]  # seconds, share: hottest CPU above TLP_TARGET
+
+
+def summaries(
+    scenarios: Sequence[Scenario],
+    results: Sequence[RunResult],
+    settings: Settings,
+    cache: Path | None,
+) -> list[RunSummary]:
+    """Every run of a generated scenario that outlasts the warm-up."""
+    from benchmarks.placement import steady_tables
+    from benchmarks.placement.steady_report import timeline_of
+
+    opt = steady_tables.OptimumCache(cache)
+    out = []
+    for sc in scenarios:
+        if parse_name(sc.name) is None or sc.steady is None:
+            continue
+        for r in results:
+            if r.scenario != sc.name:
+                continue
+            tl = timeline_of(sc, r)
+            if tl is None or not tl.end > settings.warmup or not tl.stays:
+                continue
+            (f,) = steady_tables.figures(sc, [r], settings, opt)
+            mean = {res: f.measures.of(res).mean for res in RESOURCES}
+            gap = {
+                res: steady_tables.gap(mean[res], f.no_migration[res].value) for res in RESOURCES
+            }
+            out.append(
+                RunSummary(sc.name, r.contender, mean, gap, above(tl, settings.warmup, TLP_TARGET))
+            )
+    return out
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _spread(values: Sequence[float]) -> str:
+    if len(values) == 1:
+        return _pct(values[0])
+    return f"{_pct(lower_median(values))} ({_pct(min(values))}-{_pct(max(values))})"
+
+
+def lines(runs: Sequence[RunSummary], warmup: float) -> list[str]:
+    """The section's tables; [] without runs."""
+    if not runs:
+        return []
+    scen = sorted({r.scenario for r in runs}, key=lambda s: parse_name(s) or (0, 0))
+    out = [
+        f"## Generated scenarios: {len(scen)} ({', '.join(scen)})",
+        "",
+        "Drawn by benchmarks/placement/generator.py. Per resource, each contender against "
+        f"stock on the hottest node's mean after the {warmup:g} s warm-up: in how many of the "
+        "scenarios both ran its median is lower, and the distribution of its median minus "
+        "stock's, in percentage points (min / q1 / median / q3 / max; negative is better); "
+        "the gap to each run's optimum without migration, in points, the median over its "
+        "runs (min-max).",
+        "",
+        "| contender | resource | beats stock | difference to stock, points "
+        "| gap to the optimum, points |",
+        "|---|---|---|---|---|",
+    ]
+    for res in RESOURCES:
+        figs: dict[str, dict[str, list[float]]] = {}
+        for r in runs:
+            figs.setdefault(r.scenario, {}).setdefault(r.contender, []).append(r.mean[res])
+        gaps: dict[str, list[float]] = {}
+        for r in runs:
+            gaps.setdefault(r.contender, []).append(r.gap[res])
+        for v in versus(figs, res):
+            dist = v.diffs.cells() if v.diffs is not None else "not compared"
+            out.append(
+                f"| {v.contender} | {res} | {v.beats} of {v.compared} | {dist} "
+                f"| {_spread(gaps[v.contender])} |"
+            )
+        if BASELINE in gaps:
+            out.append(f"| {BASELINE} | {res} | | | {_spread(gaps[BASELINE])} |")
+    out += [
+        "",
+        f"Judged on TargetLoadPacking's own target ({TLP_TARGET_UTILIZATION:g} % CPU): the "
+        "share of the measured time during which the hottest node's CPU was above it, in %, "
+        "the median over each contender's runs (min-max):",
+        "",
+        "| contender | runs | hottest CPU above the target, % of the time |",
+        "|---|---|---|",
+    ]
+    by: dict[str, list[float]] = {}
+    for r in runs:
+        by.setdefault(r.contender, []).append(r.over_target[1])
+    for name, shares in by.items():
+        out.append(f"| {name} | {len(shares)} | {_spread(shares)} |")
+    return [*out, ""]
+
+
+def section(
+    scenarios: Sequence[Scenario],
+    results: Sequence[RunResult],
+    settings: Settings,
+    cache: Path | None,
+) -> list[str]:
+    """The report's section over the generated scenarios; [] when none ran."""
+    return lines(summaries(scenarios, results, settings, cache), settings.warmup)

@@ -1,0 +1,164 @@
+"""The summary over generated scenarios: wins against stock, the distribution of the
+differences, the time above TargetLoadPacking's target; and the contender table with each
+scheduler's release."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.placement import generated_report as gr
+from benchmarks.placement import generator, versions
+from benchmarks.placement.__main__ import _generated
+from benchmarks.placement.contenders import CONTENDERS, FAIR_TRIMARAN_WEIGHT, scheduler_config
+from benchmarks.placement.exceptions import PlacementError
+from benchmarks.placement.runner import RunResult
+from benchmarks.placement.scenario import Node, Resources
+from benchmarks.placement.steady_measures import Settings, Timeline
+from benchmarks.placement.timeline import Stay
+
+
+def test_the_distribution_is_of_observed_values():
+    d = gr.Distribution.of([0.05, -0.02, 0.01, -0.10, 0.00])
+    assert (d.n, d.minimum, d.q1, d.median, d.q3, d.maximum) == (5, -0.10, -0.02, 0.0, 0.01, 0.05)
+    assert d.cells() == "-10.0 / -2.0 / +0.0 / +1.0 / +5.0"
+    one = gr.Distribution.of([0.3])
+    assert one.minimum == one.q1 == one.median == one.q3 == one.maximum == 0.3
+    with pytest.raises(ValueError, match="no values"):
+        gr.Distribution.of([])
+
+
+def test_a_contender_is_compared_with_stock_scenario_by_scenario():
+    figs = {
+        "gen-1-1": {"stock": [0.70, 0.80], "a": [0.60, 0.65], "b": [0.90]},
+        "gen-1-2": {"stock": [0.50], "a": [0.55], "b": [0.50]},
+        "gen-1-3": {"stock": [0.40], "a": [0.30]},  # b did not run here
+        "gen-1-4": {"a": [0.10]},  # stock did not run: nothing to pair
+    }
+    a, b = gr.versus(figs, "cpu")
+    assert (a.contender, a.compared, a.beats) == ("a", 3, 2)
+    assert a.diffs is not None
+    # medians are the lower ones: stock 0.70 on gen-1-1, a 0.60
+    assert [round(x, 9) for x in (a.diffs.minimum, a.diffs.median, a.diffs.maximum)] == [
+        -0.1,
+        -0.1,
+        0.05,
+    ]
+    assert (b.compared, b.beats) == (2, 0)  # a tie is not a win
+    assert b.diffs is not None and round(b.diffs.maximum, 9) == 0.2
+    (c,) = gr.versus({"gen-1-1": {"c": [0.5]}}, "memory")
+    assert (c.compared, c.beats, c.diffs) == (0, 0, None)
+
+
+GiB = 2**30
+
+
+def _timeline() -> Timeline:
+    nodes = tuple(
+        Node(n, Resources(4, 8 * GiB), Resources(0.4, GiB)) for n in ("a", "b")
+    )  # 10 % CPU background each
+    usage = {"w": Resources(1.0, GiB)}  # 25 % of a node's CPU
+    stays = (
+        Stay("w-1", "w", "a", 0, 100),
+        Stay("w-2", "w", "a", 50, 100),  # a: 35 % from 0, 60 % from 50
+        Stay("w-3", "w", "b", 0, 100),
+    )
+    return Timeline(nodes, stays, usage, (), 100.0)
+
+
+def test_time_above_the_target_is_of_the_hottest_node_after_the_warm_up():
+    tl = _timeline()
+    assert gr.above(tl, 0, 0.40) == (50.0, 0.5)
+    assert gr.above(tl, 20, 0.40) == (50.0, 50 / 80)
+    assert gr.above(tl, 0, 0.30) == (100.0, 1.0)
+    assert gr.above(tl, 0, 0.60) == (0.0, 0.0)  # above, not at
+    assert gr.TLP_TARGET == 0.40
+
+
+def test_the_section_reads_like_the_numbers():
+    runs = [
+        gr.RunSummary("gen-1-1", "stock", {"cpu": 0.8, "memory": 0.5}, {"cpu": 0.2, "memory": 0},
+                      (30.0, 0.25)),
+        gr.RunSummary("gen-1-1", "loadwise-least-used", {"cpu": 0.6, "memory": 0.55},
+                      {"cpu": 0.0, "memory": 0.05}, (12.0, 0.1)),
+    ]  # fmt: skip
+    text = "\n".join(gr.lines(runs, 120))
+    assert "## Generated scenarios: 1 (gen-1-1)" in text
+    assert "| loadwise-least-used | cpu | 1 of 1 | -20.0 / -20.0 / -20.0 / -20.0 / -20.0 |" in text
+    assert "| loadwise-least-used | memory | 0 of 1 | +5.0 / +5.0 / +5.0 / +5.0 / +5.0 |" in text
+    assert "| stock | cpu | | | 20.0 |" in text
+    assert "| loadwise-least-used | 1 | 10.0 |" in text and "| stock | 1 | 25.0 |" in text
+    assert gr.lines([], 120) == []
+
+
+def test_the_section_is_empty_without_generated_runs():
+    sc = generator.generate(2, 1).scenario
+    other = RunResult("steady-mix", "stock")
+    assert gr.section([sc], [other], Settings(), None) == []
+
+
+def test_the_cli_draws_and_writes_the_generated_scenarios(tmp_path: Path):
+    scs = _generated(2, 9, 600, tmp_path)
+    assert [s.name for s in scs] == ["gen-9-1", "gen-9-2"]
+    assert all(s.steady is not None and s.steady.duration_seconds == 600 for s in scs)
+    assert (tmp_path / "gen-9-2.yaml").read_text() == generator.generate(9, 2, duration=600).text
+    assert _generated(None, 9, None, tmp_path / "none") == []
+    assert not (tmp_path / "none").exists()
+
+
+def test_the_contender_table_gives_each_scheduler_its_release():
+    kube = versions.scheduler_version("kube-scheduler")
+    trimaran = versions.scheduler_version("trimaran-scheduler")
+    assert kube.startswith("v1.") and "scheduler-plugins v0." in trimaran
+    assert kube == versions.required(versions.GO_MODS["kube-scheduler"], "k8s.io/kubernetes")
+    # the skew the table exists to show: the two are different releases
+    assert not trimaran.startswith(kube)
+    names = ["stock", "trimaran-tlp-w10", "loadwise-lvrb", "stock+descheduler", "gone"]
+    table = "\n".join(versions.contender_table(names))
+    assert f"| stock | default plugins |  | {kube} |" in table
+    assert f"| trimaran-tlp-w10 | Trimaran TargetLoadPacking plugin | 10 | {trimaran} |" in table
+    assert "| loadwise-lvrb | loadwise extender, load-variation-risk-balancing | 10 |" in table
+    assert "descheduler v0." in table and "| gone | (no longer defined) | | |" in table
+    assert versions.contender_table([]) == []
+    with pytest.raises(PlacementError, match="no version known"):
+        versions.scheduler_version("kubelet")
+
+
+def test_a_go_mod_without_the_module_is_an_error(tmp_path: Path):
+    mod = tmp_path / "go.mod"
+    mod.write_text("module x\n\nrequire (\n\tk8s.io/api v0.36.4\n)\n"
+                   "replace k8s.io/kubernetes => k8s.io/kubernetes v1.30.0\n")  # fmt: skip
+    assert versions.required(mod, "k8s.io/api") == "v0.36.4"
+    with pytest.raises(PlacementError, match="no require of k8s.io/kubernetes"):
+        versions.required(mod, "k8s.io/kubernetes")
+
+
+@pytest.mark.parametrize(
+    ("name", "plugin"),
+    [
+        ("trimaran-tlp-w10", "TargetLoadPacking"),
+        ("trimaran-lvrb-w10", "LoadVariationRiskBalancing"),
+    ],
+)
+def test_the_fair_peers_render_their_plugin_at_the_fair_weight(name: str, plugin: str):
+    cfg = scheduler_config(CONTENDERS[name], "http://127.0.0.1:2020")
+    (profile,) = cfg["profiles"]
+    assert profile["schedulerName"] == name
+    assert profile["plugins"]["score"]["enabled"] == [
+        {"name": plugin, "weight": FAIR_TRIMARAN_WEIGHT}
+    ]
+    assert "extenders" not in cfg
+
+
+def test_every_steady_scenario_runs_the_three_loadwise_policies_and_both_peer_weights():
+    from benchmarks.placement.scenario import select
+
+    wanted = {"loadwise-least-used", "loadwise-tlp", "loadwise-lvrb"}
+    for sc in [*select(None), *(g.scenario for g in generator.dev_set())]:
+        if sc.steady is None:
+            continue
+        have = set(sc.contenders) if sc.contenders is not None else set(CONTENDERS)
+        assert wanted <= have, sc.name
+        peers = {c for c in have if c.startswith("trimaran-")}
+        assert {CONTENDERS[c].plugin_weight for c in peers} >= {1, FAIR_TRIMARAN_WEIGHT}, sc.name
