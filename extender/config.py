@@ -105,6 +105,9 @@ class EventsConfig(msgspec.Struct, forbid_unknown_fields=True):
     per_minute: int = 60
 
 
+ESTIMATOR_MODES = ("learned", "request")
+
+
 class EstimatorConfig(msgspec.Struct, forbid_unknown_fields=True):
     cpu_factor: float = CPU_FACTOR
     memory_factor: float = MEMORY_FACTOR
@@ -117,6 +120,12 @@ class EstimatorConfig(msgspec.Struct, forbid_unknown_fields=True):
     learned_window_seconds: float = 600.0
     learned_max_workloads: int = 10_000
     delta: bool = True
+    mode: str = "learned"
+    """``learned``: pods counted from measured use (``inflight``); ``request``: every pod at the
+    request rule (``estimate``), per-pod readings unused: the baseline the learned estimates
+    are measured against."""
+    decision_log: str | None = None
+    """A file each decision's predicted node use is appended to (``decisionlog``)."""
     spread_weight: float = 0.0
     """least-used: a node's score times (1 - weight x its share of the pod's workload). Off by
     default: at 1.0 the lab's end-to-end tests put 3 of 30 pods on a node whose memory a hog
@@ -307,6 +316,11 @@ def _validate(settings: Settings) -> Settings:
         raise ConfigError("estimator.learned_max_workloads must be >= 1")
     if not 0 <= est.spread_weight <= 1:
         raise ConfigError("estimator.spread_weight must be in [0, 1]")
+    if est.mode not in ESTIMATOR_MODES:
+        modes = ", ".join(ESTIMATOR_MODES)
+        raise ConfigError(f"estimator.mode must be one of {modes}, got {est.mode!r}")
+    if est.decision_log is not None and not est.decision_log.strip():
+        raise ConfigError("estimator.decision_log must be a file path (or unset)")
     if settings.max_body_bytes is not None and settings.max_body_bytes < 1024:
         raise ConfigError("max_body_bytes must be >= 1024")
     if settings.max_nodes < 1:

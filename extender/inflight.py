@@ -41,6 +41,7 @@ __all__ = [
     "DELTA",
     "LEARNED",
     "MAX_TRACKED",
+    "REQUEST_MODE",
     "REQUEST_RULE",
     "InFlight",
     "Tracked",
@@ -53,6 +54,7 @@ __all__ = [
 LEARNED = "learned"
 DELTA = "delta"
 REQUEST_RULE = "request rule"
+REQUEST_MODE = "request"  # estimator.mode: the request rule alone
 ESTIMATES = (LEARNED, DELTA, REQUEST_RULE)
 # Pods tracked (bound or assumed): the same order as the pod store's cap.
 MAX_TRACKED = 200_000
@@ -131,10 +133,16 @@ class InFlight:
         *,
         delta: bool = True,
         max_tracked: int = MAX_TRACKED,
+        mode: str = LEARNED,
     ) -> None:
+        if mode not in (LEARNED, REQUEST_MODE):
+            raise ValueError(f"mode must be {LEARNED!r} or {REQUEST_MODE!r}, got {mode!r}")
         self.learner = learner or Learner()
         self.store = store or PodUsageStore()
-        self.delta = delta
+        self.learn = mode == LEARNED
+        """False (``estimator.mode: request``): per-pod readings are dropped, so every pod
+        counts at the request rule until a node reading holds it and leaves at it."""
+        self.delta = delta and self.learn
         self._max = max_tracked
         self._pods: dict[str, Tracked] = {}
         self._by_name: dict[str, str] = {}  # namespace/name -> pod key
@@ -153,7 +161,7 @@ class InFlight:
     def estimate(self, facts: PodFacts, workload: str | None, now: float) -> tuple[PodFacts, str]:
         """The pod's figures: learned from its workload's siblings when they were
         measured within the window, else ``facts`` (the request rule)."""
-        learned = self.learner.estimate(workload, now) if workload is not None else None
+        learned = self.learned(workload, now)
         if learned is None:
             self.taken[REQUEST_RULE] += 1
             return facts, REQUEST_RULE
@@ -161,7 +169,9 @@ class InFlight:
         return learned_facts(facts, learned), LEARNED
 
     def learned(self, workload: str | None, now: float) -> Usage | None:
-        return self.learner.estimate(workload, now) if workload is not None else None
+        if workload is None or not self.learn:
+            return None
+        return self.learner.estimate(workload, now)
 
     # -- the pods tracked -----------------------------------------------------------
 
@@ -245,7 +255,9 @@ class InFlight:
 
     def take(self, reading: PodUsageReading) -> int:
         """A poll's per-pod use: kept, and fed to the learned estimates of the pods'
-        workloads. The number of pods whose figure changed."""
+        workloads. The number of pods whose figure changed (none in request mode)."""
+        if not self.learn:
+            return 0
         changed = self.store.update(reading)
         for name in changed:
             key = self._by_name.get(name)

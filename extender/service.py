@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter
 from .cluster import ClusterView
 from .config import Settings
 from .decide import FilterOutcome, Ranked, best, filter_nodes, prioritize
+from .decisionlog import DecisionLog, DecisionSink, decision_record
 from .estimate import PodFacts, demand_after, go_round, pod_facts
 from .events import Decision, EventRecorder, Scored
 from .exemptions import exemption, ignored
@@ -165,7 +166,7 @@ def build_inflight(settings: Settings) -> InFlight:
     learner = Learner(
         LearnedUsage(est.learned_percentile, est.learned_window_seconds, est.learned_max_workloads)
     )
-    return InFlight(learner, PodUsageStore(), delta=est.delta)
+    return InFlight(learner, PodUsageStore(), delta=est.delta, mode=est.mode)
 
 
 def ledger_horizon(settings: Settings) -> float:
@@ -199,6 +200,10 @@ class Extender:
         """Per-pod use, learned estimates, delta accounting and the pods per controller."""
         self.pod_usage = pod_usage
         """Where per-pod use is read, every ``estimator.pod_usage_seconds``; None: not read."""
+        self.decision_log: DecisionSink | None = (
+            DecisionLog(log_path) if (log_path := settings.estimator.decision_log) else None
+        )
+        """Where each decision's predicted node use is appended (``decisionlog``)."""
         self._estimates, self._pod_usage_errors = _estimator_metrics(self.metrics)
         self._pod_usage_task: asyncio.Task[None] | None = None
         self.fast_path = LeastUsedFastPath.for_policy(self.policy) if use_fast_path else None
@@ -279,6 +284,8 @@ class Extender:
         await self.refresher.stop()
         if self.recorder is not None:
             await self.recorder.stop()
+        if self.decision_log is not None:
+            self.decision_log.close()
 
     async def _housekeeping(self) -> None:
         while True:
@@ -714,6 +721,8 @@ class Extender:
         if self.observe:
             # Scored and explained, but the scheduler is told nothing: equal priorities.
             body = encode([HostPriority(name, NEUTRAL_PRIORITY) for name in names])
+        if self.decision_log is not None:
+            self._log_decision(pod, args.pod, names, infos, win, now)
         if win is not None:
             # Herding protection: count the pod on the node we favoured until the
             # watch (if any) says where it really went, or the metrics show it.
@@ -727,6 +736,24 @@ class Extender:
         if scored is not None:  # (an exempt pod is scored as any: only its Event says so)
             self._note_scores(args, pod, scored, win, why, stale, exemption(args.pod))
         return body
+
+    def _log_decision(
+        self,
+        pod: PodFacts,
+        raw: Pod,
+        names: list[str],
+        infos: Mapping[str, NodeInfo],
+        win: str | None,
+        now: float,
+    ) -> None:
+        """Append the decision's predicted node use to the decision log (``decisionlog``),
+        before the pod is counted on the favourite: the prediction the scores read."""
+        assert self.decision_log is not None
+        states, _ = self._states(names, infos)
+        learned = self.inflight.learned(workload_key(raw), now) is not None
+        how = LEARNED if learned else REQUEST_RULE
+        mode = self.settings.estimator.mode
+        self.decision_log.write(decision_record(now, pod, how, mode, win, states))
 
     def _estimates_note(self, raw: Pod, node: str, why: str, now: float) -> str:
         """``why`` with the estimates used: the pod's own (learned or request rule) and

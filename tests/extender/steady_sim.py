@@ -1,23 +1,36 @@
-"""A small stream in the shape of the placement benchmark's steady-mix, in-process.
+"""Streams of pods that come and go, placed in-process with the lab's timing.
 
-Four 4-core / 8 GiB nodes (200m / 512 MiB background each) and three workloads whose
-pods each live 60-180 s and are replaced as they go: "idle" requests 400m / 512 MiB and
-uses 100m / 128 MiB, "exact" uses its request 250m / 384 MiB, "over" requests 100m /
-128 MiB and uses 400m / 768 MiB (benchmarks/scenarios/steady-mix.yaml). Node readings
-come every 60 s, each the mean of the last 60 s (as load-watcher gives them, so they lag
-by their window); per-pod readings every 15 s (metrics-server's resolution) for pods
-running 10 s or more. Every random choice comes from one seeded generator.
+A stream is a set of nodes (any sizes, each with a background use no pod requests) and
+workloads whose pods each live a drawn time and are replaced as they go (the placement
+benchmark's steady scenarios, benchmarks/scenarios/steady-*.yaml). ``STEADY_MIX`` is
+steady-mix; ``heterogeneous(seed)`` draws another: mixed node sizes, backgrounds, use over
+request from 0.2 to 6, and use that drifts over the run.
 
-The extender contenders run the real ``Extender`` (its ledger, estimates and scoring)
-with the real ``ClusterWatch`` fed the pods' bindings and deletions as watch events, on
-a fake clock; the scheduler is modelled as taking the extender's top priority, ties at
-random. The request-counting placer scores like NodeResourcesFit's LeastAllocated
-(integer 0..100, mean of CPU and memory), ties at random, as kube-scheduler breaks them.
+What reaches the contenders lags as in the lab (lab/components.py, contenders.py,
+extender/sources/watcher.py): metrics-server scrapes every 15 s, a node's CPU the mean over
+the 15 s before, its memory the instant's; a pod's use shows from its second scrape (a CPU
+rate needs two samples). load-watcher collects metrics-server's latest every 60 s (its
+``window.end``); the extender reads load-watcher every 30 s and PodMetrics every 15 s. Every
+phase is drawn from the seed.
+
+The scheduler is kube-scheduler's default profile on these nodes: NodeResourcesFit
+(LeastAllocated on requests, weight 1), NodeResourcesBalancedAllocation (weight 1) and
+PodTopologySpread (weight 2, the system default constraint on ``kubernetes.io/hostname``,
+maxSkew 3, ScheduleAnyway: each ReplicaSet's pods spread), plus, for the extender
+contenders, the extender's 0..10 priority x its weight 10 x 10 (MaxNodeScore /
+MaxExtenderPriority, pkg/scheduler/schedule_one.go); the highest total wins, ties at random.
+The other default plugins score every node alike here. ``RequestPlacer`` is that scheduler
+alone: the stock contender.
+
+The extender contenders run the real ``Extender`` (its ledger, estimates, scoring and
+decision records) with the real ``ClusterWatch`` fed the bindings and deletions as watch
+events, on a fake clock. Every random choice comes from the seed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,9 +50,22 @@ from extender.wire import Node, Pod, decode_args
 MI = 1024**2
 GI = 1024**3
 T0 = 1_800_000_000.0
-NODES = [f"sm-{i}" for i in range(4)]
-CPU_CAP, MEM_CAP = 4000, 8 * GI
-BG_CPU, BG_MEM = 200, 512 * MI
+SCRAPE = 15.0  # metrics-server --metric-resolution
+COLLECT = 60.0  # load-watcher's collection period
+REFRESH = 30.0  # the extender's source.refresh_seconds
+POD_POLL = 15.0  # estimator.pod_usage_seconds
+SETTLE = 45.0  # extender/sources/watcher.py LATEST_SETTLE_SECONDS
+EXTENDER_WEIGHT = 10  # the role's loadwise_scheduler_config_weight
+PTS_WEIGHT = 2
+PTS_MAX_SKEW = 3
+
+
+@dataclass(frozen=True)
+class SimNode:
+    name: str
+    cpu: int  # millicores
+    memory: int  # bytes
+    background: tuple[int, int] = (200, 512 * MI)
 
 
 @dataclass(frozen=True)
@@ -48,13 +74,63 @@ class Workload:
     replicas: int
     request: tuple[int, int]  # millicores, bytes
     use: tuple[int, int]
+    rate: float = 0.25  # first replicas per second
+    life: tuple[float, float] = (60.0, 180.0)
+    drift: float = 0.0
+    """A pod created at the end of the run uses (1 + drift) x ``use``; linear in between."""
+
+    def use_at(self, elapsed: float, duration: float) -> tuple[int, int]:
+        f = 1.0 + self.drift * min(1.0, elapsed / duration)
+        return int(self.use[0] * f), int(self.use[1] * f)
 
 
-WORKLOADS = (
-    Workload("idle", 16, (400, 512 * MI), (100, 128 * MI)),
-    Workload("exact", 12, (250, 384 * MI), (250, 384 * MI)),
-    Workload("over", 14, (100, 128 * MI), (400, 768 * MI)),
+@dataclass(frozen=True)
+class Stream:
+    name: str
+    nodes: tuple[SimNode, ...]
+    workloads: tuple[Workload, ...]
+
+
+STEADY_MIX = Stream(
+    "steady-mix",
+    tuple(SimNode(f"sm-{i}", 4000, 8 * GI) for i in range(4)),
+    (
+        Workload("idle", 16, (400, 512 * MI), (100, 128 * MI)),
+        Workload("exact", 12, (250, 384 * MI), (250, 384 * MI)),
+        Workload("over", 14, (100, 128 * MI), (400, 768 * MI)),
+    ),
 )
+
+
+def heterogeneous(seed: int) -> Stream:
+    """A stream drawn from ``seed``: 4-6 nodes of 2, 4 or 8 cores (4 GiB a core), each
+    with a background of 0-30 % of its CPU and 5-40 % of its memory; 3-5 workloads whose
+    pods use 0.2-6 times their request, some drifting by up to +-40 % over the run; the
+    replicas sized so pods and backgrounds use about 65 % of the cluster's CPU."""
+    rng = random.Random(seed * 104_729 + 17)
+    nodes = []
+    for i in range(rng.randint(4, 6)):
+        cores = rng.choice((2, 4, 4, 8))
+        bg = (int(cores * 1000 * rng.uniform(0.0, 0.3)), int(cores * GI * rng.uniform(0.05, 0.4)))
+        nodes.append(SimNode(f"het-{i}", cores * 1000, cores * GI, bg))
+    total_cpu = sum(n.cpu for n in nodes)
+    total_mem = sum(n.memory for n in nodes)
+    room_cpu = 0.65 * total_cpu - sum(n.background[0] for n in nodes)
+    room_mem = 0.6 * total_mem - sum(n.background[1] for n in nodes)
+    kinds = rng.randint(3, 5)
+    workloads = []
+    for k in range(kinds):
+        req = (rng.choice((100, 200, 250, 400, 500)), rng.choice((128, 256, 512)) * MI)
+        ratio = math.exp(rng.uniform(math.log(0.2), math.log(6.0)))
+        mem_ratio = math.exp(rng.uniform(math.log(0.3), math.log(3.0)))
+        use = (max(10, int(req[0] * ratio)), max(16 * MI, int(req[1] * mem_ratio)))
+        drift = rng.choice((0.0, 0.0, rng.uniform(-0.4, 0.4)))
+        per = room_cpu / kinds
+        replicas = max(2, min(int(per / use[0]), int(room_mem / kinds / use[1]), 40))
+        workloads.append(
+            Workload(f"w{k}", replicas, req, use, rng.choice((0.25, 0.5)), drift=drift)
+        )
+    return Stream(f"het-{seed}", tuple(nodes), tuple(workloads))
 
 
 @dataclass
@@ -65,6 +141,7 @@ class Running:
     start: float
     end: float
     pod: Pod
+    use: tuple[int, int]
 
 
 @dataclass
@@ -74,6 +151,16 @@ class Result:
     largest_share: float
     """Mean over time and workloads of the largest share of a workload's pods on one node."""
     placed: int
+    hottest_cpu_p99: float = 0.0
+    hottest_memory: float = 0.0
+    above_80: int = 0
+    """Seconds after the warm-up with some node's CPU above 80 %."""
+    thirds: tuple[float, float] = (0.0, 0.0)
+    """The hottest node's mean CPU over the first and the last third after the warm-up."""
+    error: dict[str, float] = field(default_factory=dict)
+    """Mean absolute error, in points of the node's capacity, of the extender's predicted
+    use of the node a pod went to, against its true use ``lag`` seconds later (per
+    resource: ``cpu@0``, ``memory@60``, ...); empty for the stock placer."""
 
 
 def _iso(t: float) -> str:
@@ -107,15 +194,74 @@ def _pod(w: Workload, name: str, node: str = "", at: float | None = None) -> Pod
     return msgspec.convert(obj, type=Pod)
 
 
+@dataclass
+class Scheduler:
+    """kube-scheduler's own scores (see the module docstring) over its cache of requests."""
+
+    nodes: tuple[SimNode, ...]
+    requested: dict[str, list[int]] = field(default_factory=dict)
+    owners: dict[str, dict[str, int]] = field(default_factory=dict)  # workload -> node -> pods
+
+    def __post_init__(self) -> None:
+        self.requested = {n.name: [0, 0] for n in self.nodes}
+
+    def scores(self, w: Workload) -> dict[str, int]:
+        out: dict[str, int] = {}
+        counts = self.owners.get(w.name, {})
+        raw = {}
+        weight = math.log(len(self.nodes) + 2)
+        for n in self.nodes:
+            cpu, mem = self.requested[n.name]
+            cpu, mem = cpu + w.request[0], mem + w.request[1]
+            least = (
+                max(0, n.cpu - cpu) * 100 // n.cpu + max(0, n.memory - mem) * 100 // n.memory
+            ) // 2
+            fc, fm = min(1.0, cpu / n.cpu), min(1.0, mem / n.memory)
+            balanced = int((1 - abs(fc - fm) / 2) * 100)
+            out[n.name] = least + balanced
+            raw[n.name] = round(counts.get(n.name, 0) * weight + (PTS_MAX_SKEW - 1))
+        top, low = max(raw.values()), min(raw.values())
+        for name, s in raw.items():
+            spread = 100 if top == 0 else 100 * (top + low - s) // top
+            out[name] += PTS_WEIGHT * spread
+        return out
+
+    def bound(self, run: Running) -> None:
+        entry = self.requested[run.node]
+        entry[0] += run.workload.request[0]
+        entry[1] += run.workload.request[1]
+        nodes = self.owners.setdefault(run.workload.name, {})
+        nodes[run.node] = nodes.get(run.node, 0) + 1
+
+    def deleted(self, run: Running) -> None:
+        entry = self.requested[run.node]
+        entry[0] -= run.workload.request[0]
+        entry[1] -= run.workload.request[1]
+        self.owners[run.workload.name][run.node] -= 1
+
+
 class Placer:
+    def __init__(self, stream: Stream, rng: random.Random) -> None:
+        self.stream = stream
+        self.rng = rng
+        self.scheduler = Scheduler(stream.nodes)
+
+    def extra(self, w: Workload, name: str, pod: Pod, t: float) -> dict[str, int]:
+        """What the placer adds to the scheduler's own scores."""
+        return {}
+
     def place(self, w: Workload, name: str, pod: Pod, t: float) -> str:
-        raise NotImplementedError
+        scores = self.scheduler.scores(w)
+        for node, more in self.extra(w, name, pod, t).items():
+            scores[node] += more
+        top = max(scores.values())
+        return self.rng.choice([n.name for n in self.stream.nodes if scores[n.name] == top])
 
     def bound(self, run: Running, t: float) -> None:
-        pass
+        self.scheduler.bound(run)
 
     def deleted(self, run: Running, t: float) -> None:
-        pass
+        self.scheduler.deleted(run)
 
     def node_reading(self, snap: LoadSnapshot, t: float) -> None:
         pass
@@ -126,46 +272,39 @@ class Placer:
     def tick(self, t: float) -> None:
         pass
 
+    def decisions(self) -> list[dict[str, Any]]:
+        return []
 
-@dataclass
+
 class RequestPlacer(Placer):
-    """NodeResourcesFit LeastAllocated on requests, integer scores, ties at random."""
-
-    rng: random.Random
-    requested: dict[str, list[int]] = field(default_factory=lambda: {n: [0, 0] for n in NODES})
-
-    def place(self, w: Workload, name: str, pod: Pod, t: float) -> str:
-        def score(node: str) -> int:
-            cpu, mem = self.requested[node]
-            c = (CPU_CAP - cpu - w.request[0]) * 100 // CPU_CAP
-            m = (MEM_CAP - mem - w.request[1]) * 100 // MEM_CAP
-            return (c + m) // 2
-
-        scores = {n: score(n) for n in NODES}
-        top = max(scores.values())
-        return self.rng.choice([n for n in NODES if scores[n] == top])
-
-    def bound(self, run: Running, t: float) -> None:
-        entry = self.requested[run.node]
-        entry[0] += run.workload.request[0]
-        entry[1] += run.workload.request[1]
-
-    def deleted(self, run: Running, t: float) -> None:
-        entry = self.requested[run.node]
-        entry[0] -= run.workload.request[0]
-        entry[1] -= run.workload.request[1]
+    """Stock kube-scheduler: its own scores alone."""
 
 
 class _NoAPI:
     """The watch is fed events directly: nothing lists or watches."""
 
 
-class ExtenderPlacer(Placer):
-    """The real Extender and ClusterWatch on a fake clock; the scheduler takes the top
-    priority, ties at random. ``pod_usage``: whether per-pod readings reach it."""
+class _Records:
+    """The decision records, kept in memory (the extender writes them as JSON lines)."""
 
-    def __init__(self, rng: random.Random, overrides: dict[str, Any], *, pod_usage: bool) -> None:
-        self.rng = rng
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.lines.append(record)
+
+    def close(self) -> None:
+        pass
+
+
+class ExtenderPlacer(Placer):
+    """The real Extender and ClusterWatch on a fake clock, its priorities added to the
+    scheduler's scores. ``pod_usage``: whether per-pod readings reach it."""
+
+    def __init__(
+        self, stream: Stream, rng: random.Random, overrides: dict[str, Any], *, pod_usage: bool
+    ) -> None:
+        super().__init__(stream, rng)
         self.now = T0
         self.pod_usage = pod_usage
         settings = load_settings(
@@ -184,6 +323,8 @@ class ExtenderPlacer(Placer):
                 return None
 
         self.ext = Extender(settings, _Source(), clock=clock)
+        self.records = _Records()
+        self.ext.decision_log = self.records
         self.watch = ClusterWatch(
             _NoAPI(),  # type: ignore[arg-type]
             estimator=self.ext.estimator,
@@ -193,26 +334,37 @@ class ExtenderPlacer(Placer):
             clock=clock,
         )
         self.ext.cluster = self.watch
+        self.names = [n.name for n in stream.nodes]
         nodes = [
-            msgspec.convert(kubeobjects.node(n, cpu="4", memory="8Gi"), type=Node) for n in NODES
+            msgspec.convert(
+                kubeobjects.node(n.name, cpu=f"{n.cpu}m", memory=str(n.memory)), type=Node
+            )
+            for n in stream.nodes
         ]
         self.watch._listed_nodes(nodes)
         self.watch._listed_pods([])
 
-    def place(self, w: Workload, name: str, pod: Pod, t: float) -> str:
+    def extra(self, w: Workload, name: str, pod: Pod, t: float) -> dict[str, int]:
         self.now = t
         args = decode_args(
-            json.dumps({"Pod": msgspec.to_builtins(pod), "NodeNames": NODES}).encode()
+            json.dumps({"Pod": msgspec.to_builtins(pod), "NodeNames": self.names}).encode()
         )
-        hosts = self.ext.prioritize(args)
-        top = max(h.score for h in hosts)
-        return self.rng.choice([h.host for h in hosts if h.score == top])
+        return {h.host: h.score * EXTENDER_WEIGHT * 10 for h in self.ext.prioritize(args)}
+
+    def place(self, w: Workload, name: str, pod: Pod, t: float) -> str:
+        node = super().place(w, name, pod, t)
+        lines = self.records.lines
+        if lines and lines[-1]["pod"] == f"sim/{name}":
+            lines[-1]["bound"] = node  # the benchmark joins the records with the bindings
+        return node
 
     def bound(self, run: Running, t: float) -> None:
+        super().bound(run, t)
         self.now = t
         self.watch._pod_event("ADDED", run.pod)
 
     def deleted(self, run: Running, t: float) -> None:
+        super().deleted(run, t)
         self.now = t
         self.watch._pod_event("DELETED", run.pod)
 
@@ -229,6 +381,14 @@ class ExtenderPlacer(Placer):
         self.now = t
         self.ext.housekeep()
 
+    def decisions(self) -> list[dict[str, Any]]:
+        return self.records.lines
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+
 
 def run(
     placer: Placer,
@@ -236,25 +396,37 @@ def run(
     *,
     duration: float = 600.0,
     warmup: float = 120.0,
+    lags: tuple[int, ...] = (0, 60),
 ) -> Result:
-    """One run of the stream (arrivals, lifetimes and order from ``seed`` alone)."""
+    """One run of ``placer.stream`` (arrivals, lifetimes, phases from ``seed`` alone)."""
+    stream = placer.stream
+    nodes = {n.name: n for n in stream.nodes}
     rng = random.Random(seed)
+    scrape_at, collect_at, refresh_at, poll_at = (
+        rng.randrange(int(p)) for p in (SCRAPE, COLLECT, REFRESH, POD_POLL)
+    )
     running: dict[str, Running] = {}
     arrivals: list[tuple[float, Workload]] = []
-    for w in WORKLOADS:  # the first replicas arrive at 0.25 a second per workload
-        arrivals += [(4.0 * i + rng.random(), w) for i in range(w.replicas)]
+    for w in stream.workloads:
+        arrivals += [(i / w.rate + rng.random(), w) for i in range(w.replicas)]
     arrivals.sort(key=lambda a: a[0])
-    counter = 0
-    samples: dict[str, list[tuple[float, float]]] = {n: [] for n in NODES}
+    counter = placed = 0
+    truth: list[dict[str, tuple[float, float]]] = []  # per second, node -> (cpu %, memory %)
+    window: dict[str, list[float]] = {n: [] for n in nodes}  # CPU % of the last 15 s
+    scraped: dict[str, tuple[float, float]] = {}  # metrics-server's latest node figures
+    pods_seen: dict[str, int] = {}  # pod -> scrapes it has been running in
+    pod_figures: dict[str, PodUsage] = {}
+    collected: LoadSnapshot | None = None
     hottest: list[float] = []
+    hottest_mem: list[float] = []
     shares: list[float] = []
-    placed = 0
     for step in range(int(duration) + 1):
         t = T0 + step
-        # departures due, each replaced by a new pod of its workload
         for key in [k for k, r in running.items() if r.end <= t]:
             gone = running.pop(key)
             placer.deleted(gone, t)
+            pods_seen.pop(gone.name, None)
+            pod_figures.pop(f"sim/{gone.name}", None)
             arrivals.append((float(step), gone.workload))
         due = [a for a in arrivals if a[0] <= step]
         arrivals = [a for a in arrivals if a[0] > step]
@@ -262,58 +434,101 @@ def run(
             counter += 1
             name = f"{w.name}-{counter}"
             node = placer.place(w, name, _pod(w, name), t)
-            life = rng.uniform(60.0, 180.0)
-            run_ = Running(w, name, node, t, t + life, _pod(w, name, node, t))
+            life = rng.uniform(*w.life)
+            run_ = Running(
+                w, name, node, t, t + life, _pod(w, name, node, t), w.use_at(step, duration)
+            )
             running[name] = run_
             placer.bound(run_, t)
             placed += 1
-        # the truth, each second
-        use = {n: [BG_CPU, BG_MEM] for n in NODES}
+        use = {n: [s.background[0], s.background[1]] for n, s in nodes.items()}
         for r in running.values():
-            use[r.node][0] += r.workload.use[0]
-            use[r.node][1] += r.workload.use[1]
-        for n in NODES:
-            samples[n].append((100.0 * use[n][0] / CPU_CAP, 100.0 * use[n][1] / MEM_CAP))
-            del samples[n][:-60]
+            use[r.node][0] += r.use[0]
+            use[r.node][1] += r.use[1]
+        now = {
+            n: (100.0 * use[n][0] / s.cpu, 100.0 * use[n][1] / s.memory) for n, s in nodes.items()
+        }
+        truth.append(now)
+        for n in nodes:
+            window[n].append(now[n][0])
+            del window[n][: -int(SCRAPE)]
         if step >= warmup:
-            hottest.append(max(100.0 * use[n][0] / CPU_CAP for n in NODES))
-            for w in WORKLOADS:
+            hottest.append(max(c for c, _ in now.values()))
+            hottest_mem.append(max(m for _, m in now.values()))
+            for w in stream.workloads:
                 mine = [r.node for r in running.values() if r.workload is w]
-                if len(mine) >= len(NODES):
-                    shares.append(max(mine.count(n) for n in NODES) / len(mine))
-        if step and step % 60 == 0:  # a node reading: the mean of the last 60 s
-            loads = {
-                n: NodeLoad(
-                    ResourceLoad(sum(c for c, _ in samples[n]) / len(samples[n])),
-                    ResourceLoad(sum(m for _, m in samples[n]) / len(samples[n])),
-                )
-                for n in NODES
-            }
-            placer.node_reading(LoadSnapshot("sim", t, t, loads, settle_seconds=60.0), t)
-        if step % 15 == 0:
-            pods = {
-                f"sim/{r.name}": PodUsage(float(r.workload.use[0]), float(r.workload.use[1]), t)
-                for r in running.values()
-                if t - r.start >= 10.0
-            }
-            placer.pod_reading(PodUsageReading(pods, {}, t), t)
+                if len(mine) >= 2:
+                    shares.append(max(mine.count(n) for n in nodes) / len(mine))
+        if step % int(SCRAPE) == scrape_at:
+            scraped = {n: (sum(window[n]) / len(window[n]), now[n][1]) for n in nodes}
+            for r in running.values():
+                pods_seen[r.name] = pods_seen.get(r.name, 0) + 1
+                if pods_seen[r.name] >= 2:  # a CPU rate needs two samples
+                    pod_figures[f"sim/{r.name}"] = PodUsage(float(r.use[0]), float(r.use[1]), t)
+        if step % int(COLLECT) == collect_at and scraped:
+            loads = {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (c, m) in scraped.items()}
+            collected = LoadSnapshot("sim", t, t, loads, settle_seconds=SETTLE)
+        if step % int(REFRESH) == refresh_at and collected is not None:
+            placer.node_reading(collected, t)
+        if step % int(POD_POLL) == poll_at:
+            placer.pod_reading(PodUsageReading(dict(pod_figures), {}, t), t)
         if step % 5 == 0:
             placer.tick(t)
-    return Result(sum(hottest) / len(hottest), sum(shares) / len(shares), placed)
+    third = max(1, len(hottest) // 3)
+    return Result(
+        sum(hottest) / len(hottest),
+        sum(shares) / len(shares),
+        placed,
+        hottest_cpu_p99=_p99(hottest),
+        hottest_memory=sum(hottest_mem) / len(hottest_mem),
+        above_80=sum(h > 80.0 for h in hottest),
+        thirds=(sum(hottest[:third]) / third, sum(hottest[-third:]) / third),
+        error=prediction_error(placer.decisions(), truth, lags),
+    )
+
+
+def prediction_error(
+    records: list[dict[str, Any]],
+    truth: list[dict[str, tuple[float, float]]],
+    lags: tuple[int, ...],
+) -> dict[str, float]:
+    """Mean absolute error of each record's predicted use of the node its pod went to
+    against the true use ``lag`` seconds after the decision, per resource and lag (the
+    same measure as benchmarks/placement/steady_measures.py ``prediction_error``)."""
+    sums: dict[str, list[float]] = {}
+    for rec in records:
+        node, at = rec.get("bound"), int(rec["at"] - T0)
+        predicted = rec["nodes"].get(node) if node else None
+        if predicted is None:
+            continue
+        for lag in lags:
+            if at + lag >= len(truth):
+                continue
+            real = truth[at + lag][node]
+            for i, resource in enumerate(("cpu", "memory")):
+                if predicted[i] is None:
+                    continue
+                sums.setdefault(f"{resource}@{lag}", []).append(abs(predicted[i] - real[i]))
+    return {k: sum(v) / len(v) for k, v in sums.items()}
 
 
 OLD = {"estimator.delta": False, "estimator.spread_weight": 0.0, "estimator.pod_usage": False}
 
 
-def request_placer(seed: int) -> Placer:
-    return RequestPlacer(random.Random(seed * 7919 + 1))
+def request_placer(seed: int, stream: Stream = STEADY_MIX) -> Placer:
+    return RequestPlacer(stream, random.Random(seed * 7919 + 1))
 
 
-def old_extender(seed: int) -> Placer:
-    return ExtenderPlacer(random.Random(seed * 7919 + 2), OLD, pod_usage=False)
+def old_extender(seed: int, stream: Stream = STEADY_MIX) -> Placer:
+    return ExtenderPlacer(stream, random.Random(seed * 7919 + 2), OLD, pod_usage=False)
 
 
-def new_extender(seed: int, **overrides: Any) -> Placer:
-    # with the spreading term, which is off by default (extender/config.py, spread_weight)
-    settings = {"estimator.spread_weight": 1.0, **overrides}
-    return ExtenderPlacer(random.Random(seed * 7919 + 3), settings, pod_usage=True)
+def request_rule_extender(seed: int, stream: Stream = STEADY_MIX, **overrides: Any) -> Placer:
+    """The extender with ``estimator.mode: request``: what the learned estimates replace."""
+    settings = {"estimator.mode": "request", **overrides}
+    return ExtenderPlacer(stream, random.Random(seed * 7919 + 3), settings, pod_usage=True)
+
+
+def new_extender(seed: int, stream: Stream = STEADY_MIX, **overrides: Any) -> Placer:
+    """The extender at its defaults (``overrides`` on top)."""
+    return ExtenderPlacer(stream, random.Random(seed * 7919 + 3), overrides, pod_usage=True)
