@@ -7,6 +7,10 @@
   resolved the way client-go does (kubernetes/client-go ``tools/clientcmd``: the named context,
   else ``current-context``; ``certificate-authority-data`` wins over ``certificate-authority``).
 - ``loadwise_pem_certificates``: the PEM certificates of a CA bundle, normalised for comparison.
+- ``loadwise_image_problems``: the image settings a container runtime would refuse to pull,
+  each named, so a typo fails in preflight rather than as ImagePullBackOff after a change.
+- ``loadwise_wheelhouse_missing``: the entries of the extender's hash-pinned lock that one node
+  target needs and that no wheel of a prepared wheelhouse matches by sha256.
 """
 
 from __future__ import annotations
@@ -118,6 +122,122 @@ def loadwise_schedulers_outside(
     return [{"node": node, "ready": found[node]} for node in sorted(found)]
 
 
+# The grammar of an image reference as container runtimes parse it (the distribution
+# project's reference package, reference/regexp.go): a domain (with a port) or a first path
+# component, lower-case path components separated by ".", "_", "__" or "-", a tag of at most
+# 128 word characters, dots and dashes not starting with either, and a digest. Only sha256
+# digests are accepted: the algorithm every registry serves.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"sha256:[0-9a-f]{64}"
+_REPOSITORY = rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*"
+_IMAGE = re.compile(rf"^{_REPOSITORY}(?::{_TAG})?(?:@{_DIGEST})?$")
+_REGISTRY = re.compile(rf"^{_DOMAIN}(?:/{_COMPONENT})*$")
+_VERSION = re.compile(rf"^{_TAG}(?:@{_DIGEST})?$")
+
+
+def loadwise_image_problems(
+    images: Mapping[str, Any],
+    registries: Mapping[str, Any] | None = None,
+    versions: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """One sentence per setting a runtime would not pull, sorted by variable name.
+
+    images: variable name -> full reference (empty: unset, the role's default applies).
+    registries: variable name -> registry and path prefix (no tag, no digest).
+    versions: variable name -> {minor: tag or tag@digest} tables.
+    """
+    problems: list[tuple[str, str]] = []
+    for name, value in (images or {}).items():
+        text = "" if value is None else str(value)
+        if text and not _IMAGE.match(text):
+            problems.append(
+                (
+                    name,
+                    f'{name} is not an image reference (got "{text}"): use '
+                    "registry/path/name:tag or registry/path/name@sha256:<64 hex>.",
+                )
+            )
+    for name, value in (registries or {}).items():
+        text = "" if value is None else str(value).rstrip("/")
+        if not _REGISTRY.match(text):
+            problems.append(
+                (
+                    name,
+                    f'{name} must be a registry with an optional path, such as '
+                    f'registry.k8s.io or mirror.lan:5000/k8s, without a tag or digest (got "{text}").',
+                )
+            )
+    for name, table in (versions or {}).items():
+        entries = table.items() if isinstance(table, Mapping) else []
+        bad = sorted(f"{k}: {v}" for k, v in entries if not _VERSION.match(str(v or "")))
+        if not isinstance(table, Mapping) or bad:
+            got = "; ".join(bad) if bad else repr(table)
+            problems.append(
+                (
+                    name,
+                    f"{name} must map Kubernetes minors to an image tag, optionally with a "
+                    f"digest (v1.2.3 or v1.2.3@sha256:<64 hex>); got {got}.",
+                )
+            )
+    return [text for _, text in sorted(problems)]
+
+
+_LOCK_ENTRY = re.compile(r"^(?P<req>[A-Za-z0-9][^\s\\;]*==[^\s\\;]+)\s*(?:;(?P<marker>[^\\]*))?")
+_LOCK_HASH = re.compile(r"--hash=sha256:(?P<hash>[0-9a-f]{64})")
+_TARGET = re.compile(r"^cp(?P<major>\d)(?P<minor>\d{1,2})-(?P<arch>[a-z0-9_]+)$")
+
+
+def _target_environment(target: str) -> dict[str, str]:
+    """The PEP 508 environment of a node target such as cp311-x86_64 (CPython X.Y.0 on Linux),
+    as roles/loadwise_extender/files/locked_requirements.py decides the lock's markers."""
+    match = _TARGET.match(target)
+    if match is None:
+        raise ValueError(f"{target!r} is not a node target like cp311-x86_64")
+    version = f"{match['major']}.{match['minor']}"
+    return {
+        "implementation_name": "cpython",
+        "implementation_version": f"{version}.0",
+        "os_name": "posix",
+        "platform_machine": match["arch"],
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_system": "Linux",
+        "platform_version": "",
+        "python_full_version": f"{version}.0",
+        "python_version": version,
+        "sys_platform": "linux",
+    }
+
+
+def loadwise_wheelhouse_missing(lock: str, target: str, checksums: Iterable[str]) -> list[str]:
+    """The ``name==version`` entries of ``lock`` that ``target`` installs (their markers
+    decided for it) and whose recorded sha256s match none of ``checksums`` (the wheelhouse's
+    files), in the lock's order. A lock entry is its requirement line and the --hash lines
+    after it, as ``uv pip compile --generate-hashes`` writes them."""
+    from packaging.markers import Marker  # ansible-core's own dependency, on every controller
+
+    environment = _target_environment(target)
+    have = {str(c).lower() for c in checksums or []}
+    entries: list[tuple[str, str, set[str]]] = []
+    for line in (lock or "").splitlines():
+        entry = _LOCK_ENTRY.match(line)
+        if entry:
+            entries.append((entry["req"], (entry["marker"] or "").strip(), set()))
+        elif entries:
+            entries[-1][2].update(m["hash"] for m in _LOCK_HASH.finditer(line))
+    if not entries:
+        raise ValueError("the lock holds no name==version entry")
+    missing = []
+    for requirement, marker, hashes in entries:
+        if marker and not Marker(marker).evaluate(environment):
+            continue
+        if not hashes & have:
+            missing.append(requirement)
+    return missing
+
+
 class FilterModule:
     """Ansible's entry point for filter plugins."""
 
@@ -127,4 +247,6 @@ class FilterModule:
             "loadwise_kubeconfig_cluster": loadwise_kubeconfig_cluster,
             "loadwise_pem_certificates": loadwise_pem_certificates,
             "loadwise_schedulers_outside": loadwise_schedulers_outside,
+            "loadwise_image_problems": loadwise_image_problems,
+            "loadwise_wheelhouse_missing": loadwise_wheelhouse_missing,
         }
