@@ -33,8 +33,6 @@ import argparse
 import asyncio
 import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,6 +54,7 @@ from benchmarks.prioritize import (
 )
 from benchmarks.procstat import memory_bytes
 from extender.config import NAMES_BODY_BYTES, NODE_BODY_BYTES
+from lab.processes import start_async
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,22 +147,15 @@ async def call(port: int, body: bytes) -> str:
     return answer[9:12].decode() if answer.startswith(b"HTTP/1.1 ") else "no answer"
 
 
-async def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the extender exited with {proc.returncode}")
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            answer = await reader.read()
-            writer.close()
-            if answer.startswith(b"HTTP/1.1 200"):
-                return
-        except OSError:
-            pass
-        await asyncio.sleep(0.1)
-    raise RuntimeError("the extender did not get ready")
+async def readyz(port: int) -> bool:
+    """Whether the extender's /readyz answers 200; a probe for AsyncChild.wait_ready."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = await reader.read()
+    finally:
+        writer.close()
+    return answer.startswith(b"HTTP/1.1 200")
 
 
 async def measure(
@@ -179,29 +171,24 @@ async def measure(
         f"source: {{kind: file, file: {load}, stale_after_seconds: 0}}\n" + scenario.config
     )
     log = work / "extender.log"
-    proc = subprocess.Popen(
+    proc = await start_async(
+        "the extender",
         [*command, "--config", str(cfg)],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
+        log=log,
+        append=False,
         env=env,
         cwd=env.get("PYTHONPATH", work),  # `python -m` imports from its working directory first
     )
     try:
-        await wait_ready(port, proc)
+        await proc.wait_ready(lambda: readyz(port), 30, interval=0.1)
         idle = memory_bytes(proc.pid)["VmRSS"]
         answers: Counter[str] = Counter()
         for _ in range(rounds):
             answers.update(await asyncio.gather(*(call(port, body) for _ in range(CALLERS))))
-            if proc.poll() is not None:
-                raise RuntimeError(f"the extender exited with {proc.returncode}: {log.read_text()}")
+            proc.check_running()
         peak = memory_bytes(proc.pid)["VmHWM"]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        await proc.stop(15)
     return idle, peak, answers
 
 

@@ -48,7 +48,6 @@ import os
 import platform
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -61,6 +60,7 @@ from pathlib import Path
 import msgspec
 
 from extender import kubeobjects
+from lab.processes import AsyncChild, start_async
 
 NODE_COUNTS = (10, 100, 1000)
 MODES = ("names", "full")  # names: nodeCacheCapable true; full: false
@@ -483,50 +483,30 @@ def extender_command(python: str) -> list[str]:
 class Server:
     name: str
     url: str
-    proc: subprocess.Popen
-    log: Path
+    child: AsyncChild
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+    async def stop(self) -> None:
+        await self.child.stop(10)
 
 
 async def wait_ready(session, server: Server, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            raise RuntimeError(
-                f"{server.name} exited with {server.proc.returncode}:\n{server.log.read_text()}"
-            )
-        try:
-            async with session.get(server.url + "/readyz") as resp:
-                last = f"{resp.status} {(await resp.text()).strip()}"
-                if resp.status == 200:
-                    return
-        except OSError as exc:
-            last = str(exc)
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"{server.name} not ready after {timeout:.0f}s: {last}")
+    async def readyz() -> bool:
+        async with session.get(server.url + "/readyz") as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"{resp.status} {(await resp.text()).strip()}")
+            return True
+
+    await server.child.wait_ready(readyz, timeout, interval=0.1)
 
 
-def start_floor(workdir: Path) -> Server:
+async def start_floor(workdir: Path) -> Server:
     port = free_port()
-    log = workdir / "floor.log"
-    proc = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--floor-server", f"127.0.0.1:{port}"],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    return Server("floor", f"http://127.0.0.1:{port}", proc, log)
+    argv = [sys.executable, os.path.abspath(__file__), "--floor-server", f"127.0.0.1:{port}"]
+    child = await start_async("floor", argv, log=workdir / "floor.log", append=False)
+    return Server("floor", f"http://127.0.0.1:{port}", child)
 
 
-def start_extender(
+async def start_extender(
     workdir: Path, n: int, *, name: str = "extender", general: bool = False, extra: str = ""
 ) -> Server:
     """The real extender; with ``general`` its least-used fast path is switched off
@@ -545,13 +525,13 @@ def start_extender(
         "  stale_after_seconds: 0   # never stale: the benchmark's data must stay usable\n"
         f"max_nodes: {n}   # full Node requests of n nodes, without a kubeconfig\n" + extra
     )
-    log = workdir / f"{name}-{n}.log"
     command = (
         [sys.executable, os.path.abspath(__file__), "--general-extender"]
         if general
         else extender_command(sys.executable)
     )
-    proc = subprocess.Popen(
+    child = await start_async(
+        name,
         [
             *command,
             "--config",
@@ -561,10 +541,10 @@ def start_extender(
             "--listen",
             f"127.0.0.1:{port}",
         ],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
+        log=workdir / f"{name}-{n}.log",
+        append=False,
     )
-    return Server(name, f"http://127.0.0.1:{port}", proc, log)
+    return Server(name, f"http://127.0.0.1:{port}", child)
 
 
 def general_extender(argv: list[str]) -> int:
@@ -817,7 +797,9 @@ async def filter_cells(  # type: ignore[no-untyped-def]
         bodies.vary_order = args.vary_order
         for mode in modes:
             pair = [
-                start_extender(workdir, n, name=k, general=k == "general", extra=FILTER_CONFIG)
+                await start_extender(
+                    workdir, n, name=k, general=k == "general", extra=FILTER_CONFIG
+                )
                 for k in ("fast", "general")
             ]
             try:
@@ -828,7 +810,7 @@ async def filter_cells(  # type: ignore[no-untyped-def]
                 cell = await run_filter_cell(session, [floor, *pair], bodies, mode, plan)
             finally:
                 for ext in pair:
-                    ext.stop()
+                    await ext.stop()
             cells.append(cell)
             print(
                 f"  filter, {MODE_LABEL[mode]}, {n} nodes: fast p50 "
@@ -990,7 +972,7 @@ async def bench(args: argparse.Namespace) -> int:
     cells: list[Cell] = []
     fcells: list[FilterCell] = []
     workdir = Path(tempfile.mkdtemp(prefix="loadwise-bench-"))
-    floor = start_floor(workdir)
+    floor = await start_floor(workdir)
     servers = [floor]
     try:
         connector = aiohttp.TCPConnector(limit=CONCURRENCY * 2)
@@ -1004,7 +986,7 @@ async def bench(args: argparse.Namespace) -> int:
                 for mode in modes:
                     # A fresh extender per cell: its herding ledger (one assumed placement
                     # per distinct pod, kept 5 minutes) holds only this cell's pods.
-                    ext = start_extender(workdir, n)
+                    ext = await start_extender(workdir, n)
                     servers.append(ext)
                     await wait_ready(session, ext)
                     if mode == "names":
@@ -1013,7 +995,7 @@ async def bench(args: argparse.Namespace) -> int:
                     cell.pods = 1 if args.same_pod else SENT["extender"]
                     SENT["extender"] = 0
                     cells.append(cell)
-                    ext.stop()
+                    await ext.stop()
                     servers.remove(ext)
                     e = cell.lat["extender"]
                     first_p50 = pct(e[: cell.per_round], 50) * 1000
@@ -1033,7 +1015,7 @@ async def bench(args: argparse.Namespace) -> int:
         return 1
     finally:
         for s in servers:
-            s.stop()
+            await s.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     ok = True
     if cells:

@@ -39,9 +39,7 @@ import http.client
 import json
 import os
 import re
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +47,7 @@ from pathlib import Path
 
 from benchmarks.procstat import cpu_seconds, memory_bytes
 from extender import kubeobjects
+from lab import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -120,26 +119,6 @@ def _complete(verb: str, answer: object, nodes: int) -> bool:
     return len(kept) + len(failed) + len(unresolvable) == nodes
 
 
-def wait_ready(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    last = ""
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"extender exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/readyz")
-            resp = conn.getresponse()
-            last = f"{resp.status} {resp.read().decode().strip()}"
-            conn.close()
-            if resp.status == 200:
-                return
-        except OSError as exc:
-            last = str(exc)
-        time.sleep(0.1)
-    raise RuntimeError(f"extender not ready after 30 s: {last}")
-
-
 def run(args: argparse.Namespace) -> int:
     names = [f"soak-node-{i:03d}" for i in range(args.nodes)]
     work = Path(tempfile.mkdtemp(prefix="loadwise-soak-"))
@@ -155,14 +134,10 @@ def run(args: argparse.Namespace) -> int:
     )
     port = free_port()
     log = work / "extender.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "extender", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"],
-        cwd=ROOT,
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+    argv = [sys.executable, "-m", "extender", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"]
+    proc = processes.start("extender", argv, log=log, append=False, cwd=ROOT)
     try:
-        wait_ready(port, proc, log)
+        proc.wait_ready(processes.http_probe(f"http://127.0.0.1:{port}/readyz"), 30, interval=0.1)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         nodes = [kubeobjects.node(n, cpu="8", memory="32Gi", pods="110") for n in names]
         nodes_part = json.dumps({"metadata": {}, "items": nodes})
@@ -258,13 +233,7 @@ def run(args: argparse.Namespace) -> int:
                 start = time.monotonic() - streamed * period  # fell behind: drop the backlog
         return 0
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        proc.stop(10)
         for f in work.iterdir():
             f.unlink()
         os.rmdir(work)

@@ -27,11 +27,10 @@ from lab.hosts import (
     destroy,
     node_image,
 )
-from lab.processes import HOST, LabError, port_open
+from lab.processes import HOST, LabError, http_get, port_open
 from lab.workloads import (
     delete,
     deploy,
-    http_get,
     place,
     placements,
     scored_events,

@@ -8,43 +8,30 @@ from __future__ import annotations
 
 import contextlib
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from extender.kubeobjects import container, pod_template
 from lab.fakenodes import USAGE_CPU, USAGE_MEMORY
-
-
-def http_get(url: str, timeout: float = 2) -> tuple[int, str]:
-    """(status, body) of a GET; status 0 and the error's text when nothing answered."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            status: int = r.status
-            return status, r.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError as exc:
-        return 0, str(exc)
+from lab.processes import http_probe, wait_for
 
 
 def wait_ready(
-    extender_url: str, timeout: float = 150, died: Callable[[], str | None] = lambda: None
+    extender_url: str, timeout: float = 150, proc_check: Callable[[], None] | None = None
 ) -> str:
     """Wait until an extender's /readyz says 200 and return its body. The first load
-    document can take a minute (load-watcher collects once a minute); ``died`` names a
-    reason to stop waiting early (the process exited)."""
-    deadline, body = time.monotonic() + timeout, ""
-    while time.monotonic() < deadline:
-        if reason := died():
-            raise AssertionError(reason)
-        status, body = http_get(f"{extender_url}/readyz")
-        if status == 200:
-            return body.strip()
-        time.sleep(1)
-    raise TimeoutError(f"extender at {extender_url} not ready after {timeout:.0f} s: {body}")
+    document can take a minute (load-watcher collects once a minute); ``proc_check`` raises
+    to stop waiting early (Child.check_running: the process exited). On time-out NotReady
+    (a TimeoutError) names the last answer."""
+    _, body = wait_for(
+        f"the extender at {extender_url}",
+        http_probe(f"{extender_url}/readyz"),
+        timeout,
+        interval=1,
+        proc_check=proc_check,
+    )
+    return body.strip()
 
 
 class Cluster(Protocol):

@@ -53,7 +53,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -66,7 +65,7 @@ import yaml
 from benchmarks.placement.runner import Launched
 from lab import Lab
 from lab.components import build_binaries
-from lab.processes import LabError, stop_child
+from lab.processes import Child, LabError, NotReady, ProcessExited, http_probe, start
 
 __all__ = [
     "CONTENDERS",
@@ -178,7 +177,7 @@ class Contender:
         lab.stop("kube-scheduler")
         sched_log = lab.logs / "kube-scheduler.log"
         offset = sched_log.stat().st_size if sched_log.exists() else 0
-        extender: subprocess.Popen[bytes] | None = None
+        extender: Child | None = None
         try:
             if self.kind == "loadwise":
                 extender = _start_extender(self, lab, workdir)
@@ -199,7 +198,7 @@ class Contender:
             if extender is not None:
                 if self.kind == "loadwise":
                     _save_metrics(workdir / f"{self.name}.extender.metrics")
-                stop_child(extender, 10)
+                extender.stop(10)
             if sched_log.exists():
                 with sched_log.open("rb") as src:
                     src.seek(offset)
@@ -264,23 +263,16 @@ def extender_settings(
     }
 
 
-def _start_extender(contender: Contender, lab: Lab, workdir: Path) -> subprocess.Popen[bytes]:
+def _start_extender(contender: Contender, lab: Lab, workdir: Path) -> Child:
     """``python -m extender`` from this checkout (not whatever ``loadwise-extender`` the
     virtualenv's install points at), waited for until ``/readyz`` answers 200."""
     config = workdir / f"{contender.name}.extender.yaml"
     config.write_text(
         yaml.safe_dump(extender_settings(contender, lab.load_watcher_url, lab.kubeconfig))
     )
+    argv = [sys.executable, "-m", "extender", "--config", str(config)]
     log = workdir / f"{contender.name}.extender.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "extender", "--config", str(config)],
-            cwd=REPO,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    return _ready(contender, proc, log)
+    return _ready(contender, start(f"{contender.name}: the extender", argv, log=log, cwd=REPO))
 
 
 def _save_metrics(path: Path) -> None:
@@ -295,34 +287,18 @@ def _save_metrics(path: Path) -> None:
         path.write_text(f"# not read: {exc}\n")
 
 
-def _ready(
-    contender: Contender, proc: subprocess.Popen[bytes], log: Path
-) -> subprocess.Popen[bytes]:
-    """``proc``, once the extender on EXTENDER_PORT answers ``/readyz`` with 200; else it is
+def _ready(contender: Contender, child: Child) -> Child:
+    """``child``, once the extender on EXTENDER_PORT answers ``/readyz`` with 200; else it is
     stopped and ContenderError says why (its exit and log, or the last answer)."""
     url = f"http://{EXTENDER_HOST}:{EXTENDER_PORT}/readyz"
-    deadline, last = time.monotonic() + EXTENDER_READY_SECONDS, ""
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise ContenderError(
-                f"{contender.name}: the extender exited with {proc.returncode}:\n"
-                f"{log.read_text(errors='replace')[-3000:]}"
-            )
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return proc
-        except urllib.error.HTTPError as exc:
-            last = f"{exc.code} {exc.read().decode(errors='replace').strip()}"
-        except OSError as exc:
-            last = str(exc)
-        time.sleep(1)
-    proc.terminate()
-    proc.wait(10)
-    raise ContenderError(
-        f"{contender.name}: the extender was not ready after {EXTENDER_READY_SECONDS:.0f} s "
-        f"({last}); log: {log}"
-    )
+    try:
+        child.wait_ready(http_probe(url), EXTENDER_READY_SECONDS, interval=1)
+    except ProcessExited as exc:
+        raise ContenderError(str(exc)) from None
+    except NotReady as exc:
+        child.stop(10)
+        raise ContenderError(f"{exc}; log: {child.log}") from None
+    return child
 
 
 # --------------------------------------------------------------------------- null extender
@@ -385,25 +361,18 @@ def null_app() -> Any:
     return app
 
 
-def _start_null_extender(contender: Contender, workdir: Path) -> subprocess.Popen[bytes]:
+def _start_null_extender(contender: Contender, workdir: Path) -> Child:
     """This module as ``--null-extender HOST:PORT``, a process of its own (as the real
     extender is), waited for until ``/readyz`` answers 200."""
+    argv = [
+        sys.executable,
+        "-m",
+        "benchmarks.placement.contenders",
+        "--null-extender",
+        f"{EXTENDER_HOST}:{EXTENDER_PORT}",
+    ]
     log = workdir / f"{contender.name}.extender.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.placement.contenders",
-                "--null-extender",
-                f"{EXTENDER_HOST}:{EXTENDER_PORT}",
-            ],
-            cwd=REPO,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    return _ready(contender, proc, log)
+    return _ready(contender, start(f"{contender.name}: the null extender", argv, log=log, cwd=REPO))
 
 
 def _build(name: str) -> str:

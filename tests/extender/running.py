@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from lab.processes import stop_child
+
 
 def watcher_document(use: dict[str, tuple[float, float]]) -> str:
     """A load-watcher ``/watcher`` document: node -> (cpu %, memory %)."""
@@ -128,9 +130,8 @@ class Running:
         return self.proc.wait(timeout)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        """Kill it at once: a test that wants a clean shutdown signals and waits itself."""
+        stop_child(self.proc, 0)
 
 
 def filter_body(names: list[str]) -> bytes:

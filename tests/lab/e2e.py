@@ -13,7 +13,8 @@ from pathlib import Path
 import yaml
 
 from lab import Lab
-from lab.workloads import Cluster, http_get, scored_events, wait_ready
+from lab.processes import Child, http_get, start
+from lab.workloads import Cluster, scored_events, wait_ready
 
 REPO = Path(__file__).resolve().parents[2]
 EXTENDER = Path(sys.executable).parent / "loadwise-extender"
@@ -97,33 +98,23 @@ class Extender:
                 }
             )
         )
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.child: Child | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{EXTENDER_PORT}"
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [str(EXTENDER), "--config", str(self.config), "--log-level", "debug"],
-            stdout=self.log.open("ab"),
-            stderr=subprocess.STDOUT,
-        )
-
-        def died() -> str | None:
-            if self.proc is None or self.proc.poll() is None:
-                return None
-            return f"the extender exited:\n{self.log.read_text()[-3000:]}"
-
+        argv = [str(EXTENDER), "--config", str(self.config), "--log-level", "debug"]
+        self.child = start("extender", argv, log=self.log)
         try:
-            wait_ready(self.url, died=died)
+            wait_ready(self.url, proc_check=self.child.check_running)
         except TimeoutError as exc:
             raise AssertionError(f"{exc}\n{self.log.read_text()[-3000:]}") from None
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+        if self.child is not None:
+            self.child.stop(10)
 
     def get(self, path: str) -> tuple[int, str]:
         return http_get(self.url + path)
