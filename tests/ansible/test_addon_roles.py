@@ -130,3 +130,112 @@ def test_a_default_install_pulls_no_load_watcher_image(tmp_path: Path) -> None:
     assert "Apply its ServiceAccount" not in proc.stdout.replace("skipping", "")
     defaults = yaml.safe_load((ROOT / "roles/loadwise_extender/defaults/main.yml").read_text())
     assert defaults["loadwise_extender_source"] == "metrics-server"
+
+
+# -- one registry for every default image, digests ---------------------------------------------
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def test_metrics_server_image_comes_from_the_one_registry(tmp_path: Path) -> None:
+    rc, image, out = _metrics_server_image(
+        tmp_path, 31, loadwise_image_registry="mirror.lan:5000/k8s/"
+    )
+    assert rc == 0, out
+    assert image == "mirror.lan:5000/k8s/metrics-server/metrics-server:v0.8.0"
+
+
+def test_metrics_server_table_entry_may_carry_a_digest(tmp_path: Path) -> None:
+    rc, image, out = _metrics_server_image(
+        tmp_path,
+        31,
+        loadwise_image_registry="mirror.lan",
+        loadwise_metrics_server_versions={"31": f"v0.8.0@{DIGEST}"},
+    )
+    assert rc == 0, out
+    assert image == f"mirror.lan/metrics-server/metrics-server:v0.8.0@{DIGEST}"
+
+
+def _render(tmp_path: Path, role: str, template: str, **variables: Any) -> list[dict[str, Any]]:
+    """The role's manifest template rendered with the roles' defaults and `variables`."""
+    out = tmp_path / "rendered.yaml"
+    play = {
+        "name": "Render",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars_files": [
+            str(ROOT / "roles/loadwise/defaults/main.yml"),
+            str(ROOT / f"roles/{role}/defaults/main.yml"),
+        ],
+        "tasks": [
+            {"name": "The minor preflight found", "ansible.builtin.set_fact": {"loadwise_preflight_minor": "34"}},
+            {
+                "name": "Render it",
+                "ansible.builtin.copy": {
+                    "content": "{{ lookup('ansible.builtin.template', '"
+                    + str(ROOT / f"roles/{role}/templates/{template}")
+                    + "') }}",
+                    "dest": str(out),
+                    "mode": "0600",
+                },
+            },
+        ],
+    }
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(yaml.safe_dump([play], sort_keys=False))
+    extra = tmp_path / "extra.yml"
+    extra.write_text(yaml.safe_dump(variables))
+    env = {"PATH": f"{ANSIBLE_PLAYBOOK.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = ansible_playbook(playbook, "-e", f"@{extra}", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [d for d in yaml.safe_load_all(out.read_text()) if d]
+
+
+def _images(docs: list[dict[str, Any]]) -> list[str]:
+    return [
+        c["image"]
+        for d in docs
+        if d["kind"] == "Deployment"
+        for c in d["spec"]["template"]["spec"]["containers"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("variables", "image"),
+    [
+        ({}, "registry.k8s.io/descheduler/descheduler:v0.34.0"),
+        (
+            {"loadwise_image_registry": "harbor.lan/proxy-k8s"},
+            "harbor.lan/proxy-k8s/descheduler/descheduler:v0.34.0",
+        ),
+        (
+            {
+                "loadwise_image_registry": "harbor.lan",
+                "loadwise_descheduler_versions": {"34": f"v0.34.0@{DIGEST}"},
+            },
+            f"harbor.lan/descheduler/descheduler:v0.34.0@{DIGEST}",
+        ),
+        (
+            {
+                "loadwise_image_registry": "harbor.lan",
+                "loadwise_descheduler_image": f"other.lan/descheduler@{DIGEST}",
+            },
+            f"other.lan/descheduler@{DIGEST}",
+        ),
+    ],
+)
+def test_descheduler_manifest_takes_the_registry_and_digests(
+    tmp_path: Path, variables: dict[str, Any], image: str
+) -> None:
+    docs = _render(tmp_path, "loadwise_descheduler", "descheduler.yaml.j2", **variables)
+    assert _images(docs) == [image]
+
+
+def test_metrics_server_manifest_carries_the_chosen_image(tmp_path: Path) -> None:
+    docs = _render(
+        tmp_path,
+        "loadwise_metrics_server",
+        "metrics-server.yaml.j2",
+        loadwise_metrics_server_effective_image=f"mirror.lan/metrics-server/metrics-server:v0.8.0@{DIGEST}",
+    )
+    assert _images(docs) == [f"mirror.lan/metrics-server/metrics-server:v0.8.0@{DIGEST}"]
