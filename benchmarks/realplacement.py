@@ -52,7 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.placement.report import spread
+from benchmarks.placement.formatting import spread
 from benchmarks.placement.runner import provenance
 from lab import EXTENDER_HEALTH_URL, realnodes
 from lab.fakenodes import parse_quantity

@@ -26,10 +26,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.placement import steady_tables
 from benchmarks.placement.generator import parse_name
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Scenario
 from benchmarks.placement.steady_measures import RESOURCES, Settings, Timeline, slices
+from benchmarks.placement.steady_report import timeline_of
 from extender.estimate import TLP_TARGET_UTILIZATION
 
 TLP_TARGET = TLP_TARGET_UTILIZATION / 100
@@ -141,9 +143,6 @@ def summaries(
     cache: Path | None,
 ) -> list[RunSummary]:
     """Every run of a generated scenario that outlasts the warm-up."""
-    from benchmarks.placement import steady_tables
-    from benchmarks.placement.steady_report import timeline_of
-
     opt = steady_tables.OptimumCache(cache)
     out = []
     for sc in scenarios:

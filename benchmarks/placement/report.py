@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.placement import generated_report, steady_report, steady_section, versions
 from benchmarks.placement.exceptions import PlacementError
+from benchmarks.placement.formatting import heading, median, num, spread
 from benchmarks.placement.measures import (
     HOT_THRESHOLD,
     OPTIMUM_WORK,
@@ -31,7 +33,6 @@ from benchmarks.placement.measures import (
     moved_back,
     node_loads,
     optimum_work,
-    percentile,
     replacements,
     summarise,
     timing,
@@ -216,25 +217,10 @@ def grouped(rows: Sequence[Row]) -> list[Group]:
     return [Group(c, tuple(rs)) for c, rs in by.items()]
 
 
-def median(values: Sequence[float]) -> float:
-    """The lower median (nearest rank 50, measures.percentile): an observed value, so the
-    run a median names exists (its hottest node can be shown) and n=2 picks a real run."""
-    return percentile(values, 50)
-
-
 def representative(done: Sequence[Row]) -> Row:
     """The complete run whose maximum utilisation is the median one."""
     peaks = sorted(done, key=lambda r: r.summary.max_util if r.summary else 0.0)
     return peaks[max(0, math.ceil(len(peaks) / 2) - 1)]
-
-
-def spread(values: Sequence[float], fmt: Callable[[float], str]) -> str:
-    """ "median (min-max)" over the repeats; one run is just its value (n says 1)."""
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return fmt(values[0])
-    return f"{fmt(median(values))} ({fmt(min(values))}-{fmt(max(values))})"
 
 
 def _judged(values: Sequence[float], fmt: Callable[[float], str] = _pct) -> str:
@@ -484,10 +470,6 @@ def order_line(results: Sequence[RunResult]) -> list[str]:
     ]
 
 
-def _num(scale: float = 100, fmt: str = "{:.1f}") -> Callable[[float], str]:
-    return lambda x: fmt.format(scale * x)
-
-
 def _cells(values: Sequence[float | None], fmt: Callable[[float], str]) -> str:
     """A table cell over the repeats: median (min-max); "-" when no run has the figure."""
     return spread([v for v in values if v is not None], fmt)
@@ -515,7 +497,7 @@ def table(
         + "pods/s | p50 ms | p99 ms | created/s |",
         "|" + "---|" * cols,
     ]
-    pct, one, ms = _num(), _num(1, "{:.0f}"), _num(1000, "{:.0f}")
+    pct, one, ms = num(), num(1, "{:.0f}"), num(1000, "{:.0f}")
     for g in grouped(rows):
         # n after the bound count: tests/lab/test_placement_smoke.py reads "| name | 10/10 |".
         head = f"| {g.contender} | {_bound_cell(g, total)} | {g.n} | "
@@ -531,13 +513,13 @@ def table(
             _cells([s.std_memory for s in ss], pct),
             _cells([float(s.over_80) for s in ss], one),
             _cells([float(s.pods_on_hot) for s in ss], one),
-            _cells([r.largest_share for r in g.runs], _num(100, "{:.0f}")),
+            _cells([r.largest_share for r in g.runs], num(100, "{:.0f}")),
             _cells([float(r.deleted) for r in g.runs], one),
             *([_cells([float(r.moved_back) for r in g.runs], one)] if desched else []),
-            _cells([t.throughput for t in ts], _num(1)),
+            _cells([t.throughput for t in ts], num(1)),
             _cells([t.p50 for t in ts], ms),
             _cells([t.p99 for t in ts], ms),
-            _cells([t.create_rate for t in ts], _num(1)),
+            _cells([t.create_rate for t in ts], num(1)),
         ]
         out.append(head + " | ".join(cells) + " |")
     out.append(
@@ -552,18 +534,6 @@ def table(
         cpu, mem = (best, "") if opt.max_cpu >= opt.max_memory else ("", best)
         out.append(f"| *exact optimum* | | | {cpu} | {mem} |" + " |" * (cols - 5))
     return out
-
-
-def heading(scenario: Scenario, facts: str) -> list[str]:
-    """A scenario section's title, description and a line of `facts` naming its file."""
-    return [
-        f"## {scenario.name}: {scenario.title}",
-        "",
-        scenario.description,
-        "",
-        f"{facts}; file `benchmarks/scenarios/{scenario.name}.yaml`.",
-        "",
-    ]
 
 
 def scenario_section(scenario: Scenario, rows: Sequence[Row], plots: dict[str, str]) -> list[str]:
@@ -674,20 +644,15 @@ def render(
         "",
     ]
     out += ["Provenance of the runs:", "", *provenance_lines(results), *order_line(results), ""]
-    from benchmarks.placement import generated_report, versions  # they build on this module
-
     out += versions.contender_table(list(dict.fromkeys(r.contender for r in results)))
     if notes:
         out += [*("- " + " ".join(n.split()) for n in notes), ""]
-    # steady_report builds on this module's helpers, so it is imported here, not above.
-    from benchmarks.placement import steady_report
-
     if any(sc.steady for sc in scenarios):
         out[2] += steady_report.INTRO
     for sc in scenarios:
         mine = ordered(results, sc.name)
         if mine and sc.steady is not None:
-            out += steady_report.section(sc, mine, plots.get(sc.name), steady, cache)
+            out += steady_section.section(sc, mine, plots.get(sc.name), steady, cache)
         elif mine:
             out += scenario_section(sc, [row(sc, r) for r in mine], plots)
     out += generated_report.section(scenarios, results, steady or Settings(), cache)
@@ -736,7 +701,7 @@ def cost_table(scenarios: Sequence[Scenario], results: Sequence[RunResult]) -> l
         "| created/s |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    ms, cpu = _num(1000, "{:.0f}"), _num(1000, "{:.2f}")
+    ms, cpu = num(1000, "{:.0f}"), num(1000, "{:.2f}")
     for n, g, stock in lines:
         ts = _timings(g)
         base = _timings(stock) if stock else []
@@ -751,13 +716,13 @@ def cost_table(scenarios: Sequence[Scenario], results: Sequence[RunResult]) -> l
             if r.decisions is not None and r.decisions.rate is not None
         ]
         out.append(
-            f"| {n} | {g.contender} | {g.n} | {spread(tput, _num(1))} | {tx} "
+            f"| {n} | {g.contender} | {g.n} | {spread(tput, num(1))} | {tx} "
             f"| {spread([t.p50 for t in ts], ms)} | {spread(p99, ms)} | {px} "
-            f"| {spread(rates, _num(1, '{:.0f}'))} | {_ratio(rates, base_rates)} "
-            f"| {spread([d.algorithm for d in ds], _num(1000, '{:.2f}'))} "
+            f"| {spread(rates, num(1, '{:.0f}'))} | {_ratio(rates, base_rates)} "
+            f"| {spread([d.algorithm for d in ds], num(1000, '{:.2f}'))} "
             f"| {spread([d.cpu for d in ds if d.cpu is not None], cpu)} "
             f"| {spread([d.extender_cpu for d in ds if d.extender_cpu is not None], cpu)} "
-            f"| {spread([t.create_rate for t in ts], _num(1))} |"
+            f"| {spread([t.create_rate for t in ts], num(1))} |"
         )
     return out
 
@@ -958,9 +923,6 @@ def write(
     pdir = out / "placement"
     pdir.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}
-    # steady_report builds on this module's helpers, so it is imported here, not above.
-    from benchmarks.placement import steady_report
-
     for sc in scenarios:
         if sc.steady is not None:
             # over time: a final placement's bars would show one instant of a stream

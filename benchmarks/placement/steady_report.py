@@ -1,19 +1,19 @@
-"""docs/placement.md's section for a steady scenario: figures over the stream's span
-(benchmarks/placement/timeline.py) instead of one final placement."""
+"""The run table and the figure of a steady scenario's section in docs/placement.md
+(steady_section.py): figures over the stream's span (benchmarks/placement/timeline.py)
+instead of one final placement."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from benchmarks.placement.formatting import num, spread
 from benchmarks.placement.measures import HOT_THRESHOLD, timing
-from benchmarks.placement.report import _num, heading, spread
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Change, Scenario
-from benchmarks.placement.steady_measures import Settings, Timeline
+from benchmarks.placement.steady_measures import Timeline
 from benchmarks.placement.timeline import OverTime, Segment, Stay, over_time, segments
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def table(rows: Sequence[SteadyRow]) -> list[str]:
     by: dict[str, list[SteadyRow]] = {}
     for r in rows:
         by.setdefault(r.contender, []).append(r)
-    pct, one, ms = _num(), _num(1, "{:.0f}"), _num(1000, "{:.0f}")
+    pct, one, ms = num(), num(1, "{:.0f}"), num(1000, "{:.0f}")
     out = list(HEADER)
     for name, runs in by.items():
         overs = [r.over for r in runs if r.over is not None]
@@ -134,8 +134,8 @@ def table(rows: Sequence[SteadyRow]) -> list[str]:
                     cell([o.peak_hottest for o in overs], pct),
                     cell([o.over_80_seconds for o in overs]),
                     cell([o.over_capacity_seconds for o in overs]),
-                    cell([o.mean_pods_on_hot for o in overs], _num(1, "{:.1f}")),
-                    cell([o.peak_share for o in overs], _num(100, "{:.0f}")),
+                    cell([o.mean_pods_on_hot for o in overs], num(1, "{:.1f}")),
+                    cell([o.peak_share for o in overs], num(100, "{:.0f}")),
                     cell([float(r.expired) for r in runs]),
                     cell([float(r.evicted) for r in runs]),
                     cell([float(r.pending) for r in runs]),
@@ -145,40 +145,6 @@ def table(rows: Sequence[SteadyRow]) -> list[str]:
             )
             + " |"
         )
-    return out
-
-
-def section(
-    scenario: Scenario,
-    results: Sequence[RunResult],
-    plot: str | None = None,
-    settings: Settings | None = None,
-    cache: Path | None = None,
-) -> list[str]:
-    """The scenario's heading, description, table, the measures after the warm-up with
-    the optima (steady_tables), the runs' errors and its `plot`."""
-    assert scenario.steady is not None
-    st = scenario.steady
-    hot = [n.name for n in scenario.nodes if n.hot]
-    rows = [steady_row(scenario, r) for r in results]
-    durations = sorted({r.duration or st.duration_seconds for r in results})
-    out = heading(
-        scenario,
-        f"{len(scenario.nodes)} nodes"
-        + (f", hot: {', '.join(hot)}" if hot else "")
-        + f"; {scenario.pod_count} pods at a time, a "
-        + " or ".join(f"{d:g}" for d in durations)
-        + " s stream",
-    )
-    out += [*table(rows), ""]
-    from benchmarks.placement import steady_tables  # it builds on this module
-
-    out += steady_tables.lines(scenario, results, settings or Settings(), cache)
-    errs = [f"- {r.contender}: {r.error}" for r in rows if r.error]
-    if errs:
-        out += ["Runs with an error:", "", *errs, ""]
-    if plot:
-        out += [f"![the hottest node over time, {scenario.name}]({plot})", ""]
     return out
 
 

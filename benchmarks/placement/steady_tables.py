@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.placement import optimum
-from benchmarks.placement.report import _num, spread
+from benchmarks.placement.formatting import num, spread
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Scenario
 from benchmarks.placement.steady_measures import (
@@ -121,7 +121,7 @@ def gap(figure: float, best: float) -> float:
 
 
 def _row(name: str, mine: Sequence[RunFigures], res: str) -> str:
-    pct, one, pts = _num(), _num(1, "{:.0f}"), _num(100, "{:.1f}")
+    pct, one, pts = num(), num(1, "{:.0f}"), num(100, "{:.1f}")
 
     def cell(values: Sequence[float], fmt: Callable[[float], str]) -> str:
         return spread(values, fmt)
@@ -164,10 +164,10 @@ def phase_table(runs: Sequence[RunFigures]) -> list[str]:
     head = "| contender | n | largest share of a workload on one node, time-averaged % |"
     head += "".join(f" {lab}: hottest CPU / memory, mean % |" for lab in labels)
     out = [head, "|---|---|---|" + "---|" * len(labels)]
-    pct = _num()
+    pct = num()
     for name, mine in _by(runs).items():
         shares = [f.measures.share for f in mine if f.measures.share is not None]
-        cells = [spread(shares, _num(100, "{:.0f}"))]
+        cells = [spread(shares, num(100, "{:.0f}"))]
         for lab in labels:
             ph = [p for f in mine for p in f.measures.phases if p.label == lab]
             cpu, mem = spread([p.cpu for p in ph], pct), spread([p.memory for p in ph], pct)

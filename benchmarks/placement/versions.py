@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.placement.contenders import CONTENDERS, extender_weight
 from benchmarks.placement.exceptions import PlacementError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,8 +55,6 @@ def scheduler_version(binary: str) -> str:
 def contender_table(names: Sequence[str]) -> list[str]:
     """One line per contender in `names` (in that order): what decides, its score weight
     and the release of its scheduler; [] for no contender."""
-    from benchmarks.placement.contenders import CONTENDERS, extender_weight
-
     if not names:
         return []
     versions = {b: scheduler_version(b) for b in ("kube-scheduler", "trimaran-scheduler")}
