@@ -27,12 +27,12 @@ from pathlib import Path
 
 from benchmarks.placement import generator, optimum, report, scenario, steady_measures, store
 from benchmarks.placement.exceptions import PlacementError
+from benchmarks.placement.one_run import run
 from benchmarks.placement.runner import (
     RunResult,
     cleanup,
     log_line,
     provenance,
-    run,
     run_order,
 )
 from lab import session

@@ -14,7 +14,8 @@ import pytest
 
 from benchmarks.placement import report
 from benchmarks.placement.contenders import CONTENDERS
-from benchmarks.placement.runner import DESCHEDULER_PASSED, cleanup, restart_load_watcher, run
+from benchmarks.placement.one_run import run
+from benchmarks.placement.runner import DESCHEDULER_PASSED, cleanup, restart_load_watcher
 from benchmarks.placement.scenario import select
 from lab import prometheus
 
