@@ -47,6 +47,7 @@ __all__ = [
     "Tracked",
     "delta_load",
     "departed_share",
+    "held_share",
     "learned_facts",
     "measured_load",
 ]
@@ -108,6 +109,20 @@ def delta_load(
     left = 1.0 - seen
     usage = Usage(max(0.0, measured.cpu_millis * left), max(0.0, measured.memory_bytes * left))
     return PodLoad(usage, usage, base.tlp_cpu_millis), True
+
+
+def held_share(placed_at: float, left_at: float, snapshot: LoadSnapshot) -> float:
+    """How much of a departed pod's use ``snapshot`` still holds: the share of the reading's
+    window (its last ``settle_seconds``) the pod ran in, from ``placed_at`` (-inf: before the
+    window) to ``left_at``. A pod placed before the window is ``departed_share``; a pod
+    placed within it was held for the part after its placement (``delta_load``'s ``seen``),
+    and that part comes off when it leaves."""
+    end, settle = snapshot.window_end, snapshot.settle_seconds
+    if settle <= 0:
+        return 1.0 if placed_at <= end < left_at else 0.0
+    start = end - settle
+    ran = min(left_at, end) - max(placed_at, start)
+    return min(1.0, max(0.0, ran / settle))
 
 
 def departed_share(left_at: float, snapshot: LoadSnapshot) -> float:
@@ -303,7 +318,7 @@ class InFlight:
         for key, gone in ledger.departed_after(since):
             seen.add(key)
             whole = full.setdefault(key, gone.load)
-            share = departed_share(gone.at, snapshot)
+            share = held_share(gone.placed, gone.at, snapshot)
             usage = Usage(whole.usage.cpu_millis * share, whole.usage.memory_bytes * share)
             request = Usage(whole.request.cpu_millis * share, whole.request.memory_bytes * share)
             ledger.recount(key, PodLoad(usage, request, whole.tlp_cpu_millis * share))

@@ -114,6 +114,9 @@ class Placement(msgspec.Struct, frozen=True):
     seq: int = 0
     left: bool = False
     placed_at: float = -math.inf
+    placed: float = -math.inf
+    """A departure's pod's placement time (-inf: unknown), also when ``placed_at`` is
+    -inf because the ledger counts departures partly held (``Ledger.partial_departures``)."""
 
     def in_window(self, since: float) -> bool:
         """Whether it counts in the totals of a window starting at ``since``."""
@@ -263,6 +266,13 @@ class Ledger:
         self._heap: list[tuple[float, int, str]] = []  # (at, seq, key) of entries in _recent
         # (placed_at, seq, key) of departures the window has not reached yet
         self._waiting: list[tuple[float, int, str]] = []
+        self.partial_departures = False
+        """Count a departure in every window that starts before it left, even one that
+        starts after its pod was placed, for a caller that scales it to the part of the
+        window its pod ran in (``inflight.held_share``). A reading that saw the pod for part
+        of its window holds that part of its use: forgetting such a departure left it on its
+        node. In steady_sim's steady-mix (seed 4) a node that lost four pods placed within
+        the window read 76 % CPU while it really used 52 %."""
 
     def __len__(self) -> int:
         return len(self._placements)
@@ -380,7 +390,8 @@ class Ledger:
         if self.size_of is not None:
             load = capped(load, self.size_of(node))
         seq = next(self._seq)
-        p = Placement(node, load, at, True, seq, left=True, placed_at=placed_at)
+        window_from = -math.inf if self.partial_departures else placed_at
+        p = Placement(node, load, at, True, seq, left=True, placed_at=window_from, placed=placed_at)
         key = f"\x00{seq}"  # pod keys are "namespace/name": never a NUL
         self._placements[key] = p
         self._enter(key, p)

@@ -217,6 +217,8 @@ class Extender:
         self.ledger = ledger if ledger is not None else Ledger(horizon=ledger_horizon(settings))
         if self.ledger.size_of is None:
             self.ledger.size_of = self.size_of  # a placement counts at most its node's size
+        # the delta accounting (``inflight.sync``) scales each departure to what the reading holds
+        self.ledger.partial_departures = self.inflight.delta
         self.cluster = cluster  # the node/pod watch, when a kubeconfig was given
         self.recorder = recorder
         self.clock = clock

@@ -416,7 +416,22 @@ def run(
     scraped: dict[str, tuple[float, float]] = {}  # metrics-server's latest node figures
     pods_seen: dict[str, int] = {}  # pod -> scrapes it has been running in
     pod_figures: dict[str, PodUsage] = {}
-    collected: LoadSnapshot | None = None
+    # the lab's nodes are measured at their backgrounds before the stream starts
+    before = T0 - rng.uniform(0.0, COLLECT)
+    collected = LoadSnapshot(
+        "sim",
+        before,
+        before,
+        {
+            n.name: NodeLoad(
+                ResourceLoad(100.0 * n.background[0] / n.cpu),
+                ResourceLoad(100.0 * n.background[1] / n.memory),
+            )
+            for n in stream.nodes
+        },
+        settle_seconds=SETTLE,
+    )
+    placer.node_reading(collected, T0)
     hottest: list[float] = []
     hottest_mem: list[float] = []
     shares: list[float] = []
