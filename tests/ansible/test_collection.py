@@ -332,7 +332,7 @@ def test_sanity_equivalents_that_need_no_network(installed: dict[str, Path]) -> 
     """What ansible-test's network-bound sanity tests check that applies here, run directly:
     ansible-doc (every filter plugin documented), yamllint (ansible-test's own linter and
     configuration, YAML inside plugins included), runtime-metadata (requires_ansible), and
-    validate-modules, which has nothing to check (no modules)."""
+    validate-modules' first check, the module's documentation as ansible-doc reads it."""
     root = _installed_root(installed)
     env = {
         **_operator_env(installed["home"]),
@@ -370,7 +370,10 @@ def test_sanity_equivalents_that_need_no_network(installed: dict[str, Path]) -> 
     needed = yaml.safe_load((kubernetes_core / "meta/runtime.yml").read_text())["requires_ansible"]
     assert SpecifierSet(runtime["requires_ansible"]) == SpecifierSet(needed)
     assert __import__("ansible.release").release.__version__ in SpecifierSet(needed)
-    assert sorted(p.name for p in (root / "plugins").iterdir()) == ["filter"]
+    assert sorted(p.name for p in (root / "plugins").iterdir()) == ["filter", "modules"]
+    module = _run([doc, "-t", "module", "loadwise.loadwise.loadwise_scheduler_health"], root, env)
+    assert module.returncode == 0 and "[ERROR]" not in module.stderr, module.stderr
+    assert "check_mode" in module.stdout, module.stdout
 
 
 def test_the_installed_default_mode_reads_the_schedulers_config_with_its_filters(

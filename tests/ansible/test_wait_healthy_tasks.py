@@ -4,7 +4,8 @@ The file the role includes after a change, after an automatic restore and after 
 included here as playbooks/rollback.yml includes the role (`apply: tags:`) and run with
 --tags loadwise_scheduler_config, over the local connection (no host). The node is a k3s
 flavour whose systemctl is a stand-in on PATH naming a process made for the test as the
-unit's MainPID; its health URL is a local HTTP server (tests/ansible/test_wait_script.py).
+unit's MainPID; its health URL is a local HTTP server (tests/ansible/fakes.py). The module's
+own cases are tests/ansible/test_scheduler_health_module.py.
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ def _play(
     return proc, registered
 
 
+TASK = (
+    "TASK [loadwise_scheduler_config : "
+    "Scheduler config | Wait until the new kube-scheduler is healthy]"
+)
+
+
 @pytest.fixture(autouse=True)
 def _ansible_playbook() -> None:
     if not Path(sys.executable).with_name("ansible-playbook").exists():
@@ -93,13 +100,12 @@ def test_healthy_passes_under_the_role_tag(
 ) -> None:
     run, registered = _node(tmp_path, health, scheduler)
     assert run.returncode == 0, run.stdout + run.stderr
-    task = "TASK [loadwise_scheduler_config : Scheduler config | Run wait-scheduler-healthy.py]"
-    assert task in run.stdout
+    assert TASK in run.stdout
     assert registered is not None
-    assert registered["rc"] == 0
+    assert registered["healthy"] is True
     url, pid = health[1], scheduler[1].pid
-    # one line (a connection with a terminal, as Mitogen's, ends it with \r\n)
-    assert registered["stdout"].splitlines() == [f"healthy: pid {pid} answered 200 on {url} for 1s"]
+    assert registered["msg"] == f"healthy: pid {pid} answered 200 on {url} for 1s"
+    assert registered["pid"] == pid
     assert registered["changed"] is False
 
 
@@ -121,24 +127,27 @@ def test_unhealthy_is_recorded_when_it_need_not_pass(
     run, registered = _node(tmp_path, health, scheduler, must_pass=False)
     assert run.returncode == 0, run.stdout + run.stderr
     assert registered is not None
-    assert registered["rc"] == 1
+    assert registered["healthy"] is False
     assert registered["failed"] is False
     url, pid = health[1], scheduler[1].pid
-    assert registered["stdout"].splitlines() == [
+    assert registered["scheduler_errors"] == ["Error: boom"]
+    assert registered["msg"].splitlines() == [
         f"kube-scheduler not healthy after 3s: pid {pid}: {url} -> 500 ok",
         "scheduler's own last errors:",
         "Error: boom",
     ]
 
 
-def test_check_mode_skips_the_script(
+def test_check_mode_waits_for_nothing(
     tmp_path: Path, health: HealthServer, scheduler: NamedProcess
 ) -> None:
     run, registered = _node(tmp_path, health, scheduler, "--check")
     assert run.returncode == 0, run.stdout + run.stderr
     assert registered is None  # the copy that records it does not write in --check
     assert health[0].requests == 0
-    assert "skipping: [localhost]" in run.stdout
+    # the wait task's own result: ok, not changed (the copy after it would write, so the
+    # play's recap counts one change)
+    assert run.stdout.split(TASK, 1)[1].split("TASK [", 1)[0].strip().endswith("ok: [localhost]")
 
 
 def test_other_tags_skip_it(tmp_path: Path, health: HealthServer, scheduler: NamedProcess) -> None:
