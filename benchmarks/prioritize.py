@@ -56,6 +56,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -166,7 +167,7 @@ def _uuid(rng: random.Random) -> str:
     return f"{_hex(rng, 8)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 4)}-{_hex(rng, 12)}"
 
 
-def make_node(i: int, rng: random.Random) -> dict:
+def make_node(i: int, rng: random.Random) -> dict[str, Any]:
     """A v1.Node shaped like what kube-scheduler's informer holds for a real node."""
     name = node_name(i)
     cpus = rng.choice([4, 8, 16, 32, 64])
@@ -402,7 +403,7 @@ class BadAnswer(RuntimeError):
     pass
 
 
-def _decoded(who: str, status: int, body: bytes, decoder: msgspec.json.Decoder, what: str):  # type: ignore[no-untyped-def]
+def _decoded(who: str, status: int, body: bytes, decoder: msgspec.json.Decoder[Any], what: str):  # type: ignore[no-untyped-def]
     """The answer, decoded; BadAnswer for any status but 200 or a body that is not ``what``."""
     if status != 200:
         raise BadAnswer(f"{who}: HTTP {status}: {body[:300]!r}")
@@ -468,7 +469,8 @@ CHECKS = {"prioritize": check_answer, "filter": check_filter}
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def extender_command(python: str) -> list[str]:
@@ -701,7 +703,7 @@ async def run_cell(  # type: ignore[no-untyped-def]
     gc.disable()
     try:
         for r in range(plan.rounds):
-            order = (floor, ext) if r % 2 == 0 else (ext, floor)  # ABBA...: no side always first
+            order: tuple[Server, ...] = (floor, ext) if r % 2 == 0 else (ext, floor)  # ABBA...
             for server in order:
                 await latency_round(session, server, bodies, mode, per_round, cell.lat[server.name])
         cell.per_round = per_round

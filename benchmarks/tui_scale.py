@@ -96,7 +96,7 @@ def main() -> None:
     print(f"cluster: {args.nodes} nodes, {args.pods} pods; python {sys.version.split()[0]}")
     print(f"load average (1 min) at start: {os.getloadavg()[0]:.1f}, CPUs: {os.cpu_count()}")
     cluster = synthetic_cluster(nodes=args.nodes, pods=args.pods, now=NOW, polls=12)
-    changes: list = []
+    changes: list[ch.Change] = []
     timed(
         "parse raw JSON lists into typed records", lambda: changes.extend(cluster.changes(now=NOW))
     )

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import bootstrap
+from scipy.stats import bootstrap  # type: ignore[import-untyped]  # scipy ships no types
 
 from benchmarks.placement.report import row
 from benchmarks.placement.runner import RunResult
@@ -101,7 +101,7 @@ def paired(
     """The per-round ratios contender / baseline of CPU per pod; a round counts when both
     ran in it at one commit (the invocation's seed and the repeat number name a round).
     None when no round has both."""
-    rounds: dict[tuple[int | None, int, str], dict[str, float]] = defaultdict(dict)
+    rounds: dict[tuple[int | None, int | None, str], dict[str, float]] = defaultdict(dict)
     for r in results:
         if r.scenario != scenario.name or r.contender not in (contender, baseline):
             continue

@@ -359,7 +359,9 @@ def queue_scheduler_requests(lab: Lab) -> None:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    api = client.FlowcontrolApiserverV1Api(lab.api_client())
+    # Any: the bodies are plain dicts, which the client sends as they are; its annotations
+    # name only its model classes (V1FlowSchema, ...).
+    api: Any = client.FlowcontrolApiserverV1Api(lab.api_client())
     level = {
         "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
         "kind": "PriorityLevelConfiguration",
@@ -894,9 +896,14 @@ def descheduler(
         with path.open("rb") as out:
             out.seek(start)
             seen = bytearray()
+
+            def passed() -> bool:
+                seen.extend(out.read())
+                return DESCHEDULER_PASSED in seen
+
             wait_for(
                 "the descheduler's first pass",
-                lambda: seen.extend(out.read()) or DESCHEDULER_PASSED in seen,
+                passed,
                 60,
                 proc_check=running,
             )

@@ -1,0 +1,1 @@
+"""Benchmarks of loadwise: latency, memory, soak and placement (benchmarks/placement/)."""
