@@ -4,6 +4,7 @@ sections (steady_report.py, steady_tables.py), which report.py in turn includes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from benchmarks.placement.measures import percentile
@@ -37,6 +38,17 @@ def heading(scenario: Scenario, facts: str) -> list[str]:
         "",
         scenario.description,
         "",
-        f"{facts}; file `benchmarks/scenarios/{scenario.name}.yaml`.",
+        f"{facts}; file {_file(scenario.name)}.",
         "",
     ]
+
+
+def _file(name: str) -> str:
+    """Where a scenario's file is: a generated one (generator.py, gen-<seed>-<index>) is
+    written beside the report's results, or kept in the development set."""
+    if re.fullmatch(r"gen-\d+-\d+", name):
+        return (
+            f"`placement/generated/{name}.yaml` beside this report "
+            "(the development set's in `benchmarks/scenarios/generated-dev/`)"
+        )
+    return f"`benchmarks/scenarios/{name}.yaml`"

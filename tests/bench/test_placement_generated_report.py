@@ -162,3 +162,13 @@ def test_every_steady_scenario_runs_the_three_loadwise_policies_and_both_peer_we
         assert wanted <= have, sc.name
         peers = {c for c in have if c.startswith("trimaran-")}
         assert {CONTENDERS[c].plugin_weight for c in peers} >= {1, FAIR_TRIMARAN_WEIGHT}, sc.name
+
+
+def test_a_generated_scenario_s_heading_names_where_its_file_is():
+    from benchmarks.placement.formatting import heading
+    from benchmarks.placement.scenario import select
+
+    gen = "\n".join(heading(generator.generate(3, 1).scenario, "facts"))
+    assert "`placement/generated/gen-3-1.yaml` beside this report" in gen
+    (mix,) = select(["steady-mix"])
+    assert "facts; file `benchmarks/scenarios/steady-mix.yaml`." in heading(mix, "facts")
