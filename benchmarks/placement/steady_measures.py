@@ -25,6 +25,8 @@ phases the scenario's background changes make.
 
 from __future__ import annotations
 
+import json
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -263,3 +265,102 @@ class Settings:
 
     warmup: float = WARMUP
     optimum_seconds: float = 20.0
+
+
+# How long after a decision its prediction is compared with the truth besides the decision's
+# own instant: load-watcher's collection period (lab/components.py), the age a node reading
+# reaches before the next replaces it.
+READING_INTERVAL = 60.0
+
+
+@dataclass(frozen=True)
+class PredictionError:
+    """The extender's error predicting the use of the node a pod went to, per resource: the
+    mean absolute difference, in points of the node's capacity, between the figure its
+    decision record gives (extender/decisionlog.py: the node's use with the pod on it, as the
+    scores read it) and the node's true use `lag` seconds after the binding; over the
+    `decisions` records joined with a binding after the warm-up (None: no record has a
+    figure for that resource)."""
+
+    lag: float
+    decisions: int
+    cpu: float | None
+    memory: float | None
+
+    def of(self, resource: str) -> float | None:
+        return self.cpu if resource == "cpu" else self.memory
+
+
+def _use_at(parts: Sequence[Slice], starts: Sequence[float], t: float) -> Slice | None:
+    """The slice holding instant `t` (events of `t` applied), None past the end."""
+    i = bisect_right(starts, t) - 1
+    if i < 0:
+        return None
+    g = parts[i]
+    return g if t < g.start + g.seconds else None
+
+
+def prediction_error(
+    tl: Timeline,
+    records: Sequence[Mapping[str, object]],
+    *,
+    lag: float = 0.0,
+    warmup: float = WARMUP,
+) -> PredictionError:
+    """`PredictionError` of decision `records` (JSON objects as extender/decisionlog.py writes
+    them) in the run `tl`: each joined by pod name with its stay (the last record of a pod
+    counts: an earlier one was a retry), compared at the stay's start + `lag`. A record
+    whose shape is wrong is an error naming it; a pod never bound is left out."""
+    parts = list(slices(tl, 0.0))
+    starts = [g.start for g in parts]
+    index = {n.name: i for i, n in enumerate(tl.nodes)}
+    last: dict[str, Mapping[str, object]] = {}
+    for k, rec in enumerate(records):
+        pod, nodes = rec.get("pod"), rec.get("nodes")
+        if not isinstance(pod, str) or not isinstance(nodes, Mapping):
+            raise ValueError(f"decision record {k}: needs 'pod' (text) and 'nodes' (a mapping)")
+        last[pod.rpartition("/")[2]] = rec
+    sums = {"cpu": [0.0, 0], "memory": [0.0, 0]}
+    joined = 0
+    for stay in tl.stays:
+        found = last.get(stay.pod)
+        if found is None or stay.start < warmup:
+            continue
+        nodes = found["nodes"]
+        assert isinstance(nodes, Mapping)
+        figures = nodes.get(stay.node)
+        g = _use_at(parts, starts, stay.start + lag)
+        if figures is None or g is None:
+            continue
+        if not isinstance(figures, Sequence) or len(figures) != 2:
+            raise ValueError(f"decision record of {stay.pod}: {stay.node} needs [cpu, memory]")
+        joined += 1
+        k = index[stay.node]
+        for resource, predicted in zip(RESOURCES, figures, strict=True):
+            if predicted is None:
+                continue
+            if isinstance(predicted, bool) or not isinstance(predicted, int | float):
+                raise ValueError(f"decision record of {stay.pod}: {predicted!r} is not a number")
+            acc = sums[resource]
+            acc[0] += abs(float(predicted) - 100.0 * g.util(resource)[k])
+            acc[1] += 1
+    mean = {r: (s / n if n else None) for r, (s, n) in sums.items()}
+    return PredictionError(lag, joined, mean["cpu"], mean["memory"])
+
+
+def read_decisions(path: str) -> list[dict[str, object]]:
+    """The records of a decision log (JSON lines); a line that is not a JSON object is an
+    error naming its number."""
+    out: list[dict[str, object]] = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            if not isinstance(rec, dict):
+                raise ValueError(f"{path}:{number}: not a JSON object")
+            out.append(rec)
+    return out

@@ -13,7 +13,7 @@ file's name (store.run_name), the resource and the warm-up; a render reuses them
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,14 @@ from benchmarks.placement.formatting import num, spread
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Scenario
 from benchmarks.placement.steady_measures import (
+    READING_INTERVAL,
     RESOURCES,
+    PredictionError,
     Settings,
     SteadyMeasures,
     Timeline,
     measure,
+    prediction_error,
 )
 from benchmarks.placement.steady_report import timeline_of
 from benchmarks.placement.store import run_name
@@ -214,3 +217,45 @@ def lines(
             "ramp), so their spread is the lab's noise on that trace, not a spread over days."
         )
     return [*out, ""]
+
+
+def prediction_errors(
+    scenario: Scenario,
+    results: Sequence[RunResult],
+    decisions: Mapping[str, Sequence[Mapping[str, object]]],
+    settings: Settings,
+    lags: Sequence[float] = (0.0, READING_INTERVAL),
+) -> dict[str, list[PredictionError]]:
+    """Per contender with decision records (``decisions``: contender -> its records), the
+    prediction error of each of its runs at each lag (steady_measures.prediction_error)."""
+    out: dict[str, list[PredictionError]] = {}
+    for r in results:
+        records = decisions.get(r.contender)
+        tl = timeline_of(scenario, r)
+        if not records or tl is None or not tl.end > settings.warmup:
+            continue
+        for lag in lags:
+            got = prediction_error(tl, records, lag=lag, warmup=settings.warmup)
+            if got.decisions:
+                out.setdefault(r.contender, []).append(got)
+    return out
+
+
+def error_table(errors: Mapping[str, Sequence[PredictionError]]) -> list[str]:
+    """Per contender and lag: the mean absolute error of the predicted use of the node each
+    pod went to, CPU and memory, in points of capacity (median over runs, min-max)."""
+    out = [
+        "| contender | compared | decisions | CPU error, points | memory error, points |",
+        "|---|---|---|---|---|",
+    ]
+    pts = num(1, "{:.1f}")
+    for name, errs in errors.items():
+        for lag in sorted({e.lag for e in errs}):
+            mine = [e for e in errs if e.lag == lag]
+            when = "at the binding" if lag == 0 else f"{lag:g} s later"
+            cells = [spread([e.decisions for e in mine], num(1, "{:.0f}"))]
+            for res in RESOURCES:
+                values = [v for e in mine if (v := e.of(res)) is not None]
+                cells.append(spread(values, pts) if values else "-")
+            out.append(f"| {name} | {when} | " + " | ".join(cells) + " |")
+    return out

@@ -103,7 +103,7 @@ STEADY_MIX = Stream(
 
 
 def heterogeneous(seed: int) -> Stream:
-    """A stream drawn from ``seed``: 4-6 nodes of 2, 4 or 8 cores (4 GiB a core), each
+    """A stream drawn from ``seed``: 4-6 nodes of 2, 4 or 8 cores (2 GiB a core, as steady-mix's), each
     with a background of 0-30 % of its CPU and 5-40 % of its memory; 3-5 workloads whose
     pods use 0.2-6 times their request, some drifting by up to +-40 % over the run; the
     replicas sized so pods and backgrounds use about 65 % of the cluster's CPU."""
@@ -111,8 +111,8 @@ def heterogeneous(seed: int) -> Stream:
     nodes = []
     for i in range(rng.randint(4, 6)):
         cores = rng.choice((2, 4, 4, 8))
-        bg = (int(cores * 1000 * rng.uniform(0.0, 0.3)), int(cores * GI * rng.uniform(0.05, 0.4)))
-        nodes.append(SimNode(f"het-{i}", cores * 1000, cores * GI, bg))
+        bg = (int(cores * 1000 * rng.uniform(0.0, 0.3)), int(2 * cores * GI * rng.uniform(0.05, 0.4)))
+        nodes.append(SimNode(f"het-{i}", cores * 1000, 2 * cores * GI, bg))
     total_cpu = sum(n.cpu for n in nodes)
     total_mem = sum(n.memory for n in nodes)
     room_cpu = 0.65 * total_cpu - sum(n.background[0] for n in nodes)
