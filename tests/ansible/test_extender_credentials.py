@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
 import yaml
+
+from tests.ansible.plugins import render_file, role_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles/loadwise_extender"
@@ -16,20 +17,14 @@ SECRET = "Zq7-s3cret-Vx"
 
 
 def _render(**variables: Any) -> tuple[str, dict[str, Any]]:
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters["comment"] = lambda text: "# " + text
-    env.filters["to_nice_yaml"] = lambda data, **_: yaml.safe_dump(data, sort_keys=True)
-    env.filters["bool"] = bool
-    env.filters["combine"] = lambda a, b, recursive=False: {**a, **b}
     values = {
-        **yaml.safe_load((ROOT / "roles/loadwise/defaults/main.yml").read_text()),
-        **yaml.safe_load((ROLE / "defaults/main.yml").read_text()),
+        **role_defaults("loadwise", "loadwise_extender"),
         "ansible_managed": "managed",
         "loadwise_extender_source": "prometheus",
         "loadwise_extender_source_url": "http://10.0.0.9:9090",
         **variables,
     }
-    text = env.from_string((ROLE / "templates/extender.yaml.j2").read_text()).render(**values)
+    text = render_file(ROLE / "templates/extender.yaml.j2", values)
     return text, yaml.safe_load(text)["source"]
 
 

@@ -23,13 +23,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import jinja2
 import pytest
 import yaml
 
 from tests.ansible.fake_kubernetes_core import install
 from tests.ansible.fakes import path_with
 from tests.ansible.playbook import ansible_playbook
+from tests.ansible.plugins import render_file, role_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles/loadwise_extender"
@@ -152,21 +152,13 @@ def test_run_alone_without_load_watcher_it_refuses_before_changing(tmp_path: Pat
 
 def test_the_extender_config_never_says_url_null(tmp_path: Path) -> None:
     """Rendered as node.yml renders it, after source.yml: a load-watcher source has its URL."""
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters["comment"] = lambda text: "# " + text
-    env.filters["to_nice_yaml"] = lambda data, **_: yaml.safe_dump(data, sort_keys=True)
-    env.filters["bool"] = bool
-    env.filters["combine"] = lambda a, b, recursive=False: {**a, **b}
-    defaults = yaml.safe_load((ROLE / "defaults/main.yml").read_text())
-    common = yaml.safe_load((ROOT / "roles/loadwise/defaults/main.yml").read_text())
     values = {
-        **common,
-        **defaults,
+        **role_defaults("loadwise", "loadwise_extender"),
         "ansible_managed": "managed",
         "loadwise_extender_source": "load-watcher",
         "loadwise_extender_load_watcher_url": "http://10.43.0.17:2020",
     }
-    text = env.from_string((ROLE / "templates/extender.yaml.j2").read_text()).render(**values)
+    text = render_file(ROLE / "templates/extender.yaml.j2", values)
     assert yaml.safe_load(text)["source"]["url"] == "http://10.43.0.17:2020"
 
 
@@ -266,12 +258,13 @@ def test_controller_tasks_use_no_gnu_only_find_or_tar_flags() -> None:
 
 
 def _rules() -> dict[tuple[str, str], set[str]]:
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters["to_json"] = json.dumps
-    text = env.from_string((ROLE / "templates/rbac.yaml.j2").read_text()).render(
-        loadwise_extender_service_account="loadwise-extender",
-        loadwise_namespace="kube-system",
-        loadwise_labels={},
+    text = render_file(
+        ROLE / "templates/rbac.yaml.j2",
+        {
+            "loadwise_extender_service_account": "loadwise-extender",
+            "loadwise_namespace": "kube-system",
+            "loadwise_labels": {},
+        },
     )
     role = next(d for d in yaml.safe_load_all(text) if d and d["kind"] == "ClusterRole")
     granted: dict[tuple[str, str], set[str]] = {}

@@ -8,16 +8,15 @@ in kube-system/kubeadm-config (v1beta3: extraArgs a map, v1beta4: a list of name
 from __future__ import annotations
 
 import copy
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.ansible.plugins import filter_module
+
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "plugins/filter/loadwise_manifest.py"
 MANIFEST = ROOT / "lab/nodes/kube-scheduler.yaml"
 CONFIG = "/etc/kubernetes/loadwise-scheduler-config.yaml"
 SHA = "0" * 63 + "1"
@@ -28,15 +27,7 @@ TLS_VOLUME = "loadwise-scheduler-tls"
 ANNOTATION = "loadwise.dev/scheduler-config-sha256"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("loadwise_manifest_under_test", PLUGIN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-plugin = _load()
+plugin = filter_module("loadwise_manifest")
 
 
 @pytest.fixture

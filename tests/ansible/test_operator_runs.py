@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from tests.ansible.fake_kubernetes_core import environment
+from tests.ansible.plugins import filter_module
 from tests.ansible.test_filter_plugin import MANIFEST
 from tests.ansible.test_preflight_playbook import (
     INVENTORIES,
@@ -411,15 +412,7 @@ def test_load_watcher_service_mode_without_cluster_objects_is_installed(tmp_path
 
 
 def _duration() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "loadwise_duration_under_test", ROOT / "plugins/filter/loadwise_duration.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.loadwise_go_duration_seconds
+    return filter_module("loadwise_duration").loadwise_go_duration_seconds
 
 
 @pytest.mark.parametrize(

@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import base64
-import importlib.util
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-PLUGIN = Path(__file__).resolve().parents[2] / "plugins/filter/loadwise_preflight.py"
+from tests.ansible.plugins import filter_module
+
 PEM = "-----BEGIN CERTIFICATE-----\nQUJD\nREVG\n-----END CERTIFICATE-----\n"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("loadwise_preflight_under_test", PLUGIN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-plugin = _load()
+plugin = filter_module("loadwise_preflight")
 
 
 def test_unknown_names_come_with_the_closest_declared_one() -> None:

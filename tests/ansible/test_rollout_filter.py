@@ -11,27 +11,18 @@ nodes are kwok, whose pods go Running without pulling or running anything.
 from __future__ import annotations
 
 import copy
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests.ansible.plugins import filter_module
+
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "plugins/filter/loadwise_rollout.py"
 IMAGE = "registry.example/load-watcher:v0.2.4"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("loadwise_rollout_under_test", PLUGIN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-plugin = _load()
+plugin = filter_module("loadwise_rollout")
 
 
 def deployment(
