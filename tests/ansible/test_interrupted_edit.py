@@ -289,7 +289,7 @@ def test_apply_marks_before_the_first_write_and_clears_only_after_a_proof() -> N
     assert _marker_action(block[-1]) == "clear"
     assert [_marker_action(t) for t in block[:-1] if _marker_action(t)] == []
     (cleared,) = [t for t in rescue if _marker_action(t) == "clear"]
-    assert cleared["when"] == "loadwise_scheduler_config_wait.rc | default(1) == 0"
+    assert cleared["when"] == "loadwise_scheduler_config_wait.healthy | default(false)"
     assert rescue.index(cleared) > _names(rescue).index(
         next(n for n in _names(rescue) if n.startswith("Wait for the restored scheduler"))
     )
