@@ -4,6 +4,11 @@ The client handles kubeconfig loading and authentication (client certs, tokens,
 exec plugins). Bodies are fetched raw and decoded with msgspec into the few
 fields we need: building the client's model objects for every pod in a watch
 would cost far more CPU than the decisions themselves.
+
+Every body is read in chunks up to a byte cap, and the read stops there: the API
+server is authenticated, but an aggregated API (metrics.k8s.io is metrics-server
+behind it) answers with whatever its own server sends, and the client would otherwise
+hold all of it in memory before anyone could look at its size.
 """
 
 from __future__ import annotations
@@ -16,7 +21,21 @@ import urllib3
 
 from .exceptions import KubeError
 
-__all__ = ["KubeAPI", "KubeError"]
+__all__ = ["CHUNK_BYTES", "DEFAULT_MAX_READ_BYTES", "KubeAPI", "KubeError", "mebibytes"]
+
+CHUNK_BYTES = 64 * 1024
+"""What one read takes from a response stream at most."""
+
+DEFAULT_MAX_READ_BYTES = 64 * 1024 * 1024
+"""The cap of a read whose caller names none: a list page of the reflector (500 objects;
+etcd refuses an object over 1.5 MiB, its default --max-request-bytes, but a Pod or Node
+is a few KiB, so a page is a few MiB) and a POST's answer. The load sources pass their
+own, source.max_response_bytes."""
+
+
+def mebibytes(count: int) -> str:
+    """``16 MiB``, or the bytes when not a whole number of MiB."""
+    return f"{count // 2**20} MiB" if count % 2**20 == 0 else f"{count} bytes"
 
 
 class KubeAPI:
@@ -76,20 +95,59 @@ class KubeAPI:
             raise KubeError(f"{method} {path}: {exc}") from None
 
     def get(
-        self, path: str, query: Mapping[str, str] | None = None, timeout: float = 10.0
+        self,
+        path: str,
+        query: Mapping[str, str] | None = None,
+        timeout: float = 10.0,
+        *,
+        max_bytes: int = DEFAULT_MAX_READ_BYTES,
+        cap_name: str = "the API client's read cap",
     ) -> bytes:
+        """The body of a 200 answer to ``GET path?query``, read up to ``max_bytes``;
+        KubeError for anything else, one naming ``max_bytes`` and ``cap_name`` (the setting
+        that sets it) when the body is larger: the read stops there."""
         response = self._request("GET", path, query, timeout=timeout)
-        data = response.read()
         if response.status != 200:
+            data = self._read(response, f"GET {path}", 300, "")
             raise KubeError(f"GET {path}: HTTP {response.status}: {data[:300]!r}", response.status)
-        return bytes(data)
+        return self._read(response, f"GET {path}", max_bytes, cap_name)
+
+    def _read(self, response: Any, request: str, max_bytes: int, cap_name: str) -> bytes:
+        """At most ``max_bytes`` of the body; KubeError past it, unless ``cap_name`` is
+        empty (an error page's excerpt: what fits is all that is wanted)."""
+        raw = response.response
+        too_big = KubeError(
+            f"{request}: response over {mebibytes(max_bytes)} ({cap_name}); the read stopped there",
+            response.status,
+        )
+        body = bytearray()
+        try:
+            length = raw.headers.get("Content-Length")
+            if cap_name and length is not None and length.isdigit() and int(length) > max_bytes:
+                raise too_big
+            # counted as decoded: the client sends no Accept-Encoding, so the API server
+            # answers uncompressed, and a compressed answer is counted after inflating
+            for chunk in raw.stream(CHUNK_BYTES, decode_content=True):
+                if len(body) + len(chunk) > max_bytes:
+                    if not cap_name:
+                        body += chunk[: max_bytes - len(body)]
+                        break
+                    raise too_big
+                body += chunk
+        except self._failures as exc:  # the stream broke off
+            raise KubeError(f"{request}: {exc}") from None
+        finally:
+            raw.release_conn()
+        return bytes(body)
 
     def post(self, path: str, obj: Any, timeout: float = 10.0) -> bytes:
         response = self._request("POST", path, body=msgspec.to_builtins(obj), timeout=timeout)
-        data = response.read()
         if response.status not in (200, 201):
+            data = self._read(response, f"POST {path}", 300, "")
             raise KubeError(f"POST {path}: HTTP {response.status}: {data[:300]!r}", response.status)
-        return bytes(data)
+        return self._read(
+            response, f"POST {path}", DEFAULT_MAX_READ_BYTES, "the API client's read cap"
+        )
 
     def watch_lines(
         self, path: str, query: Mapping[str, str], timeout_seconds: int
@@ -98,19 +156,25 @@ class KubeAPI:
         params = dict(query, watch="true", timeoutSeconds=str(timeout_seconds))
         response = self._request("GET", path, params, timeout=(10.0, timeout_seconds + 30.0))
         if response.status != 200:
-            data = response.read()
+            data = self._read(response, f"watch {path}", 300, "")
             raise KubeError(
                 f"watch {path}: HTTP {response.status}: {data[:300]!r}", response.status
             )
         raw = response.response
         buffer = b""
         try:
-            for chunk in raw.stream(65536, decode_content=True):
+            for chunk in raw.stream(CHUNK_BYTES, decode_content=True):
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
                         yield line
+                # one event is one object: a line longer than any read may be is not one
+                if len(buffer) > DEFAULT_MAX_READ_BYTES:
+                    raise KubeError(
+                        f"watch {path}: an event over {mebibytes(DEFAULT_MAX_READ_BYTES)} "
+                        "(the API client's read cap); the read stopped there"
+                    )
             if buffer.strip():
                 yield buffer
         except urllib3.exceptions.HTTPError as exc:  # the stream broke off

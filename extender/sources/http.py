@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import aiohttp
 
 from ..exceptions import SourceError
+from ..kubeapi import mebibytes
 from ..redact import redact_url
 from .credentials import Credentials
 
@@ -46,11 +47,6 @@ def _url_secrets(url: str) -> tuple[str, ...]:
     raw = [pair.partition("=")[2] for pair in parts.query.split("&")]
     secrets = (password, unquote(password or ""), *values, *raw)
     return tuple(v for v in secrets if v)
-
-
-def mebibytes(count: int) -> str:
-    """``16 MiB``, or the bytes when not a whole number of MiB."""
-    return f"{count // 2**20} MiB" if count % 2**20 == 0 else f"{count} bytes"
 
 
 class HTTPReader:

@@ -31,10 +31,10 @@ from .base import (
     DEFAULT_MAX_NODES,
     DEFAULT_MAX_RESPONSE_BYTES,
     SourceError,
+    count_items,
     decode_document,
     over_node_cap,
 )
-from .http import mebibytes
 
 __all__ = ["MetricsServerSource", "parse_node_metrics"]
 
@@ -98,6 +98,9 @@ def parse_node_metrics(
     whose size ``infos`` holds; SourceError when it is not a NodeMetricsList or holds
     more than ``max_nodes`` items. An item of the wrong shape refuses its node alone
     (when its name can be read)."""
+    count = count_items(body, "a NodeMetricsList")
+    if count is not None and count > max_nodes:  # before any item is built
+        raise over_node_cap("NodeMetricsList", count, max_nodes)
     doc = decode_document(body, _decoder, _lenient_decoder, "a NodeMetricsList")
     if doc.items is not None and len(doc.items) > max_nodes:
         raise over_node_cap("NodeMetricsList", len(doc.items), max_nodes)
@@ -168,17 +171,17 @@ class MetricsServerSource:
         self.max_nodes = max_nodes
 
     async def fetch(self) -> LoadSnapshot:
+        # The API server is authenticated (the kubeconfig's CA), but it relays what
+        # metrics-server answers (an aggregated API): the read stops at the cap.
         try:
-            body = await asyncio.to_thread(self._api.get, PATH)
-        except KubeError as exc:
-            raise SourceError(str(exc)) from None
-        # The API server is authenticated (the kubeconfig's CA), so the answer is not an
-        # impostor's; the client reads it whole, and the cap keeps the decoding bounded.
-        if len(body) > self.max_bytes:
-            raise SourceError(
-                f"metrics-server response over {mebibytes(self.max_bytes)} "
-                f"(source.max_response_bytes): {len(body)} bytes"
+            body = await asyncio.to_thread(
+                self._api.get,
+                PATH,
+                max_bytes=self.max_bytes,
+                cap_name="source.max_response_bytes",
             )
+        except KubeError as exc:
+            raise SourceError(f"metrics-server: {exc}") from None
         infos = self._infos()
         if not infos:
             raise SourceError("metrics-server: node sizes not known yet (node watch not synced)")

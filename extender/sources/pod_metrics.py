@@ -11,7 +11,7 @@ import msgspec
 from ..exceptions import KubeError
 from ..kubeapi import KubeAPI
 from ..podusage import PodUsageReading, parse_pod_metrics, parse_pod_vectors
-from .base import DEFAULT_MAX_RESPONSE_BYTES, SourceError
+from .base import DEFAULT_MAX_PODS, DEFAULT_MAX_RESPONSE_BYTES, SourceError, count_items
 from .credentials import Credentials
 from .http import HTTPReader
 
@@ -52,26 +52,45 @@ class PodMetricsSource:
 
     name = "metrics.k8s.io"
 
-    def __init__(self, api: KubeAPI, *, max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+    def __init__(
+        self,
+        api: KubeAPI,
+        *,
+        max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_pods: int = DEFAULT_MAX_PODS,
+    ) -> None:
         self._api = api
         self.max_bytes = max_bytes
+        self.max_pods = max_pods
 
     async def fetch(self) -> PodUsageReading:
+        # the same byte cap as the node readings (source.max_response_bytes), the read
+        # stopping there: a PodMetrics item is some 400 bytes, so 16 MiB holds about 40,000
         try:
-            body = await asyncio.to_thread(self._api.get, PATH)
+            body = await asyncio.to_thread(
+                self._api.get,
+                PATH,
+                max_bytes=self.max_bytes,
+                cap_name="source.max_response_bytes",
+            )
         except KubeError as exc:
             raise SourceError(f"pod metrics: {exc}") from None
-        if len(body) > self.max_bytes:
-            # the same cap as the node readings (source.max_response_bytes): a PodMetrics
-            # item is some 400 bytes, so 16 MiB holds about 40,000 pods
-            raise SourceError(
-                f"pod metrics: response of {len(body)} bytes over source.max_response_bytes "
-                f"({self.max_bytes})"
-            )
+        count = count_items(body, "a PodMetricsList")
+        if count is not None and count > self.max_pods:  # before any item is built
+            raise self._too_many(count)
         try:
-            return parse_pod_metrics(body)
+            reading = parse_pod_metrics(body)
         except msgspec.DecodeError as exc:
             raise SourceError(f"pod metrics: not a PodMetricsList: {exc}") from None
+        if len(reading.pods) + len(reading.invalid) > self.max_pods:
+            raise self._too_many(len(reading.pods) + len(reading.invalid))
+        return reading
+
+    def _too_many(self, count: int) -> SourceError:
+        return SourceError(
+            f"pod metrics: PodMetricsList holds {count} items, over {self.max_pods} "
+            "(the most pods a cluster may have)"
+        )
 
     async def close(self) -> None:
         return None

@@ -30,6 +30,7 @@ from .base import (
     DEFAULT_MAX_NODES,
     DEFAULT_MAX_RESPONSE_BYTES,
     SourceError,
+    count_results,
     decode_document,
     over_node_cap,
 )
@@ -84,6 +85,9 @@ def parse_vector(
 ) -> Vector:
     """One instant query's answer; SourceError when it is not a vector or holds more
     than ``max_nodes`` series."""
+    count = count_results(body, "a Prometheus query response")
+    if count is not None and count > max_nodes:  # before any sample is built
+        raise over_node_cap("Prometheus query response", count, max_nodes)
     doc = decode_document(body, _decoder, _lenient_decoder, "a Prometheus query response")
     if doc.status != "success" or doc.data is None:
         raise SourceError(f"Prometheus query failed: {doc.error or doc.status}")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from extender.exceptions import KubeError
 from extender.podusage import (
     PodUsage,
     PodUsageReading,
@@ -141,12 +142,15 @@ def test_store_is_bounded_and_keeps_the_latest():
 async def test_the_pod_metrics_source_refuses_a_body_over_the_cap():
     from extender.sources.pod_metrics import PodMetricsSource
 
-    class API:
-        def get(self, path):
+    class API:  # the cap as KubeAPI.get applies it (tests/extender/test_kubeapi_caps.py)
+        def get(self, path, *, max_bytes, cap_name):
             assert path == "/apis/metrics.k8s.io/v1beta1/pods"
-            return json.dumps({"items": [_item("a", [{"cpu": "1m"}])] * 20}).encode()
+            body = json.dumps({"items": [_item("a", [{"cpu": "1m"}])] * 20}).encode()
+            if len(body) > max_bytes:
+                raise KubeError(f"GET {path}: response over {max_bytes} bytes ({cap_name})")
+            return body
 
-    with pytest.raises(SourceError, match="over source.max_response_bytes"):
+    with pytest.raises(SourceError, match=r"over 1024 bytes \(source.max_response_bytes\)"):
         await PodMetricsSource(API(), max_bytes=1024).fetch()  # type: ignore[arg-type]
     reading = await PodMetricsSource(API()).fetch()  # type: ignore[arg-type]
     assert set(reading.pods) == {"default/a"}
