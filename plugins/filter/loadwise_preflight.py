@@ -128,7 +128,8 @@ def loadwise_schedulers_outside(
 # 128 word characters, dots and dashes not starting with either, and a digest. Only sha256
 # digests are accepted: the algorithm every registry serves.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*"
-_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_DOMAIN = rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?"
 _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"sha256:[0-9a-f]{64}"
 _REPOSITORY = rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*"
@@ -165,8 +166,8 @@ def loadwise_image_problems(
             problems.append(
                 (
                     name,
-                    f'{name} must be a registry with an optional path, such as '
-                    f'registry.k8s.io or mirror.lan:5000/k8s, without a tag or digest (got "{text}").',
+                    f"{name} must be a registry with an optional path, such as registry.k8s.io "
+                    f'or mirror.lan:5000/k8s, without a tag or digest (got "{text}").',
                 )
             )
     for name, table in (versions or {}).items():

@@ -123,11 +123,17 @@ def test_load_watcher_accepts_the_providers_v0_2_4_has(tmp_path: Path, provider:
 
 
 def test_a_default_install_pulls_no_load_watcher_image(tmp_path: Path) -> None:
-    """Off by default: the extender reads metrics-server itself; nothing of load-watcher's runs."""
-    proc = _load_watcher(tmp_path, loadwise_cluster_objects=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "kubernetes.core" not in proc.stdout
-    assert "Apply its ServiceAccount" not in proc.stdout.replace("skipping", "")
+    """Off by default: the extender reads metrics-server itself; nothing of load-watcher's runs.
+    The role only looks for what an earlier run left (one read of the cluster, one stat on the
+    node): in a cluster without it nothing is applied or deleted."""
+    other = _obj("ConfigMap", "coredns")
+    left = _with_api(
+        tmp_path,
+        "loadwise_load_watcher",
+        [other],
+        loadwise_load_watcher_service="loadwise-test-absent-unit",
+    )
+    assert left == [other]
     defaults = yaml.safe_load((ROOT / "roles/loadwise_extender/defaults/main.yml").read_text())
     assert defaults["loadwise_extender_source"] == "metrics-server"
 
@@ -168,7 +174,10 @@ def _render(tmp_path: Path, role: str, template: str, **variables: Any) -> list[
             str(ROOT / f"roles/{role}/defaults/main.yml"),
         ],
         "tasks": [
-            {"name": "The minor preflight found", "ansible.builtin.set_fact": {"loadwise_preflight_minor": "34"}},
+            {
+                "name": "The minor preflight found",
+                "ansible.builtin.set_fact": {"loadwise_preflight_minor": "34"},
+            },
             {
                 "name": "Render it",
                 "ansible.builtin.copy": {
@@ -239,3 +248,98 @@ def test_metrics_server_manifest_carries_the_chosen_image(tmp_path: Path) -> Non
         loadwise_metrics_server_effective_image=f"mirror.lan/metrics-server/metrics-server:v0.8.0@{DIGEST}",
     )
     assert _images(docs) == [f"mirror.lan/metrics-server/metrics-server:v0.8.0@{DIGEST}"]
+
+
+# -- *_enabled false removes what an earlier run installed --------------------------------------
+
+
+def _with_api(tmp_path: Path, role: str, objects: list[dict[str, Any]], **variables: Any) -> Any:
+    """Include `role` as site.yml does, against tests/ansible/fake_kubernetes_core.py holding
+    `objects`; the objects left afterwards."""
+    from tests.ansible.fake_kubernetes_core import environment
+
+    state = tmp_path / "api.json"
+    state.write_text(json.dumps({"objects": objects}))
+    play = {
+        "name": "Under test",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": "What preflight found",
+                "ansible.builtin.set_fact": {"loadwise_preflight_minor": "34",
+                                             "loadwise_preflight_detected_flavour": "kubeadm"},
+            },
+            {
+                "name": "Include the role",
+                "ansible.builtin.include_role": {"name": role},
+                "vars": {"loadwise_cluster_objects": True, **variables},
+            },
+        ],
+    }  # fmt: skip
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([play], sort_keys=False))
+    base = {"PATH": f"{ANSIBLE_PLAYBOOK.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = ansible_playbook(playbook, env=environment(tmp_path, state, base))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(state.read_text())["objects"]
+
+
+OURS = {"app.kubernetes.io/managed-by": "loadwise-ansible"}
+
+
+def _obj(kind: str, name: str, namespace: str = "kube-system", **labels: str) -> dict[str, Any]:
+    return {"kind": kind, "metadata": {"name": name, "namespace": namespace, "labels": labels}}
+
+
+def test_descheduler_disabled_removes_the_one_an_earlier_run_installed(tmp_path: Path) -> None:
+    other = _obj("Deployment", "coredns")
+    objects = [
+        _obj("ServiceAccount", "loadwise-descheduler", **OURS),
+        _obj("ConfigMap", "loadwise-descheduler-policy", **OURS),
+        _obj("Deployment", "loadwise-descheduler", **OURS),
+        other,
+    ]
+    left = _with_api(tmp_path, "loadwise_descheduler", objects, loadwise_descheduler_enabled=False)
+    assert left == [other]
+
+
+def test_metrics_server_disabled_removes_only_a_loadwise_installed_one(tmp_path: Path) -> None:
+    ours = [
+        {**_obj("APIService", "v1beta1.metrics.k8s.io", namespace="", **OURS)},
+        _obj("Deployment", "metrics-server", **OURS),
+    ]
+    left = _with_api(
+        tmp_path, "loadwise_metrics_server", ours, loadwise_metrics_server_enabled=False
+    )
+    assert [o["metadata"]["name"] for o in left] == []
+    # the operator's own (k3s's bundled one, unlabelled) is left alone
+    theirs = [
+        _obj("APIService", "v1beta1.metrics.k8s.io", namespace=""),
+        _obj("Deployment", "metrics-server"),
+    ]
+    left = _with_api(
+        tmp_path, "loadwise_metrics_server", theirs, loadwise_metrics_server_enabled=False
+    )
+    assert left == theirs
+
+
+def test_load_watcher_disabled_removes_its_cluster_objects_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    other = _obj("ServiceAccount", "load-watcher", namespace="monitoring")
+    objects = [
+        _obj("ServiceAccount", "load-watcher", **OURS),
+        _obj("Deployment", "load-watcher", **OURS),
+        _obj("Service", "load-watcher", **OURS),
+        other,
+    ]
+    left = _with_api(
+        tmp_path,
+        "loadwise_load_watcher",
+        objects,
+        loadwise_load_watcher_enabled=False,
+        loadwise_load_watcher_prefix=str(tmp_path / "opt-load-watcher"),
+        loadwise_load_watcher_service="loadwise-test-absent-unit",
+    )
+    assert left == [other]

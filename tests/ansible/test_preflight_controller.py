@@ -19,7 +19,7 @@ from tests.ansible.playbook import ansible_playbook
 from tests.ansible.test_preflight_playbook import INVENTORIES, _node_vars
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCK = ROOT / "roles/loadwise_extender/files/requirements.lock"
+FETCH = "Fetch the wheel's build backend from pip's index, as the build will"
 
 
 def _closed_port() -> int:
@@ -119,7 +119,9 @@ def test_the_controller_checks_skip_a_run_without_the_extender(tmp_path: Path) -
         timeout=300,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    fetch = _result(run.stdout, "Fetch the wheel's build backend from pip's index, as the build will")
+    fetch = _result(
+        run.stdout, "Fetch the wheel's build backend from pip's index, as the build will"
+    )
     assert fetch.strip().startswith("skipping: [cp-1]"), fetch
     assert "could not fetch" not in run.stdout
 
@@ -153,5 +155,7 @@ def test_a_prepared_wheelhouse_without_the_locked_wheels_is_refused_in_preflight
     assert "msgspec==0.22.0" in said and "aiohttp==3.14.5" in said
     assert "holds 0 loadwise-*.whl" not in said
     # the pip checks are for a build on the controller only
-    fetch = _result(run.stdout, "Fetch the wheel's build backend from pip's index, as the build will")
+    fetch = _result(
+        run.stdout, "Fetch the wheel's build backend from pip's index, as the build will"
+    )
     assert fetch.strip().startswith("skipping: [cp-1]"), fetch
