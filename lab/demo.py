@@ -22,6 +22,7 @@ from pathlib import Path
 from lab import realnodes
 from lab.cluster import Lab
 from lab.hosts import EXTENDER_HEALTH_URL, ControlPlaneHost, node_image
+from lab.playbook_stream import run_playbook
 from lab.prepare import prepare
 from lab.processes import LabError
 from lab.progress import clock
@@ -79,12 +80,10 @@ def _run(lab: Lab, replicas: int, phases: Phases) -> int:
     if prepared.rc != 0:
         lab.log(f"preparing the host failed:\n{prepared.tail(30)}")
         return 1
-    lab.log(f"running playbooks/site.yml on it (log: {host.workdir}/{FLAVOUR}-*-site.log)")
+    lab.log("running playbooks/site.yml on it, one line per task as it ends:")
     phases.end("host ready")
-    site = host.playbook("playbooks/site.yml")
+    site = run_playbook(host, "playbooks/site.yml", _show)
     phases.end("site.yml")
-    recap = site.stdout[site.stdout.rfind("PLAY RECAP") :].strip()
-    print(recap, flush=True)
     if site.rc != 0:
         lab.log(f"site.yml failed:\n{site.tail(40)}")
         return 1
@@ -144,6 +143,11 @@ def _say(msg: str) -> None:
     print(f"demo: {msg}", flush=True)
 
 
+def _show(line: str) -> None:
+    """A line of site.yml's progress (lab/playbook_stream.py), on screen at once."""
+    print(line, flush=True)
+
+
 def run_real(replicas: int = 12) -> int:
     """The demo on the real-node cluster; raises LabError when the nodes cannot start or a
     step on them fails (the caller then falls back to `run`)."""
@@ -163,10 +167,10 @@ def _run_real(replicas: int, phases: Phases) -> int:
     _say(f"cluster up in {up.seconds:.0f}s: {', '.join(realnodes.nodes())}")
     cluster = realnodes.Cluster(up.kubeconfig)
     host = realnodes.control_plane_host(up.kubeconfig.parent, up.kubeconfig)
-    _say(f"running playbooks/site.yml on {host.name} over SSH ({host.address})")
-    site = host.playbook("playbooks/site.yml")
+    _say(f"running playbooks/site.yml on {host.name} over SSH ({host.address}),")
+    _say("one line per task as it ends (its outcome, its seconds):")
+    site = run_playbook(host, "playbooks/site.yml", _show)
     phases.end("site.yml")
-    print(site.stdout[site.stdout.rfind("PLAY RECAP") :].strip(), flush=True)
     if site.rc != 0:
         _say(f"site.yml failed (log: {host.workdir}):\n{site.tail(40)}")
         return 1
