@@ -111,7 +111,10 @@ def heterogeneous(seed: int) -> Stream:
     nodes = []
     for i in range(rng.randint(4, 6)):
         cores = rng.choice((2, 4, 4, 8))
-        bg = (int(cores * 1000 * rng.uniform(0.0, 0.3)), int(2 * cores * GI * rng.uniform(0.05, 0.4)))
+        bg = (
+            int(cores * 1000 * rng.uniform(0.0, 0.3)),
+            int(2 * cores * GI * rng.uniform(0.05, 0.4)),
+        )
         nodes.append(SimNode(f"het-{i}", cores * 1000, 2 * cores * GI, bg))
     total_cpu = sum(n.cpu for n in nodes)
     total_mem = sum(n.memory for n in nodes)

@@ -37,11 +37,16 @@ def _pod(name: str) -> dict:
     return obj
 
 
-def _extender(clock, notes=None, *, fast=True, nodes=("a", "b"), load=20.0):
+def _extender(clock, notes=None, *, fast=True, nodes=("a", "b"), load=20.0, **more):
     # the spreading term is off by default (extender/config.py); these tests cover it too
     settings = load_settings(
         None,
-        {"source.kind": "file", "source.file": "/dev/null", "estimator.spread_weight": 1.0},
+        {
+            "source.kind": "file",
+            "source.file": "/dev/null",
+            "estimator.spread_weight": 1.0,
+            **more,
+        },
     )
     snap = LoadSnapshot(
         "s",
@@ -118,6 +123,8 @@ def test_a_measured_pod_counts_its_measured_use_not_its_estimate():
         ("estimator.pod_usage_seconds", -1, "pod_usage_seconds"),
         ("estimator.learned_max_workloads", 0, "learned_max_workloads"),
         ("estimator.spread_weight", 1.5, "spread_weight"),
+        ("estimator.mode", "guess", "estimator.mode must be one of learned, request"),
+        ("estimator.decision_log", " ", "estimator.decision_log"),
     ],
 )
 def test_bad_estimator_settings_are_refused_by_name(key, value, message):
@@ -181,3 +188,48 @@ def test_fast_and_general_paths_agree_with_the_spreading_term():
                 clock.now = T + i
                 ext.inflight.take(reading)
     assert sum(taken) > 20  # the fast path answered with the term, not the general path
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_decision_log_records_each_candidates_predicted_use(tmp_path, fast):
+    """Each ranked pod appends one JSON line: per candidate, the node's use with the pod on
+    it as the scores read it (20 % measured, plus what was placed since, plus the pod)."""
+    log = tmp_path / "decisions.jsonl"
+    clock = FakeClock(T)
+    ext = _extender(clock, fast=fast, **{"estimator.decision_log": str(log)})
+    ext.prioritize(_args(_pod("web-abc-1")))
+    ext.inflight.take(
+        PodUsageReading({"shop/web-abc-1": PodUsage(400.0, 768.0 * MI, T + 1)}, {}, T + 1)
+    )
+    clock.now = T + 2
+    ext.prioritize(_args(_pod("web-abc-2")))
+    ext.decision_log.close()
+    first, second = (json.loads(line) for line in log.read_text().splitlines())
+    assert first["pod"] == "shop/web-abc-1" and first["estimate"] == "request rule"
+    assert first["mode"] == "learned" and first["favourite"] in ("a", "b")
+    # 20 % of 4 cores and 8 GiB, and the pod at the request rule: 85m of 4000m (2.12
+    # points), 70 % of 128 MiB of 8 GiB (1.09 points)
+    assert first["nodes"] == {"a": [22.12, 21.09], "b": [22.12, 21.09]}
+    # the second pod is learned from the first (400m); the first now counts its measured 400m
+    busy, free = first["favourite"], "b" if first["favourite"] == "a" else "a"
+    assert second["estimate"] == "learned" and second["at"] == T + 2
+    assert second["nodes"][free][0] == pytest.approx(30.0)  # 800 + 400 of 4000
+    assert second["nodes"][busy][0] == pytest.approx(40.0)  # 800 + 400 + 400
+
+
+def test_request_mode_keeps_the_request_rule_for_every_pod(tmp_path):
+    log = tmp_path / "decisions.jsonl"
+    clock = FakeClock(T)
+    ext = _extender(clock, **{"estimator.mode": "request", "estimator.decision_log": str(log)})
+    ext.prioritize(_args(_pod("web-abc-1")))
+    node = ext.ledger.placement("uid-web-abc-1").node
+    ext.inflight.take(
+        PodUsageReading({"shop/web-abc-1": PodUsage(400.0, 768.0 * MI, T + 1)}, {}, T + 1)
+    )
+    clock.now = T + 2
+    ext.prioritize(_args(_pod("web-abc-2")))
+    assert ext.ledger.recent(T - 60)[node].cpu_millis == 85  # not the measured 400m
+    ext.decision_log.close()
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["estimate"] for r in records] == ["request rule", "request rule"]
+    assert {r["mode"] for r in records} == {"request"}

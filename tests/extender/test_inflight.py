@@ -16,8 +16,10 @@ from extender.inflight import (
     REQUEST_RULE,
     InFlight,
     Tracked,
+    REQUEST_MODE,
     delta_load,
     departed_share,
+    held_share,
 )
 from extender.ledger import Ledger
 from extender.model import LoadSnapshot, NodeInfo, NodeLoad, NodeState, PodLoad, ResourceLoad, Usage
@@ -260,3 +262,55 @@ def test_least_used_prefers_the_node_without_the_workload_at_equal_load():
     assert policy.score(facts, big).score > policy.score(facts, _state("d", 60.0, 1, 4)).score
     # weight 0: the plain least-used score
     assert LeastUsed().score(facts, crowded).score == LeastUsed().score(facts, empty).score
+
+
+def test_held_share_is_the_part_of_the_window_between_placement_and_departure():
+    snap = _snap(1000.0)  # the window is 940..1000
+    assert held_share(-float("inf"), 970.0, snap) == pytest.approx(departed_share(970.0, snap))
+    # placed within the window, gone after it: the part after its placement (delta's seen)
+    assert held_share(985.0, 1010.0, snap) == pytest.approx(0.25)
+    # placed and gone within it
+    assert held_share(950.0, 980.0, snap) == pytest.approx(0.5)
+    # placed after the window's end: the reading holds none of it
+    assert held_share(1005.0, 1010.0, snap) == 0.0
+    # a reading of latest values (no window): held when it ran at the reading's instant
+    latest = _snap(1000.0, settle=0.0)
+    assert held_share(990.0, 1010.0, latest) == 1.0
+    assert held_share(1001.0, 1010.0, latest) == 0.0
+
+
+def test_a_pod_placed_within_the_window_leaves_with_the_part_the_reading_holds():
+    """The reading (window 940..1000) saw the pod for the 45 s after its placement at 955:
+    when it leaves, 3/4 of its measured use comes off the node, not nothing."""
+    for partial, expected in ((True, -300.0), (False, 0.0)):
+        ledger = Ledger()
+        ledger.partial_departures = partial
+        flight = InFlight()
+        base = PodLoad(Usage(85.0, 1.0), Usage(85.0, 1.0), 0.0)
+        ledger.bind("a", "n1", base, 955.0)
+        flight.track("a", Tracked("ns/a", "n1", "w", "o", base, REQUEST_RULE, True, 955.0))
+        flight.take(PodUsageReading({"ns/a": PodUsage(400.0, 2.0, 970.0)}, {}, 970.0))
+        snap = _snap(1000.0)
+        flight.sync(ledger, snap)
+        # counted beside the reading: the quarter of its use the window did not see
+        assert ledger.recent(940.0)["n1"].cpu_millis == pytest.approx(100.0)
+        gone = flight.departure("a", base)
+        ledger.depart("a", "n1", gone, at=1010.0)
+        flight.sync(ledger, snap)
+        totals = ledger.recent(940.0).get("n1")
+        assert (totals.cpu_millis if totals else 0.0) == pytest.approx(expected), partial
+
+
+def test_request_mode_drops_pod_readings_and_counts_every_pod_at_the_request_rule():
+    flight = InFlight(mode=REQUEST_MODE)
+    assert not flight.delta and not flight.learn
+    base = PodLoad(Usage(85.0, 1.0), Usage(85.0, 1.0), 0.0)
+    flight.track("a", Tracked("ns/a", "n1", "w", "o", base, REQUEST_RULE, True, 10.0))
+    assert flight.take(PodUsageReading({"ns/a": PodUsage(400.0, 2.0, 20.0)}, {}, 20.0)) == 0
+    assert flight.learned("w", 20.0) is None
+    facts = pod_facts(_pod())
+    assert flight.estimate(facts, "w", 20.0) == (facts, REQUEST_RULE)
+    assert flight.how("a") == REQUEST_RULE
+    assert flight.departure("a", base) == base  # its estimate, not the 400m it used
+    with pytest.raises(ValueError, match="mode must be"):
+        InFlight(mode="guess")

@@ -1,47 +1,81 @@
-"""The estimator on a stream where pods come and go and use more or less than they
-request (``steady_sim``: the steady-mix shape, in-process, on a fake clock).
+"""The estimator on streams where pods come and go and use more or less than they request
+(``steady_sim``: the lab's timing and kube-scheduler's own scores, in-process, on a fake
+clock), against stock kube-scheduler and against the request rule it replaces.
 
-Measured when written (seeds 11-15, mean of the hottest node's mean CPU after the
-first 2 minutes): the request-counting placer 96 %, the extender with the request
-rule alone (no per-pod use, departures at the estimate, no spreading) 101 %, with
-per-pod use, learned estimates, delta accounting and spreading 80 %; the largest share
-of one workload on one node 0.39, 0.42 and 0.33. Seeds 1-6 were the ones looked at
-while building it; these are others.
+Measured when written (run seeds 31-34, the hottest node's mean CPU after a 2-minute
+warm-up): steady-mix stock 73.8 %, least-used 70.5-71.9 %; het-22 (2-, 4- and 8-core
+nodes) stock 91.3-92.0 %, least-used 62.8-66.3 %; het-23 (4-core nodes, backgrounds)
+stock 71.8-82.4 %, least-used 64.3-66.1 %. Error predicting the chosen node's use at the
+binding, CPU / memory points: steady-mix 3.0 / 3.1 learned against 13.2 / 12.0 by the
+request rule. Streams 1-12 and run seeds 1-6 were the ones looked at while building it;
+these are others.
 """
 
 from __future__ import annotations
 
 import statistics
 
+import pytest
+
 from . import steady_sim as sim
 
-SEEDS = (11, 12, 13, 14, 15)
+SEEDS = (31, 32, 33, 34)
+STREAMS = {
+    "steady-mix": sim.STEADY_MIX,
+    "het-22": sim.heterogeneous(22),  # 2-, 4- and 8-core nodes
+    "het-23": sim.heterogeneous(23),  # 4-core nodes with backgrounds nobody requested
+}
 
 
-def test_learned_and_delta_estimates_place_better_than_requests_and_the_old_rule():
-    results = {
-        name: [sim.run(make(seed), seed) for seed in SEEDS]
-        for name, make in (
-            ("requests", sim.request_placer),
-            ("old", sim.old_extender),
-            ("new", sim.new_extender),
-        )
+def _runs(make, stream):
+    return [sim.run(make(seed, stream), seed) for seed in SEEDS]
+
+
+@pytest.mark.parametrize("name", list(STREAMS))
+def test_least_used_is_no_worse_than_stock_and_predicts_better_than_the_request_rule(name):
+    stream = STREAMS[name]
+    stock = _runs(sim.request_placer, stream)
+    learned = _runs(sim.new_extender, stream)
+    rule = _runs(sim.request_rule_extender, stream)
+    assert all(r.placed > 100 for r in stock + learned + rule)
+    # the hottest node after the warm-up: no worse than stock on every seed
+    for s, n in zip(stock, learned, strict=True):
+        assert n.hottest_cpu <= s.hottest_cpu + 0.5, (name, s.hottest_cpu, n.hottest_cpu)
+    # no drift: over the seeds, the last third no hotter than the first by more than 2
+    # points (one seed's thirds are some 160 s each: a single long pod moves them by 2)
+    first, last = (statistics.mean(r.thirds[i] for r in learned) for i in (0, 1))
+    assert last <= first + 2.0, [r.thirds for r in learned]
+    # the error predicting the chosen node's use at the binding: at most half the request
+    # rule's, per resource
+    for key in ("cpu@0", "memory@0"):
+        mine = statistics.mean(r.error[key] for r in learned)
+        base = statistics.mean(r.error[key] for r in rule)
+        assert mine <= base / 2, (name, key, mine, base)
+
+
+def test_spreading_on_same_size_nodes_stays_within_ten_points_of_stock():
+    stock = _runs(sim.request_placer, sim.STEADY_MIX)
+    learned = _runs(sim.new_extender, sim.STEADY_MIX)
+    share = {
+        "stock": statistics.mean(r.largest_share for r in stock),
+        "learned": statistics.mean(r.largest_share for r in learned),
     }
-    hottest = {name: [r.hottest_cpu for r in rs] for name, rs in results.items()}
-    mean = {name: statistics.mean(v) for name, v in hottest.items()}
-    assert all(r.placed > 150 for rs in results.values() for r in rs)
-    # no worse than counting requests, better than the request rule it replaces
-    assert mean["new"] <= mean["requests"], mean
-    assert mean["new"] < mean["old"] - 5.0, mean
-    # and not by one lucky seed: better than the old rule on most of them
-    wins = sum(n < o for n, o in zip(hottest["new"], hottest["old"], strict=True))
-    assert wins >= len(SEEDS) - 1, hottest
-    # spreading kept: one workload's largest share of a node no larger than by requests
-    share = {name: statistics.mean(r.largest_share for r in rs) for name, rs in results.items()}
-    assert share["new"] <= share["requests"], share
+    assert share["learned"] <= share["stock"] + 0.10, share
+
+
+def test_the_request_rule_alone_overshoots_on_steady_mix():
+    """The baseline the estimator is judged against: without per-pod use, "over" pods (4x
+    their request) count at 85m and pile up; the simulator must show it, or it cannot tell
+    a better estimator from a worse one."""
+    stock = _runs(sim.request_placer, sim.STEADY_MIX)
+    rule = _runs(sim.request_rule_extender, sim.STEADY_MIX)
+    assert statistics.mean(r.hottest_cpu for r in rule) > (
+        statistics.mean(r.hottest_cpu for r in stock) + 5.0
+    )
 
 
 def test_the_stream_is_reproducible_from_its_seed():
-    first = sim.run(sim.new_extender(21), 21, duration=200.0)
-    again = sim.run(sim.new_extender(21), 21, duration=200.0)
+    first = sim.run(sim.new_extender(21, sim.heterogeneous(5)), 21, duration=200.0)
+    again = sim.run(sim.new_extender(21, sim.heterogeneous(5)), 21, duration=200.0)
     assert first == again
+    assert sim.heterogeneous(5) == sim.heterogeneous(5) != sim.heterogeneous(6)

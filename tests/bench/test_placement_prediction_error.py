@@ -1,0 +1,96 @@
+"""The extender's prediction error (steady_measures.prediction_error): decision records
+joined with a small trace's bindings, compared by hand; and the table made of them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.placement.scenario import Node, Resources
+from benchmarks.placement.steady_measures import Timeline, prediction_error, read_decisions
+from benchmarks.placement.steady_tables import error_table
+from benchmarks.placement.timeline import Stay
+
+GI = 2.0**30
+
+# Two 2-core / 4 GiB nodes; each pod uses 1 core and 1 GiB. p1 on a for 0-100 s, p2 on a
+# for 20-60 s, p3 on b for 40-100 s.
+TL = Timeline(
+    (
+        Node("a", Resources(2, 4 * GI), Resources(0, 0)),
+        Node("b", Resources(2, 4 * GI), Resources(0, 1 * GI)),
+    ),
+    (
+        Stay("p1", "web", "a", 0, 100),
+        Stay("p2", "web", "a", 20, 60),
+        Stay("p3", "web", "b", 40, 100),
+    ),
+    {"web": Resources(1, 1 * GI)},
+    (),
+    100,
+)
+
+
+def _record(pod, **nodes):
+    return {"at": 0, "pod": f"lab/{pod}", "nodes": nodes}
+
+
+def test_each_prediction_is_compared_with_its_nodes_true_use_at_the_binding_and_later():
+    records = [
+        _record("p1", a=[40.0, 20.0], b=[0.0, 0.0]),  # truth at 0 s on a: 50 %, 25 %
+        _record("p2", a=[90.0, None]),  # truth at 20 s on a: 100 %, 50 %
+        _record("p3", b=[50.0, 50.0]),  # truth at 40 s on b: 50 %, 50 % (1 GiB background)
+        _record("never-bound", a=[0.0, 0.0]),
+    ]
+    at = prediction_error(TL, records, warmup=0.0)
+    assert at.decisions == 3
+    assert at.cpu == pytest.approx((10 + 10 + 0) / 3)
+    assert at.memory == pytest.approx((5 + 0) / 2)  # p2 has no memory figure
+    # 30 s later: a at 30 s is 100 %, a at 50 s 100 %, b at 70 s 50 %
+    later = prediction_error(TL, records, lag=30.0, warmup=0.0)
+    assert later.cpu == pytest.approx((60 + 10 + 0) / 3)
+    # after a 30 s warm-up only p3's decision counts; past the end nothing is compared
+    assert prediction_error(TL, records, warmup=30.0).decisions == 1
+    assert prediction_error(TL, records, lag=90.0, warmup=0.0).decisions == 1
+
+
+def test_the_last_record_of_a_pod_counts():
+    retried = [_record("p1", a=[0.0, 0.0]), _record("p1", a=[50.0, 25.0])]
+    got = prediction_error(TL, retried, warmup=0.0)
+    assert (got.decisions, got.cpu, got.memory) == (1, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        ([{"pod": "lab/p1"}], "decision record 0: needs"),
+        ([_record("p1", a=[1.0])], "needs \\[cpu, memory\\]"),
+        ([_record("p1", a=["1", 2.0])], "is not a number"),
+    ],
+)
+def test_a_malformed_record_is_an_error_naming_it(records, message):
+    with pytest.raises(ValueError, match=message):
+        prediction_error(TL, records, warmup=0.0)
+
+
+def test_read_decisions_names_a_bad_line(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps(_record("p1", a=[1.0, 2.0])) + "\n\n[1]\n")
+    with pytest.raises(ValueError, match=r"d.jsonl:3: not a JSON object"):
+        read_decisions(str(path))
+    path.write_text(json.dumps(_record("p1", a=[1.0, 2.0])) + "\n")
+    assert read_decisions(str(path)) == [_record("p1", a=[1.0, 2.0])]
+
+
+def test_the_table_shows_each_lag_per_contender():
+    records = [_record("p1", a=[40.0, 20.0]), _record("p3", b=[50.0, 50.0])]
+    errors = {
+        "loadwise-least-used": [
+            prediction_error(TL, records, warmup=0.0),
+            prediction_error(TL, records, lag=30.0, warmup=0.0),
+        ]
+    }
+    rows = error_table(errors)
+    assert rows[2] == "| loadwise-least-used | at the binding | 2 | 5.0 | 2.5 |"
+    assert rows[3].startswith("| loadwise-least-used | 30 s later | 2 | 30.0 |")
