@@ -103,10 +103,11 @@ STEADY_MIX = Stream(
 
 
 def heterogeneous(seed: int) -> Stream:
-    """A stream drawn from ``seed``: 4-6 nodes of 2, 4 or 8 cores (2 GiB a core, as steady-mix's), each
-    with a background of 0-30 % of its CPU and 5-40 % of its memory; 3-5 workloads whose
-    pods use 0.2-6 times their request, some drifting by up to +-40 % over the run; the
-    replicas sized so pods and backgrounds use about 65 % of the cluster's CPU."""
+    """A stream drawn from ``seed``: 4-6 nodes of 2, 4 or 8 cores (2 GiB a core, as
+    steady-mix's), each with a background of 0-30 % of its CPU and 5-40 % of its memory;
+    3-5 workloads whose pods use 0.2-6 times their request, some drifting by up to +-40 %
+    over the run; the replicas sized so pods and backgrounds use about 65 % of the
+    cluster's CPU (capped at 40 a workload, so a stream can be heavier than that)."""
     rng = random.Random(seed * 104_729 + 17)
     nodes = []
     for i in range(rng.randint(4, 6)):

@@ -13,10 +13,10 @@ from extender.estimate import pod_facts
 from extender.inflight import (
     DELTA,
     LEARNED,
+    REQUEST_MODE,
     REQUEST_RULE,
     InFlight,
     Tracked,
-    REQUEST_MODE,
     delta_load,
     departed_share,
     held_share,
