@@ -1,7 +1,7 @@
 """The collection's plugins and the roles' templates as Ansible itself loads and renders them.
 
-- ``filter_module(stem)``: plugins/filter/<stem>.py imported as a Python module, to call its
-  functions directly (the unit tests of the filters).
+- ``filter_module(stem)``, ``module_file(stem)``: plugins/filter/<stem>.py or
+  plugins/modules/<stem>.py imported as a Python module, to call its functions directly.
 - ``render(text, variables)``: a template rendered by ansible-core's own Templar, with its real
   filters and tests (``bool("false")`` is False, as in a run) and the collection's filters by
   their full names (loadwise.loadwise.*), found through the repository's view of itself as the
@@ -19,17 +19,25 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-FILTERS = ROOT / "plugins" / "filter"
 REPO_COLLECTIONS = ROOT / "playbooks" / "collections"
 
 
-@cache
 def filter_module(stem: str) -> ModuleType:
     """plugins/filter/<stem>.py, imported once per test process."""
-    path = FILTERS / f"{stem}.py"
+    return _plugin_file("filter", stem)
+
+
+def module_file(stem: str) -> ModuleType:
+    """plugins/modules/<stem>.py imported as Python (its pure functions; Ansible runs its main)."""
+    return _plugin_file("modules", stem)
+
+
+@cache
+def _plugin_file(kind: str, stem: str) -> ModuleType:
+    path = ROOT / "plugins" / kind / f"{stem}.py"
     if not path.is_file():
-        raise FileNotFoundError(f"no filter plugin {path}")
-    name = f"loadwise_filter_under_test_{stem}"
+        raise FileNotFoundError(f"no {kind} plugin {path}")
+    name = f"loadwise_{kind}_under_test_{stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

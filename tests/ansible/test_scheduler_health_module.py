@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from tests.ansible.fakes import Health, HealthServer, NamedProcess, path_with, serve, start_named
+from tests.ansible.plugins import module_file
 
 MODULE = Path(__file__).resolve().parents[2] / "plugins/modules/loadwise_scheduler_health.py"
 
@@ -598,3 +599,65 @@ def test_check_mode_without_restart_changes_nothing(
         f"check mode: not waited for a kube-scheduler (process {name}) started after {since}"
     )
     assert state.requests == 0
+
+
+# --- the verdict, as pure functions ---
+
+verdict = module_file("loadwise_scheduler_health")
+URL = "https://127.0.0.1:10259/healthz"
+
+
+def test_a_streak_is_one_pid_answering_200_for_the_stable_time() -> None:
+    streak = verdict.Streak()
+    ok = verdict.Look(pid=7, new_enough=True, status="200")
+    assert verdict.step(streak, ok, now=100.0, stable=20, url=URL) is None
+    assert verdict.step(streak, ok, now=119.0, stable=20, url=URL) is None
+    assert streak.last == "pid 7 healthy for 19s"
+    # another process answering (the first one crashed): the streak starts again
+    other = verdict.Look(pid=8, new_enough=True, status="200")
+    assert verdict.step(streak, other, now=121.0, stable=20, url=URL) is None
+    assert verdict.step(streak, other, now=141.0, stable=20, url=URL) == (
+        f"healthy: pid 8 answered 200 on {URL} for 20s"
+    )
+
+
+@pytest.mark.parametrize(
+    ("look", "last"),
+    [
+        (("pid", 7, "new_enough", False), "the scheduler has not been restarted yet"),
+        (("pid", None, "new_enough", False), "no scheduler process"),
+        (("pid", 7, "new_enough", True, "status", "500 no"), f"pid 7: {URL} -> 500 no"),
+    ],
+)
+def test_anything_but_a_new_process_answering_200_breaks_the_streak(
+    look: tuple[Any, ...], last: str
+) -> None:
+    streak = verdict.Streak(pid=7, start=0.0)
+    fields = dict(zip(look[::2], look[1::2], strict=True))
+    assert verdict.step(streak, verdict.Look(**fields), now=50.0, stable=20, url=URL) is None
+    assert (streak.pid, streak.last) == (None, last)
+
+
+def test_the_configuration_asked_for() -> None:
+    args = ["kube-scheduler", "--config=/a.yaml", "--v=2"]
+    assert verdict.config_problem(7, args, ["--config=/a.yaml"], [], None) == ""
+    assert verdict.config_problem(7, args, [], ["--config=/b.yaml"], None) == ""
+    assert verdict.config_problem(7, args, ["--config=/b.yaml"], ["--v=2"], None) == (
+        "the running kube-scheduler (pid 7) lacks --config=/b.yaml; still has --v=2. "
+        "Its arguments: kube-scheduler --config=/a.yaml --v=2"
+    )
+    assert verdict.config_problem(7, None, ["--config=/a.yaml"], [], "k3s") == (
+        "cannot tell which configuration pid 7 runs: "
+        "no 'Running kube-scheduler' line in the journal of k3s"
+    )
+    assert verdict.config_problem(7, None, [], [], None) == ""  # nothing asked, nothing read
+
+
+def test_the_error_lines_quoted() -> None:
+    tail = [f"I1123 line {i}" for i in range(10)]
+    errors = [f"E1123 error {i}" for i in range(7)]
+    fatal = ['E1123 run.go:72] "command failed" err="x"']
+    assert verdict.error_lines(tail) == tail[-8:]
+    assert verdict.error_lines(tail + errors) == errors[-5:]
+    assert verdict.error_lines(errors + fatal + tail) == fatal
+    assert verdict.error_lines([]) == []
