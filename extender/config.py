@@ -7,6 +7,7 @@ start with the key's path in the message, e.g.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -16,7 +17,7 @@ import msgspec
 from .decide import DEFAULT_THRESHOLDS
 from .estimate import CPU_FACTOR, MEMORY_FACTOR, EstimatorArgs, TLPArgs
 from .exceptions import ConfigError
-from .policies import make_policy, tlp_args
+from .policies import PolicyChoice, parse_policy
 from .redact import has_credentials, redact_url
 from .sources.base import DEFAULT_MAX_NODES, DEFAULT_MAX_RESPONSE_BYTES
 
@@ -160,7 +161,8 @@ def host_port(text: str, key: str) -> tuple[str, int]:
 Mode = Literal["enforce", "observe"]
 
 
-class Settings(msgspec.Struct, forbid_unknown_fields=True):
+class Settings(msgspec.Struct, forbid_unknown_fields=True, dict=True):
+    # (dict=True: room for ``scoring``, the policy parsed once and kept)
     listen: str = "127.0.0.1:8888"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     kubeconfig: str | None = None
@@ -226,8 +228,17 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True):
     def estimator_args(self) -> EstimatorArgs:
         return EstimatorArgs(self.estimator.cpu_factor, self.estimator.memory_factor)
 
+    @functools.cached_property
+    def scoring(self) -> PolicyChoice:
+        """``policy``, ``policy_args`` and ``estimator.spread_weight`` parsed, on first use
+        (config validation) and kept: the composition root hands this very policy to the
+        service. PolicyError (a ConfigError) names a bad argument."""
+        return parse_policy(
+            self.policy, self.policy_args, spread_weight=self.estimator.spread_weight
+        )
+
     def tlp_args(self) -> TLPArgs:
-        return tlp_args(self.policy_args)
+        return self.scoring.tlp
 
 
 # A namespace's name is an RFC 1123 label (k8s.io/apimachinery validation IsDNS1123Label);
@@ -273,8 +284,7 @@ def _validate_source_access(src: SourceConfig) -> None:
 
 def _validate(settings: Settings) -> Settings:
     host, port = settings.host_port
-    make_policy(settings.policy, settings.policy_args)  # PolicyError is a ConfigError
-    settings.tlp_args()
+    settings.scoring  # noqa: B018 (the one parse of the policy; PolicyError is a ConfigError)
     src = settings.source
     if src.kind in ("load-watcher", "prometheus") and not src.url:
         raise ConfigError(f"source.url is required for source.kind {src.kind}")

@@ -1,15 +1,15 @@
 """The extender's state and its two answers.
 
 ``Extender`` holds the load refresher, the ledger, the optional cluster watch and
-event recorder (all built by ``wiring.build_extender``), and turns an
-ExtenderArgs into a filter or prioritize answer by calling the pure functions in
-``nodestate``, ``decide`` and ``policies``. Nothing here does I/O on the request path.
+event recorder, the parsed policy and the fast path (all built once by
+``wiring.build_extender``), and turns an ExtenderArgs into a filter or prioritize
+answer by calling the pure functions in ``nodestate``, ``decide`` and ``policies``.
+Nothing here does I/O on the request path.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 import weakref
@@ -23,17 +23,18 @@ from .cluster import ClusterView
 from .config import Settings
 from .decide import FilterOutcome, Ranked, best, filter_nodes, prioritize
 from .decisionlog import DecisionLog, DecisionSink, decision_record
-from .estimate import PodFacts, demand_after, go_round, pod_facts
+from .estimate import EstimatorArgs, PodFacts, TLPArgs, demand_after, go_round, pod_facts
 from .events import Decision, EventRecorder, Scored
 from .exemptions import exemption, ignored
 from .fastpath import FastAnswer, LeastUsedFastPath
 from .inflight import LEARNED, REQUEST_RULE, InFlight, Tracked
 from .ledger import HORIZON_SECONDS, REPORT_INTERVAL_SECONDS, Ledger, Pending
 from .metrics import Metrics
-from .model import LoadSnapshot, NodeInfo, NodeState, usable_node_info
+from .model import LoadSnapshot, NodeInfo, NodeState
+from .nodesizes import SEEN_NODES_MAX, NodeSizes
 from .nodestate import build_states
 from .podusage import PodUsageStore
-from .policies import MAX_SCORE, LeastUsed, Policy, make_policy, to_extender_priority
+from .policies import MAX_SCORE, Policy, to_extender_priority
 from .readings import describe, validated
 from .sources import LoadSource, Refresher, SourceError
 from .sources.pod_metrics import PodUsageSource
@@ -57,7 +58,9 @@ __all__ = [
     "SIZES_UNKNOWN",
     "UNCONFIRMED_SECONDS",
     "Extender",
+    "Scoring",
     "build_inflight",
+    "build_scoring",
     "ledger_horizon",
 ]
 
@@ -109,11 +112,6 @@ def _general_scored(pod: PodFacts, states: list[NodeState], ranked: list[Ranked]
         lambda i: (cpu[i], memory[i], estimated[i]),
     )
 
-
-# Node sizes learnt from full-Node requests, at most this many (Kubernetes
-# supports clusters of up to 5,000 nodes, "Considerations for large clusters");
-# beyond it the longest-unrefreshed entry goes, so deleted nodes cannot pile up.
-SEEN_NODES_MAX = 10_000
 
 SIZES_UNKNOWN = (
     "node sizes unknown: the scheduler sends node names only (nodeCacheCapable: true) "
@@ -169,6 +167,30 @@ def build_inflight(settings: Settings) -> InFlight:
     return InFlight(learner, PodUsageStore(), delta=est.delta, mode=est.mode)
 
 
+class Scoring(NamedTuple):
+    """How pods are weighed and nodes scored, parsed from the settings once."""
+
+    policy: Policy
+    estimator: EstimatorArgs
+    """How a pod's request becomes its estimated use."""
+    tlp: TLPArgs
+    """TargetLoadPacking's CPU prediction (Trimaran's defaults under the other policies)."""
+    fast_path: LeastUsedFastPath | None
+    """least-used's arithmetic per snapshot (see ``fastpath``); None: general path only."""
+
+
+def build_scoring(settings: Settings, *, fast_path: bool = True) -> Scoring:
+    """The scoring parts from validated settings: the policy config validation parsed
+    (``Settings.scoring``), and the fast path for it when it has one."""
+    choice = settings.scoring
+    return Scoring(
+        choice.policy,
+        settings.estimator_args(),
+        choice.tlp,
+        LeastUsedFastPath.for_policy(choice.policy) if fast_path else None,
+    )
+
+
 def ledger_horizon(settings: Settings) -> float:
     """How long the ledger keeps a placement: while a stale snapshot is still
     read (max_stale), every placement since its window must be counted."""
@@ -189,13 +211,19 @@ class Extender:
         use_fast_path: bool = True,
         inflight: InFlight | None = None,
         pod_usage: PodUsageSource | None = None,
+        scoring: Scoring | None = None,
     ) -> None:
+        """``settings`` validated; every part not given is built from them as
+        ``wiring.build_extender`` builds it (``use_fast_path``: only when ``scoring`` is not
+        given)."""
         self.settings = settings
         self.metrics = metrics or Metrics()
-        self.policy: Policy = make_policy(settings.policy, settings.policy_args)
-        est = settings.estimator
-        if isinstance(self.policy, LeastUsed) and est.spread_weight:
-            self.policy = dataclasses.replace(self.policy, spread_weight=est.spread_weight)
+        parts = scoring if scoring is not None else build_scoring(settings, fast_path=use_fast_path)
+        self.policy: Policy = parts.policy
+        self.fast_path = parts.fast_path
+        """least-used's arithmetic per snapshot (see ``fastpath``); None: general path only."""
+        self.estimator = parts.estimator
+        self.tlp = parts.tlp
         self.inflight = inflight if inflight is not None else build_inflight(settings)
         """Per-pod use, learned estimates, delta accounting and the pods per controller."""
         self.pod_usage = pod_usage
@@ -206,14 +234,8 @@ class Extender:
         """Where each decision's predicted node use is appended (``decisionlog``)."""
         self._estimates, self._pod_usage_errors = _estimator_metrics(self.metrics)
         self._pod_usage_task: asyncio.Task[None] | None = None
-        self.fast_path = LeastUsedFastPath.for_policy(self.policy) if use_fast_path else None
-        """least-used's arithmetic per snapshot (see ``fastpath``); None: general path only."""
-        self.thresholds = dict(settings.filter.thresholds)
-        self.observe = settings.mode == "observe"
-        """Observe-only: nothing rejected, equal priorities; the Events say "would have"."""
-        self.ignore_namespaces = frozenset(settings.ignore_namespaces)
-        self.estimator = settings.estimator_args()
-        self.tlp = settings.tlp_args()
+        self.thresholds: Mapping[str, float] = settings.filter.thresholds
+        """The filter's limits: the settings' own mapping, replaced whole, never edited."""
         self.ledger = ledger if ledger is not None else Ledger(horizon=ledger_horizon(settings))
         if self.ledger.size_of is None:
             self.ledger.size_of = self.size_of  # a placement counts at most its node's size
@@ -236,13 +258,18 @@ class Extender:
             on_success=lambda snap: self.metrics.count_invalid(snap.invalid),
         )
         self._scored = self.metrics.decisions.labels("prioritize", "scored")
-        self._seen: dict[str, NodeInfo] = {}
-        self._seen_rv: dict[str, str] = {}
+        self.node_sizes = NodeSizes(SEEN_NODES_MAX)
+        """Node sizes learnt from full-Node requests (nodeCacheCapable: false)."""
         self._shapes: dict[bytes, PodFacts] = {}
         self._checked: tuple[LoadSnapshot | None, LoadSnapshot | None] = (None, None)
         self.sizes_unknown = False
         """Set when a names-only request named nodes whose size nobody knows."""
         self._prune_task: asyncio.Task[None] | None = None
+
+    @property
+    def observe(self) -> bool:
+        """Observe-only: nothing rejected, equal priorities; the Events say "would have"."""
+        return self.settings.mode == "observe"
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -315,7 +342,7 @@ class Extender:
         self.metrics.pending_placements.set(len(self.ledger))
         self.metrics.ledger_entries.set(len(self.ledger))
         self.metrics.ledger_heap_entries.set(self.ledger.heap_size)
-        self.metrics.node_cache_entries.set(len(self._seen))
+        self.metrics.node_cache_entries.set(len(self.node_sizes))
         self.metrics.sizes_unknown.set(1 if self.sizes_unknown else 0)
         if self.cluster is not None:
             self.metrics.watched_nodes.set(len(self.cluster.nodes))
@@ -357,12 +384,12 @@ class Extender:
     @property
     def seen_nodes(self) -> Mapping[str, NodeInfo]:
         """Node sizes learnt from full-Node requests (nodeCacheCapable: false)."""
-        return self._seen
+        return self.node_sizes.known
 
     def size_of(self, node: str) -> NodeInfo | None:
         """The node's size as the watch knows it, else as the last full-Node request said."""
         info = self.cluster.nodes.get(node) if self.cluster is not None else None
-        return info if info is not None else self._seen.get(node)
+        return info if info is not None else self.node_sizes.get(node)
 
     def _snapshot(self) -> LoadSnapshot | None:
         """The load snapshot as the filter and the scores read it, fast path and general
@@ -384,39 +411,13 @@ class Extender:
 
     # -- the answers ----------------------------------------------------------------
 
-    def _info(self, node: Node) -> NodeInfo | None:
-        """NodeInfo for a Node object, reused while its resourceVersion is unchanged;
-        None when its size is unusable (``usable_node_info``: that node is of unknown
-        size, the others are not affected)."""
-        meta = node.metadata
-        cached = self._seen.get(meta.name)
-        if (
-            cached is not None
-            and meta.resourceVersion
-            and self._seen_rv.get(meta.name) == meta.resourceVersion
-        ):
-            return cached
-        info = usable_node_info(node)
-        seen, seen_rv = self._seen, self._seen_rv
-        seen.pop(meta.name, None)  # re-inserted last: the dict's order is by last refresh
-        if info is None:
-            seen_rv.pop(meta.name, None)
-            return None
-        seen[meta.name] = info
-        seen_rv[meta.name] = meta.resourceVersion
-        while len(seen) > SEEN_NODES_MAX:
-            oldest = next(iter(seen))
-            del seen[oldest]
-            seen_rv.pop(oldest, None)
-        return info
-
     def _infos(self, args: ExtenderArgs | PrioritizeArgs) -> tuple[list[str], dict[str, NodeInfo]]:
         if args.nodes is not None and args.nodes.items is not None:
             names = []
             infos: dict[str, NodeInfo] = {}
             for item in args.nodes.items:
                 node = item if isinstance(item, Node) else decode_node(item)
-                info = self._info(node)
+                info = self.node_sizes.learn(node)
                 names.append(node.metadata.name)
                 if info is not None:
                     infos[info.name] = info
@@ -425,7 +426,7 @@ class Extender:
         known = self.cluster.nodes if self.cluster is not None else {}
         found: dict[str, NodeInfo] = {}
         for name in names:
-            seen = known.get(name) or self._seen.get(name)
+            seen = known.get(name) or self.node_sizes.get(name)
             if seen is not None:
                 found[name] = seen
         if self.cluster is None and len(found) < len(names) and not self.sizes_unknown:
@@ -497,7 +498,7 @@ class Extender:
 
     def _ignored(self, args: ExtenderArgs | PrioritizeArgs) -> bool:
         assert args.pod is not None
-        return ignored(args.pod, self.ignore_namespaces) is not None
+        return ignored(args.pod, self.settings.ignore_namespaces) is not None
 
     def _assume(self, pod: PodFacts, node: str, now: float, raw: Pod | None = None) -> None:
         """Count ``pod`` on ``node`` until the watch or a measurement says otherwise;
@@ -636,7 +637,7 @@ class Extender:
         if args.node_names is not None and args.nodes is None:
             # Look sizes up where the watch keeps them, without copying them per request.
             names = args.node_names
-            infos = self.cluster.nodes if self.cluster is not None else self._seen
+            infos = self.cluster.nodes if self.cluster is not None else self.node_sizes.known
         else:
             names, infos = self._infos(args)
         return _FastInputs(fast, snap, recent, names, infos)

@@ -1,9 +1,11 @@
 """The composition root: the one place that builds the extender from its settings.
 
-It chooses the load source, makes the ledger, and, with a kubeconfig, the API
-client, the node/pod watch (which reports placements straight into the ledger)
-and the Event recorder; then hands them all, typed, to ``Extender``. Nothing else
-constructs these parts, so each is built once and no part looks another up later.
+It takes the policy config validation parsed (``Settings.scoring``) with the
+estimator's arguments and the fast path (``service.build_scoring``), chooses the load
+source, makes the ledger, and, with a kubeconfig, the API client, the node/pod watch
+(which reports placements straight into the ledger) and the Event recorder; then hands
+them all, typed, to ``Extender``. Nothing else constructs these parts, so each is built
+once and no part looks another up later.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from .kubeapi import KubeAPI
 from .ledger import Ledger
 from .metrics import Metrics
 from .model import PodLoad
-from .service import Extender, build_inflight, ledger_horizon
+from .service import Extender, build_inflight, build_scoring, ledger_horizon
 from .sources import (
     LoadFileSource,
     LoadSource,
@@ -126,6 +128,7 @@ def build_extender(settings: Settings) -> Extender:
     """Build every part the settings ask for; raises ``KubeError`` when the
     kubeconfig cannot be loaded."""
     metrics = Metrics()
+    scoring = build_scoring(settings)
     ledger = Ledger(horizon=ledger_horizon(settings))
     inflight = build_inflight(settings)
     api: KubeAPI | None = None
@@ -143,8 +146,8 @@ def build_extender(settings: Settings) -> Extender:
             metrics.events_pending.set_function(recorder.__len__)
         cluster = ClusterWatch(
             api,
-            estimator=settings.estimator_args(),
-            tlp=settings.tlp_args(),
+            estimator=scoring.estimator,
+            tlp=scoring.tlp,
             placements=ledger if recorder is None else RecordedPlacements(ledger, recorder),
             inflight=inflight,
         )
@@ -157,4 +160,5 @@ def build_extender(settings: Settings) -> Extender:
         recorder=recorder,
         inflight=inflight,
         pod_usage=build_pod_usage(settings, api=api),
+        scoring=scoring,
     )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import msgspec
 
 from ..estimate import (
     TLP_DEFAULT_CPU_MILLIS,
@@ -20,19 +22,20 @@ from .target_load_packing import TargetLoadPacking
 
 __all__ = [
     "MAX_SCORE",
+    "POLICIES",
     "POLICY_NAMES",
     "LeastUsed",
     "LoadVariationRiskBalancing",
     "NodeScore",
     "Policy",
+    "PolicyChoice",
     "PolicyError",
     "TargetLoadPacking",
     "make_policy",
+    "parse_policy",
     "tlp_args",
     "to_extender_priority",
 ]
-
-POLICY_NAMES = ("least-used", "target-load-packing", "load-variation-risk-balancing")
 
 
 def _number(args: Mapping[str, Any], key: str, default: float, low: float | None = None) -> float:
@@ -70,45 +73,88 @@ def tlp_args(args: Mapping[str, Any]) -> TLPArgs:
     )
 
 
-def make_policy(name: str, args: Mapping[str, Any] | None = None) -> Policy:
-    args = dict(args or {})
-    if name == "least-used":
-        weights = args.pop("resources", {"cpu": 1, "memory": 1})
-        if not isinstance(weights, Mapping) or not weights:
-            raise PolicyError("policy_args.resources must map cpu/memory/pods to weights")
-        unknown = set(weights) - {"cpu", "memory", "pods"}
-        if unknown:
-            raise PolicyError(
-                f"policy_args.resources: unknown resource(s) {sorted(unknown)}; "
-                "use cpu, memory, pods"
-            )
-        clean = {k: _number(weights, k, 0, low=0) for k in weights}
-        if not any(clean.values()):
-            raise PolicyError("policy_args.resources: at least one weight must be > 0")
-        # Default 1, not Koordinator's 0: measured in the lab (tests/lab/test_e2e_scheduling.py),
-        # averaging a free CPU with an exhausted memory let the real scheduler keep placing
-        # pods on a node whose memory was 75 % used by processes no pod requests; counting
-        # the worst resource again stops it.
-        dominant = _number(args, "dominantResourceWeight", 1, low=0)
-        args.pop("dominantResourceWeight", None)
-        policy: Policy = LeastUsed(weights=clean, dominant_weight=dominant)
-    elif name == "target-load-packing":
-        policy = TargetLoadPacking(target_utilization=tlp_args(args).target_utilization)
-        for key in ("targetUtilization", "defaultRequests", "defaultRequestsMultiplier"):
-            args.pop(key, None)
-    elif name == "load-variation-risk-balancing":
-        margin = _number(args, "safeVarianceMargin", 1.0)
-        sensitivity = _number(args, "safeVarianceSensitivity", 1.0)
-        # Trimaran's defaulting: negative values fall back to 1.
-        policy = LoadVariationRiskBalancing(
-            safe_variance_margin=margin if margin >= 0 else 1.0,
-            safe_variance_sensitivity=sensitivity if sensitivity >= 0 else 1.0,
+class PolicyChoice(msgspec.Struct, frozen=True):
+    """A policy parsed from its name and ``policy_args``, once: the scorer, and
+    TargetLoadPacking's arguments (under the other policies Trimaran's defaults, which
+    the ledger and the pod's TLP prediction read whatever the policy)."""
+
+    policy: Policy
+    tlp: TLPArgs
+
+
+def _least_used(args: dict[str, Any], spread_weight: float) -> PolicyChoice:
+    weights = args.pop("resources", {"cpu": 1, "memory": 1})
+    if not isinstance(weights, Mapping) or not weights:
+        raise PolicyError("policy_args.resources must map cpu/memory/pods to weights")
+    unknown = set(weights) - {"cpu", "memory", "pods"}
+    if unknown:
+        raise PolicyError(
+            f"policy_args.resources: unknown resource(s) {sorted(unknown)}; use cpu, memory, pods"
         )
-        args.pop("safeVarianceMargin", None)
-        args.pop("safeVarianceSensitivity", None)
-    else:
+    clean = {k: _number(weights, k, 0, low=0) for k in weights}
+    if not any(clean.values()):
+        raise PolicyError("policy_args.resources: at least one weight must be > 0")
+    # Default 1, not Koordinator's 0: measured in the lab (tests/lab/test_e2e_scheduling.py),
+    # averaging a free CPU with an exhausted memory let the real scheduler keep placing
+    # pods on a node whose memory was 75 % used by processes no pod requests; counting
+    # the worst resource again stops it.
+    dominant = _number(args, "dominantResourceWeight", 1, low=0)
+    args.pop("dominantResourceWeight", None)
+    policy = LeastUsed(weights=clean, dominant_weight=dominant, spread_weight=spread_weight)
+    return PolicyChoice(policy, TLPArgs())
+
+
+def _target_load_packing(args: dict[str, Any], spread_weight: float) -> PolicyChoice:
+    tlp = tlp_args(args)
+    for key in ("targetUtilization", "defaultRequests", "defaultRequestsMultiplier"):
+        args.pop(key, None)
+    return PolicyChoice(TargetLoadPacking(target_utilization=tlp.target_utilization), tlp)
+
+
+def _load_variation(args: dict[str, Any], spread_weight: float) -> PolicyChoice:
+    margin = _number(args, "safeVarianceMargin", 1.0)
+    sensitivity = _number(args, "safeVarianceSensitivity", 1.0)
+    args.pop("safeVarianceMargin", None)
+    args.pop("safeVarianceSensitivity", None)
+    # Trimaran's defaulting: negative values fall back to 1.
+    policy = LoadVariationRiskBalancing(
+        safe_variance_margin=margin if margin >= 0 else 1.0,
+        safe_variance_sensitivity=sensitivity if sensitivity >= 0 else 1.0,
+    )
+    return PolicyChoice(policy, TLPArgs())
+
+
+# The registry: every policy by its ``--policy`` name, each parser taking the keys of
+# ``policy_args`` it knows off a copy (what is left over is an error). The CLI's choices,
+# config validation and the Ansible role's argument_specs (tests/ansible/test_role_specs.py)
+# all read the names from here.
+POLICIES: Mapping[str, Callable[[dict[str, Any], float], PolicyChoice]] = {
+    "least-used": _least_used,
+    "target-load-packing": _target_load_packing,
+    "load-variation-risk-balancing": _load_variation,
+}
+POLICY_NAMES = tuple(POLICIES)
+
+
+def parse_policy(
+    name: str, args: Mapping[str, Any] | None = None, *, spread_weight: float = 0.0
+) -> PolicyChoice:
+    """The one parser of ``policy`` and ``policy_args``; PolicyError (a ConfigError)
+    names the bad argument. ``spread_weight`` (``estimator.spread_weight``) applies to
+    least-used only, the policy that scores a workload's share of a node."""
+    parse = POLICIES.get(name)
+    if parse is None:
         raise PolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
-    args.pop("resources", None)
-    if args:
-        raise PolicyError(f"policy {name}: unknown policy_args {sorted(args)}")
-    return policy
+    rest = dict(args or {})
+    choice = parse(rest, spread_weight)
+    # Every policy accepts least-used's weights and ignores them, so switching the policy
+    # alone does not turn a config with weights into an error.
+    rest.pop("resources", None)
+    if rest:
+        raise PolicyError(f"policy {name}: unknown policy_args {sorted(rest)}")
+    return choice
+
+
+def make_policy(name: str, args: Mapping[str, Any] | None = None) -> Policy:
+    """The scorer alone (``parse_policy``), without the spreading term."""
+    return parse_policy(name, args).policy

@@ -91,7 +91,7 @@ def test_node_size_cache_is_bounded(monkeypatch):
     for batch in range(40):  # 400 node names, as a cluster replacing its nodes would
         ext.prioritize(_full(pod, [f"node-{batch}-{i}" for i in range(10)]))
     assert len(ext.seen_nodes) == 50
-    assert len(ext._seen_rv) == 50
+    assert len(ext.node_sizes) == 50 and ext.node_sizes.version("node-0-0") is None
     assert "node-39-9" in ext.seen_nodes and "node-0-0" not in ext.seen_nodes
     ext.update_gauges()
     assert b"loadwise_extender_node_cache_entries 50.0" in ext.metrics.render()

@@ -61,6 +61,42 @@ def test_bad_config_fails_with_the_key_named(tmp_path, text, message):
     assert message in str(info.value)
 
 
+def test_the_policy_is_parsed_once_on_load_and_kept():
+    from extender.policies import POLICY_NAMES, LeastUsed
+
+    s = load_settings(
+        None,
+        {
+            "source.kind": "file",
+            "source.file": "/dev/null",
+            "policy_args": {"resources": {"cpu": 2}},
+            "estimator.spread_weight": 0.25,
+        },
+    )
+    assert s.scoring is s.scoring  # the one parse, not one per reader
+    assert isinstance(s.scoring.policy, LeastUsed)
+    assert s.scoring.policy.weights == {"cpu": 2.0} and s.scoring.policy.spread_weight == 0.25
+    assert s.tlp_args() is s.scoring.tlp
+    # the CLI offers exactly the registry's names
+    (policy,) = [a for a in build_parser()._actions if a.dest == "policy"]
+    assert tuple(policy.choices or ()) == POLICY_NAMES
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"resources": {"gpu": 1}}, "policy_args.resources: unknown resource(s) ['gpu']"),
+        ({"targetUtilization": 50}, "policy least-used: unknown policy_args ['targetUtilization']"),
+    ],
+)
+def test_bad_policy_arguments_fail_at_load_with_the_argument_named(args, message):
+    with pytest.raises(ConfigError) as info:
+        load_settings(
+            None, {"source.kind": "file", "source.file": "/dev/null", "policy_args": args}
+        )
+    assert message in str(info.value)
+
+
 def test_cli_reports_config_errors_and_exits_2(tmp_path, capsys):
     assert main(["--config", str(tmp_path / "missing.yaml")]) == 2
     assert "cannot read config" in capsys.readouterr().err
