@@ -38,8 +38,10 @@ __all__ = [
     "NodeInfo",
     "PodInfo",
     "Resources",
+    "SCHEDULER_EDIT_ANNOTATION",
     "UNREADABLE",
     "Usage",
+    "parse_edit_marker",
     "parse_event",
     "parse_node",
     "parse_node_metrics",
@@ -53,6 +55,12 @@ JSON = dict[str, Any]
 
 LOADWISE_REASON = "LoadwiseScored"
 DECISION_ANNOTATION = "loadwise.dev/decision"
+# What roles/loadwise_scheduler_config (tasks/marker.yml) puts on a Node before it changes
+# that node's scheduler configuration, and takes away once the scheduler is proven healthy
+# with it: still there, a run stopped half way. JSON {host, action, files, started_at, marker}.
+SCHEDULER_EDIT_ANNOTATION = "loadwise.dev/scheduler-edit-interrupted"
+_EDIT_FILES_SHOWN = 3
+_EDIT_FIELD_CHARS = 120
 # The descheduler records evictions through the events.k8s.io recorder named
 # "sigs.k8s.io.descheduler" (older releases: core/v1 source.component of the same name,
 # reason "Descheduled"). The reason is the strategy or plugin, the action "Descheduled",
@@ -111,6 +119,9 @@ class NodeInfo:
     created: datetime | None = None
     kubelet_version: str = ""
     internal_ip: str = ""
+    edit_interrupted: str = ""
+    """What an unfinished loadwise scheduler edit on this node was (one plain line, made
+    safe to show); "" when there is none."""
 
     @property
     def role(self) -> str:
@@ -252,6 +263,35 @@ def _text(raw: Any) -> str:
     return clean(raw) if isinstance(raw, str) else ""
 
 
+def _short(text: str) -> str:
+    return text if len(text) <= _EDIT_FIELD_CHARS else text[: _EDIT_FIELD_CHARS - 1] + "…"
+
+
+def parse_edit_marker(raw: Any) -> str:
+    """One plain line for the annotation an unfinished scheduler edit leaves on its Node
+    (``SCHEDULER_EDIT_ANNOTATION``): what the run was changing, since when, and on which
+    files; "" without the annotation. A value that is not the JSON the role writes (cut
+    short, edited by hand) still marks the edit, shown as it is, shortened. Every field is
+    cluster text: cleaned and shortened here, and shown as plain text, never as markup."""
+    if raw is None:
+        return ""
+    if not isinstance(raw, str):
+        return "(unreadable marker)"
+    try:
+        marker = json.loads(raw)
+    except ValueError:
+        marker = None
+    if not isinstance(marker, dict):
+        return _short(f"marker: {clean(raw).strip()}") if raw.strip() else "(empty marker)"
+    action = _short(_text(marker.get("action"))) or "change"
+    started = _short(_text(marker.get("started_at"))) or "at an unknown time"
+    files = marker.get("files")
+    names = [_short(_text(f)) for f in files[:_EDIT_FILES_SHOWN]] if isinstance(files, list) else []
+    more = len(files) - _EDIT_FILES_SHOWN if isinstance(files, list) else 0
+    shown = ", ".join(n for n in names if n) + (f" and {more} more" if more > 0 else "")
+    return f"{action} started {started}" + (f" on {shown}" if shown else "")
+
+
 def parse_ref(obj: Mapping[str, Any]) -> tuple[str, str]:
     """(namespace, name) of an object, as the parsers key it (a deleted object's key)."""
     meta = _meta(obj)
@@ -290,6 +330,9 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
         created=parse_time(meta.get("creationTimestamp")),
         kubelet_version=_text((status.get("nodeInfo") or {}).get("kubeletVersion")),
         internal_ip=ip,
+        edit_interrupted=parse_edit_marker(
+            (meta.get("annotations") or {}).get(SCHEDULER_EDIT_ANNOTATION)
+        ),
     )
 
 

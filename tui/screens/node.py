@@ -98,6 +98,13 @@ class NodeDetailScreen(ModelScreen):
             f"  {info.role}  {info.state}  {info.internal_ip}  kubelet {info.kubelet_version}\n",
             style="dim",
         )
+        if info.edit_interrupted:
+            text.append(
+                "⚠ A loadwise run stopped half way through a scheduler change on this node: "
+                f"{info.edit_interrupted}. Run site.yml again to finish it, or rollback.yml "
+                '(docs/ansible.md, "An interrupted run").\n',
+                style="bold red",
+            )
         metrics = model.metrics_available is not False and state.usage is not None
         for label, used, req, lim, alloc, frac, rfrac, hist, fmt in (
             (

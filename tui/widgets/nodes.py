@@ -31,8 +31,12 @@ def node_row(state: NodeState, *, metrics: bool, stale: bool) -> Row:
     else:
         cpu_bar = bar(state.cpu_fraction(requests=True), style="blue")
         mem_bar = bar(state.memory_fraction(requests=True), style="blue")
+    name = Text(state.name, style="bold")
+    if state.info.edit_interrupted:
+        # the detail (enter) says what the edit was; Text, so nothing in it is markup
+        name.append("  ⚠ scheduler edit interrupted", style="bold red")
     cells = (
-        Text(state.name, style="bold"),
+        name,
         plain(state.info.role),
         _state(state),
         cpu_bar,
