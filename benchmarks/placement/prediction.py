@@ -3,10 +3,11 @@ decision logs its loadwise contenders wrote (extender/decisionlog.py).
 
     python -m benchmarks.placement.prediction --results OUT/results.json --workdir WORK
 
-``WORK`` is the ``--workdir`` the runs were given: each loadwise contender's extender
-appends its decisions to ``WORK/<contender>.decisions.jsonl`` (contenders.py). Prints, per
-steady scenario, the mean absolute error of the predicted use of the node each pod went
-to, at its binding and one reading interval later (steady_tables.error_table).
+``WORK`` is the ``--workdir`` the runs were given: each run's loadwise extender appends its
+decisions to ``<contender>.decisions.jsonl`` in that run's directory under it (contenders.py);
+a contender's records are read from all of them (pods are joined by name, unique per run).
+Prints, per steady scenario, the mean absolute error of the predicted use of the node each
+pod went to, at its binding and one reading interval later (steady_tables.error_table).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from benchmarks.placement import store
 from benchmarks.placement.steady_measures import Settings, read_decisions
 from benchmarks.placement.steady_tables import error_table, prediction_errors
 
-__all__ = ["decision_log", "main"]
+__all__ = ["decision_logs", "main"]
 
 
-def decision_log(workdir: Path, contender: str) -> Path:
-    """Where ``contender``'s extender writes its decision records under ``workdir``."""
-    return workdir / f"{contender}.decisions.jsonl"
+def decision_logs(workdir: Path, contender: str) -> list[Path]:
+    """``contender``'s decision logs anywhere under ``workdir`` (one per run directory)."""
+    return sorted(workdir.rglob(f"{contender}.decisions.jsonl"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(warmup=a.warmup)
     contenders = sorted({r.contender for r in runs})
     decisions = {
-        c: read_decisions(str(p)) for c in contenders if (p := decision_log(a.workdir, c)).exists()
+        c: [rec for p in paths for rec in read_decisions(str(p))]
+        for c in contenders
+        if (paths := decision_logs(a.workdir, c))
     }
     if not decisions:
         print(f"no decision log under {a.workdir} for {', '.join(contenders)}")
