@@ -11,7 +11,7 @@ comparison paired, and the machine's load lands on both sides of a pair alike.
         --scenarios steady-mix --duration 600
 
 Everything after `--` goes to every `python -m benchmarks.placement` run as it is (each
-run adds `--contenders C --repeats 1 --seed S --out DIR`). Needs root (`ip netns`). The
+run adds `--contenders C --repeats 1 --seed S --out DIR --workdir DIR/work`). Needs root (`ip netns`). The
 exit status is non-zero when a run failed; the others are still gathered and rendered.
 """
 
@@ -44,7 +44,8 @@ class Job:
 
 
 def command(job: Job, slot: int, out: Path, passthrough: Sequence[str]) -> list[str]:
-    """The run of `job` in namespace `slot`, writing its own index under `out`."""
+    """The run of `job` in namespace `slot`, writing its own index under `out` and keeping
+    its configs and logs (the extender's decision records among them) beside it."""
     ns = f"{PREFIX}{slot}"
     return [
         "ip", "netns", "exec", ns,
@@ -53,6 +54,7 @@ def command(job: Job, slot: int, out: Path, passthrough: Sequence[str]) -> list[
         *passthrough,
         "--contenders", job.contender, "--repeats", "1", "--seed", str(job.seed),
         "--out", str(out / job.name),
+        "--workdir", str(out / job.name / "work"),
     ]  # fmt: skip
 
 

@@ -17,7 +17,7 @@ def test_each_run_is_one_contender_of_one_round_in_its_own_namespace() -> None:
     assert tail == [
         "--scenarios", "steady-mix",
         "--contenders", "stock", "--repeats", "1", "--seed", "301",
-        "--out", "/w/301-stock",
+        "--out", "/w/301-stock", "--workdir", "/w/301-stock/work",
     ]  # fmt: skip
 
 
