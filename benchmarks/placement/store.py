@@ -26,6 +26,7 @@ from benchmarks.placement.exceptions import PlacementError
 from benchmarks.placement.runner import RunResult
 
 RUNS = "runs"
+GENERATED = "generated"  # beside an index: the scenario files its --generated runs drew
 
 
 @dataclass
@@ -156,9 +157,10 @@ def _pair(r: RunResult) -> tuple[str, str]:
 
 def merge(out: Path, sources: Sequence[Path], notes: Sequence[str] = ()) -> int:
     """Gather the runs of several indexes (labs run side by side, one index each) into the
-    index `out`, copying each run file under `out`'s directory; return how many runs `out`
-    names. The notes are `notes` followed by each source's own; `started` spans the
-    sources'. Refuses a run file name that two sources hold with different contents."""
+    index `out`, copying each run file and each drawn scenario file under `out`'s
+    directory; return how many runs `out` names. The notes are `notes` followed by each
+    source's own; `started` spans the sources'. Refuses a file name that two sources hold
+    with different contents."""
     runs: list[str] = []
     all_notes = list(notes)
     started: list[str] = []
@@ -177,6 +179,15 @@ def merge(out: Path, sources: Sequence[Path], notes: Sequence[str] = ()) -> int:
             target.write_bytes(data)
             if name not in runs:
                 runs.append(name)
+        # the scenarios a run drew (--generated) live beside its index; the report reads
+        # them from beside the merged one
+        for scenario in sorted((src.parent / GENERATED).glob("*.yaml")):
+            target = out.parent / GENERATED / scenario.name
+            data = scenario.read_bytes()
+            if target.exists() and target.read_bytes() != data:
+                raise PlacementError(f"{scenario.name}: differs between {src} and {target}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
     span = " / ".join(s for s in started if s)
     write_index(out, Index(span, all_notes, sorted(runs), []))
     return len(runs)

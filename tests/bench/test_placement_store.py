@@ -112,6 +112,8 @@ def test_merge_gathers_the_runs_of_labs_run_side_by_side(tmp_path):
     store.append(a, ia, run("stock", 1))
     store.append(b, ib, run("stock", 2))
     store.append(b, ib, run("loadwise-least-used", 2))
+    (b.parent / "generated").mkdir()
+    (b.parent / "generated" / "gen-2-1.yaml").write_text("name: gen-2-1\n")
     out = tmp_path / "docs" / "results.json"
     assert store.main(["merge", str(out), str(a), str(b), "--note", "merged"]) == 0
     started, notes, runs = store.load(out)
@@ -122,6 +124,7 @@ def test_merge_gathers_the_runs_of_labs_run_side_by_side(tmp_path):
         ("stock", 2),
     ]
     assert json.loads(out.read_text())["seeds"] == [1, 2]
+    assert (out.parent / "generated" / "gen-2-1.yaml").read_text() == "name: gen-2-1\n"
 
 
 def test_merge_refuses_one_run_name_with_two_contents(tmp_path):
