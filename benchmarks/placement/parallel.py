@@ -11,8 +11,9 @@ comparison paired, and the machine's load lands on both sides of a pair alike.
         --scenarios steady-mix --duration 600
 
 Everything after `--` goes to every `python -m benchmarks.placement` run as it is (each
-run adds `--contenders C --repeats 1 --seed S --out DIR --workdir DIR/work`). Needs root (`ip netns`). The
-exit status is non-zero when a run failed; the others are still gathered and rendered.
+run adds `--contenders C --repeats 1 --seed S --out DIR --workdir DIR/work`). Needs root
+(`ip netns`). The exit status is non-zero when a run failed; the others are still gathered
+and rendered.
 """
 
 from __future__ import annotations
@@ -43,10 +44,12 @@ class Job:
         return f"{self.seed}-{self.contender}"
 
 
-def command(job: Job, slot: int, out: Path, passthrough: Sequence[str]) -> list[str]:
+def command(
+    job: Job, slot: int, out: Path, passthrough: Sequence[str], prefix: str = PREFIX
+) -> list[str]:
     """The run of `job` in namespace `slot`, writing its own index under `out` and keeping
     its configs and logs (the extender's decision records among them) beside it."""
-    ns = f"{PREFIX}{slot}"
+    ns = f"{prefix}{slot}"
     return [
         "ip", "netns", "exec", ns,
         "env", f"LOADWISE_LAB_RUN=/tmp/loadwise-lab-{ns}",
@@ -58,8 +61,8 @@ def command(job: Job, slot: int, out: Path, passthrough: Sequence[str]) -> list[
     ]  # fmt: skip
 
 
-def _namespace(slot: int) -> None:
-    ns = f"{PREFIX}{slot}"
+def _namespace(slot: int, prefix: str) -> None:
+    ns = f"{prefix}{slot}"
     have = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
     if ns not in have.stdout.split():
         subprocess.run(["ip", "netns", "add", ns], check=True)
@@ -67,12 +70,17 @@ def _namespace(slot: int) -> None:
 
 
 def run_all(
-    jobs: Sequence[Job], labs: int, work: Path, passthrough: Sequence[str], timeout: float
+    jobs: Sequence[Job],
+    labs: int,
+    work: Path,
+    passthrough: Sequence[str],
+    timeout: float,
+    prefix: str = PREFIX,
 ) -> dict[str, int]:
     """Run every job, at most `labs` at once; the exit status of each, by job name."""
     slots: queue.Queue[int] = queue.Queue()
     for i in range(labs):
-        _namespace(i)
+        _namespace(i, prefix)
         slots.put(i)
     work.mkdir(parents=True, exist_ok=True)
 
@@ -84,7 +92,7 @@ def run_all(
             with log.open("w") as f:
                 try:
                     rc = subprocess.run(
-                        command(job, slot, work, passthrough),
+                        command(job, slot, work, passthrough, prefix),
                         cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=timeout,
                     ).returncode  # fmt: skip
                 except subprocess.TimeoutExpired:
@@ -115,12 +123,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="the runs' own indexes and logs")
     parser.add_argument("--note", action="append", default=[], help="a line for the notes")
     parser.add_argument("--timeout", type=float, default=7200, help="seconds per run")
+    parser.add_argument(
+        "--prefix",
+        default=PREFIX,
+        help=f"network namespaces PREFIX0.. (default {PREFIX}): another at once needs another",
+    )
     ns = parser.parse_args(args)
     if ns.labs < 1:
         parser.error("--labs must be at least 1")
-    work = ns.work or Path(f"/tmp/{PREFIX}-{time.strftime('%Y%m%dT%H%M%S')}")
+    work = ns.work or Path(f"/tmp/{ns.prefix}-{time.strftime('%Y%m%dT%H%M%S')}")
     jobs = [Job(s, c) for s in ns.seeds for c in ns.contenders]
-    codes = run_all(jobs, ns.labs, work, passthrough, ns.timeout)
+    codes = run_all(jobs, ns.labs, work, passthrough, ns.timeout, ns.prefix)
     indexes = [p for j in jobs if (p := work / j.name / "placement" / "results.json").exists()]
     if not indexes:
         print("placement: no run wrote results", file=sys.stderr)
