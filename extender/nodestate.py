@@ -14,9 +14,9 @@ The interesting part is the node with no fresh measurement. Three cases:
   never read as idle because its source stopped answering. Marked ``estimated``.
 - No usable snapshot (never measured, or older than ``max_stale_seconds``): the
   load is *unknown* (no figures at all). The filter does not reject on unknown
-  data and the policies score it as they score a node without data (least-used:
-  neutral 50; Trimaran's policies: 0), the same for every node, so the
-  scheduler's own scores decide. Reading unknown as 0 % would make the node
+  data and the policies score it lowest, as they score every node without data
+  (0 for least-used and Trimaran's policies alike), so a measured node is always
+  preferred and among unmeasured nodes the scheduler's own scores decide. Reading unknown as 0 % would make the node
   the best choice of all.
 
 A node whose reading the source's check refused (``readings``: not finite, negative,
