@@ -477,3 +477,179 @@ def test_the_rendered_configurations_timeout_is_read_as_preflight_reads_it(
     assert out.startswith("rc=0" if ok else "rc=2"), out
     if not ok:
         assert "The generated scheduler configuration is not valid" in " ".join(out.split())
+
+
+# --- validation by the node's own kube-scheduler (validate.yml, validate_command auto) ---
+
+GOOD = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+# A stand-in for the static pod's kube-scheduler: its --version, and --config read as
+# kube-scheduler reads it (a config naming an unknown plugin is refused, exit 1, its words on
+# stderr); every call's arguments are appended to @CALLS@ (run as /proc/<pid>/exe, $0 says
+# nothing of where the program lies).
+FAKE_SCHEDULER = """#!/bin/sh
+echo "$*" >> @CALLS@
+[ "$1" = --version ] && { echo "Kubernetes v1.36.4"; exit 0; }
+for a in "$@"; do case $a in --config=*) config=${a#--config=} ;; esac; done
+if grep -q LoadwiseUnknown "$config"; then
+    echo 'E1128 "command failed" err="plugin LoadwiseUnknown does not exist"' >&2
+    exit 1
+fi
+exit 0
+"""
+
+
+def _process(proc: Path, pid: int, argv: list[str], program: Path) -> None:
+    directory = proc / str(pid)
+    directory.mkdir(parents=True)
+    (directory / "cmdline").write_bytes(b"".join(a.encode() + b"\0" for a in argv))
+    (directory / "exe").symlink_to(program)
+
+
+def _own_scheduler(tmp_path: Path) -> tuple[Path, Path]:
+    """A /proc of the test's own, with kubeadm's kube-scheduler and an unrelated process; the
+    proc directory and the calls file."""
+    program = tmp_path / "image" / "kube-scheduler"
+    program.parent.mkdir()
+    program.write_text(FAKE_SCHEDULER.replace("@CALLS@", str(program.parent / "calls")))
+    program.chmod(0o755)
+    proc = tmp_path / "proc"
+    _process(proc, 7, ["/usr/bin/containerd"], Path("/bin/true"))
+    _process(
+        proc,
+        4242,
+        ["kube-scheduler", "--kubeconfig=/etc/kubernetes/scheduler.conf", "--leader-elect=true"],
+        program,
+    )
+    return proc, program.parent / "calls"
+
+
+def _validate(
+    tmp_path: Path, flavour: str, text: str, *args: str, **variables: Any
+) -> tuple[str, str]:
+    """validate.yml run alone; its output and the record it left ('' when none)."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK.format(tasks="validate"))
+    extra = tmp_path / "vars.yml"
+    extra.write_text(
+        yaml.safe_dump(
+            {
+                "loadwise_cluster_objects": False,
+                "loadwise_backup_dir": str(tmp_path / "backup"),
+                "ansible_python_interpreter": sys.executable,
+                "loadwise_preflight_detected_flavour": flavour,
+                "loadwise_scheduler_config_text": text,
+                **variables,
+            }
+        )
+    )
+    proc = ansible_playbook(playbook, "-e", f"@{extra}", *args, env=path_with(tmp_path / "bin", {}))
+    record = tmp_path / "backup" / "VALIDATION"
+    out = " ".join(f"rc={proc.returncode}\n{proc.stdout}{proc.stderr}".split())
+    return out, record.read_text() if record.exists() else ""
+
+
+def test_auto_validates_with_the_nodes_own_running_scheduler(tmp_path: Path) -> None:
+    proc, calls = _own_scheduler(tmp_path)
+    out, record = _validate(tmp_path, "kubeadm", GOOD, loadwise_scheduler_config_proc_dir=str(proc))
+    assert out.startswith("rc=0"), out
+    made = calls.read_text().splitlines()
+    assert made[0] == "--version", made
+    config, *rest = made[1].split()
+    assert config.startswith("--config=") and config.endswith(".loadwise-scheduler-config.yaml")
+    assert rest == ["--write-config-to=/dev/null", "--secure-port=0"], made
+    assert record == (
+        f"validated by the node's own kube-scheduler, Kubernetes v1.36.4 ({proc}/4242/exe)\n"
+    )
+    assert "the scheduler configuration is not validated" not in out, out
+    # (the output quotes the apostrophe of "node's" YAML's way)
+    assert f"own kube-scheduler, Kubernetes v1.36.4 ({proc}/4242/exe)." in out, out
+
+
+def test_auto_refuses_what_the_nodes_scheduler_refuses_under_check_too(tmp_path: Path) -> None:
+    proc, _calls = _own_scheduler(tmp_path)
+    bad = GOOD + "profiles:\n- plugins: {score: {enabled: [{name: LoadwiseUnknown}]}}\n"
+    for check in ((), ("--check",)):
+        out, record = _validate(
+            tmp_path, "kubeadm", bad, *check, loadwise_scheduler_config_proc_dir=str(proc)
+        )
+        assert out.startswith("rc=2"), out
+        assert "The scheduler rejects the generated configuration" in out, out
+        assert "plugin LoadwiseUnknown does not exist" in out, out
+        assert "nothing was changed" in out, out
+        assert record == ""  # refused before the record, and before any file is written
+
+
+@pytest.mark.parametrize(
+    ("flavour", "variables", "reason"),
+    [
+        (
+            "kubeadm",
+            {"second": True},
+            "no running kube-scheduler using /etc/kubernetes/scheduler.conf was found on the node",
+        ),
+        ("k3s", {}, "k3s runs kube-scheduler inside its own process"),
+        ("kubeadm", {"loadwise_scheduler_config_validate_command": ""}, "is empty"),
+    ],
+    ids=["kubeadm-no-scheduler-running", "k3s", "turned-off"],
+)
+def test_a_configuration_not_validated_is_said_and_recorded(
+    tmp_path: Path, flavour: str, variables: dict[str, Any], reason: str
+) -> None:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    if variables.pop("second", False):
+        # another scheduler on the node (its own kubeconfig) is not the node's scheduler
+        _process(
+            proc,
+            99,
+            ["kube-scheduler", "--kubeconfig=/etc/second/kubeconfig"],
+            Path("/bin/false"),
+        )
+    out, record = _validate(
+        tmp_path, flavour, GOOD, loadwise_scheduler_config_proc_dir=str(proc), **variables
+    )
+    assert out.startswith("rc=0"), out
+    assert record.startswith("not validated: ") and reason in record, record
+    assert "the scheduler configuration is not validated: " in out and reason in out, out
+    # under --check the same is said, and nothing is written
+    (tmp_path / "backup" / "VALIDATION").unlink()
+    out, record = _validate(
+        tmp_path,
+        flavour,
+        GOOD,
+        "--check",
+        loadwise_scheduler_config_proc_dir=str(proc),
+        **variables,
+    )
+    assert out.startswith("rc=0") and reason in out, out
+    assert record == ""
+
+
+def test_validation_comes_before_any_change_to_the_node() -> None:
+    """node.yml validates before it works out, backs up or writes any file (apply.yml)."""
+    tasks = yaml.safe_load((ROOT / "roles/loadwise_scheduler_config/tasks/node.yml").read_text())
+    included = [t.get("ansible.builtin.include_tasks") for t in tasks]
+    validate = included.index("validate.yml")
+    assert "when" not in tasks[validate], "validation is never skipped: validate.yml decides"
+    assert validate < included.index("apply.yml")
+    writes = [
+        i for i, t in enumerate(tasks) if {"ansible.builtin.copy", "ansible.builtin.file"} & set(t)
+    ]
+    assert all(i > validate for i in writes), writes
+
+
+def test_rollback_forgets_the_validation_record() -> None:
+    """roles/loadwise's cleanup keeps the backup directory while any file is left in it: the
+    record validate.yml writes there must go with the rollback's backups."""
+    tasks = yaml.safe_load(
+        (ROOT / "roles/loadwise_scheduler_config/tasks/rollback.yml").read_text()
+    )
+    removals = [
+        t["ansible.builtin.file"]["path"]
+        for t in tasks
+        if isinstance(t.get("ansible.builtin.file"), dict)
+        and t["ansible.builtin.file"].get("state") == "absent"
+    ]
+    assert "{{ loadwise_backup_dir }}/VALIDATION" in removals, removals
+    validate = (ROOT / "roles/loadwise_scheduler_config/tasks/validate.yml").read_text()
+    assert 'dest: "{{ loadwise_backup_dir }}/VALIDATION"' in validate
