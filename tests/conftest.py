@@ -43,17 +43,19 @@ PODMAN_GROUP = "podman"  # the molecule scenarios and the real-node cluster
 # site tests start from kubeadm's own cluster and end with loadwise rolled back, so the next
 # modules need no reset; test_real_nodes edits the scheduler's manifest by hand; the installer
 # checks prove their own clean start (a reset) and roll back what they install; the fault
-# tests (full) install loadwise on what the installer left and leave it so. Then the modules
-# that replace the shared cluster with one of their own under the same node names
-# (REALNODE_OWN_CLUSTER, both full): none of the shared cluster's modules may come after them.
+# tests (full) install loadwise on what the installer left and leave it so; the upgrade of
+# loadwise itself (full) starts from a reset and rolls back. Then the modules that replace the
+# shared cluster with one of their own under the same node names (REALNODE_OWN_CLUSTER, all
+# full): none of the shared cluster's modules may come after them.
 REALNODE_ORDER = (
     "test_real_site.py",
     "test_real_prometheus.py",
     "test_real_nodes.py",
     "test_real_installer.py",
     "test_real_faults.py",
+    "test_real_loadwise_upgrade.py",
 )
-REALNODE_OWN_CLUSTER = ("test_real_placement.py", "test_real_upgrade.py")
+REALNODE_OWN_CLUSTER = ("test_real_placement.py", "test_real_limit.py", "test_real_upgrade.py")
 _REALNODE_SEQUENCE = REALNODE_ORDER + REALNODE_OWN_CLUSTER
 
 
