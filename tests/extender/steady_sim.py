@@ -7,11 +7,12 @@ steady-mix; ``heterogeneous(seed)`` draws another: mixed node sizes, backgrounds
 request from 0.2 to 6, and use that drifts over the run.
 
 What reaches the contenders lags as in the lab (lab/components.py, contenders.py,
-extender/sources/watcher.py): metrics-server scrapes every 15 s, a node's CPU the mean over
-the 15 s before, its memory the instant's; a pod's use shows from its second scrape (a CPU
-rate needs two samples). load-watcher collects metrics-server's latest every 60 s (its
-``window.end``); the extender reads load-watcher every 30 s and PodMetrics every 15 s. Every
-phase is drawn from the seed.
+extender/sources/watcher.py): metrics-server scrapes every 15 s, a node's CPU the use of
+its pods at the scrape as the lab's kwok nodes report it (``run``'s ``cpu=MEAN``: a real
+kubelet's mean over the 15 s before), its memory the instant's; a pod's use shows from its
+second scrape (a CPU rate needs two samples). load-watcher collects metrics-server's latest
+every 60 s (its ``window.end``); the extender reads load-watcher every 30 s and PodMetrics
+every 15 s. Every phase is drawn from the seed.
 
 The scheduler is kube-scheduler's default profile on these nodes: NodeResourcesFit
 (LeastAllocated on requests, weight 1), NodeResourcesBalancedAllocation (weight 1) and
@@ -58,6 +59,8 @@ SETTLE = 45.0  # extender/sources/watcher.py LATEST_SETTLE_SECONDS
 EXTENDER_WEIGHT = 10  # the role's loadwise_scheduler_config_weight
 PTS_WEIGHT = 2
 PTS_MAX_SKEW = 3
+INSTANT = "instant"  # run(cpu=...): the lab's kwok nodes
+MEAN = "mean"  # a real kubelet's
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,9 @@ class Result:
     """Mean absolute error, in points of the node's capacity, of the extender's predicted
     use of the node a pod went to, against its true use ``lag`` seconds later (per
     resource: ``cpu@0``, ``memory@60``, ...); empty for the stock placer."""
+    bias: dict[int, float] = field(default_factory=dict)
+    """Per minute of the run (its first second: 0, 60, ...), the mean signed error of the
+    predicted CPU of the node a pod went to at its binding (points; above 0: over)."""
 
 
 def _iso(t: float) -> str:
@@ -401,8 +407,18 @@ def run(
     duration: float = 600.0,
     warmup: float = 120.0,
     lags: tuple[int, ...] = (0, 60),
+    cpu: str = INSTANT,
 ) -> Result:
-    """One run of ``placer.stream`` (arrivals, lifetimes, phases from ``seed`` alone)."""
+    """One run of ``placer.stream`` (arrivals, lifetimes, phases from ``seed`` alone).
+
+    ``cpu``: what a node's CPU figure at a scrape is. ``INSTANT`` (the lab's kwok): the use
+    of the pods there at the scrape; kwok's emulated kubelet grows a node's CPU counter at
+    each scrape by the time since the last one times the use of the pods it lists then
+    (kwok v0.8.0 pkg/kwok/server/metrics_resource_usage.go ``nodeResourceCumulativeUsage``),
+    so metrics-server's rate over the two scrapes is that instant's use. ``MEAN`` (a real
+    kubelet, whose counter integrates): the mean over the resolution before the scrape."""
+    if cpu not in (INSTANT, MEAN):
+        raise ValueError(f"cpu must be {INSTANT!r} or {MEAN!r}, got {cpu!r}")
     stream = placer.stream
     nodes = {n.name: n for n in stream.nodes}
     rng = random.Random(seed)
@@ -479,7 +495,10 @@ def run(
                 if len(mine) >= 2:
                     shares.append(max(mine.count(n) for n in nodes) / len(mine))
         if step % int(SCRAPE) == scrape_at:
-            scraped = {n: (sum(window[n]) / len(window[n]), now[n][1]) for n in nodes}
+            if cpu == MEAN:
+                scraped = {n: (sum(window[n]) / len(window[n]), now[n][1]) for n in nodes}
+            else:
+                scraped = dict(now)
             for r in running.values():
                 pods_seen[r.name] = pods_seen.get(r.name, 0) + 1
                 if pods_seen[r.name] >= 2:  # a CPU rate needs two samples
@@ -503,7 +522,22 @@ def run(
         above_80=sum(h > 80.0 for h in hottest),
         thirds=(sum(hottest[:third]) / third, sum(hottest[-third:]) / third),
         error=prediction_error(placer.decisions(), truth, lags),
+        bias=cpu_bias(placer.decisions(), truth),
     )
+
+
+def cpu_bias(
+    records: list[dict[str, Any]], truth: list[dict[str, tuple[float, float]]]
+) -> dict[int, float]:
+    """``Result.bias``: per minute, the mean of predicted less true CPU at the binding."""
+    sums: dict[int, list[float]] = {}
+    for rec in records:
+        node, at = rec.get("bound"), int(rec["at"] - T0)
+        predicted = rec["nodes"].get(node) if node else None
+        if predicted is None or predicted[0] is None or at >= len(truth):
+            continue
+        sums.setdefault(at // 60 * 60, []).append(predicted[0] - truth[at][node][0])
+    return {k: sum(v) / len(v) for k, v in sorted(sums.items())}
 
 
 def prediction_error(

@@ -20,6 +20,7 @@ from extender.inflight import (
     delta_load,
     departed_share,
     held_share,
+    unheld_load,
 )
 from extender.ledger import Ledger
 from extender.model import LoadSnapshot, NodeInfo, NodeLoad, NodeState, PodLoad, ResourceLoad, Usage
@@ -277,6 +278,45 @@ def test_held_share_is_the_part_of_the_window_between_placement_and_departure():
     latest = _snap(1000.0, settle=0.0)
     assert held_share(990.0, 1010.0, latest) == 1.0
     assert held_share(1001.0, 1010.0, latest) == 0.0
+
+
+def test_a_reading_of_latest_values_holds_a_pod_by_its_rate_window():
+    """load-watcher over metrics-server (settle 45 s): the reading is a scrape within the
+    15 s before its end, its CPU the rate over the 15 s before that scrape."""
+    snap = _snap(1000.0, settle=45.0)
+    assert held_share(1000.0, float("inf"), snap) == 0.0
+    assert held_share(985.0, float("inf"), snap) == pytest.approx(0.5)  # the old rule: 1/3
+    assert held_share(970.0, float("inf"), snap) == pytest.approx(1.0)  # the old rule: 2/3
+    assert held_share(992.5, float("inf"), snap) == pytest.approx(0.125)  # (7.5/15)^2 / 2
+    # a pod there all along and gone at 990: whole in scrapes up to 990, then less
+    assert held_share(-float("inf"), 990.0, snap) == pytest.approx((5 + 200 / 30) / 15)
+    assert held_share(-float("inf"), 1000.0, snap) == 1.0  # every scrape saw it
+    assert held_share(-float("inf"), 985.0, snap) == pytest.approx(0.5)
+    # placed and gone between scrapes' rate windows: a part, never more than it ran
+    assert 0.0 < held_share(985.0, 990.0, snap) <= 5 / 15
+    # measured pods leave the same share out: placed 15 s before the end, half counts
+    base = PodLoad(Usage(85.0, 1.0), Usage(85.0, 1.0), 0.0)
+    load, _ = delta_load(base, PodUsage(400.0, 2.0, 990.0), 985.0, snap)
+    assert load.usage.cpu_millis == pytest.approx(200.0)
+
+
+def test_a_pod_not_measured_yet_counts_what_the_reading_does_not_hold_of_its_estimate():
+    snap = _snap(1000.0, settle=45.0)
+    base = PodLoad(Usage(400.0, 800.0), Usage(100.0, 800.0), 600.0)
+    half = unheld_load(base, 985.0, snap)
+    assert half.usage == Usage(200.0, 400.0) and half.request == Usage(50.0, 400.0)
+    assert half.tlp_cpu_millis == 600.0  # TargetLoadPacking's own prediction, kept
+    assert unheld_load(base, 1001.0, snap) is base
+    assert unheld_load(base, 960.0, snap).usage == Usage(0.0, 0.0)
+    # through sync: placed 30 s before the reading's end and never measured, the reading
+    # holds all of it, so it no longer counts twice; one placed after the end counts whole
+    ledger, flight = Ledger(), InFlight()
+    for key, at in (("a", 970.0), ("b", 1002.0)):
+        ledger.bind(key, "n1", base, at)
+        flight.track(key, Tracked(f"ns/{key}", "n1", "w", "o", base, LEARNED, True, at))
+    flight.sync(ledger, snap)
+    assert ledger.recent(955.0)["n1"].cpu_millis == pytest.approx(400.0)
+    assert ledger.recent(955.0)["n1"].pods == 2
 
 
 def test_a_pod_placed_within_the_window_leaves_with_the_part_the_reading_holds():
