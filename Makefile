@@ -35,6 +35,16 @@ test-full: setup
 unit: setup
 	$(PY) -m pytest tests/extender tests/tui tests/ansible -m "not molecule"
 
+# The installer on every supported ansible-core without a node (13 min in one process): the
+# latest 2.17 and 2.18 in venvs of their own (scripts/setup-ansible-cores, only made here, so
+# `make test`'s setup stays as it is), then tests/ansible/test_ansible_core_versions.py on
+# each of them and on the oldest (2.16) and .venv's pin (2.19).
+.PHONY: test-ansible-cores
+test-ansible-cores: setup
+	scripts/setup-ansible-cores
+	$(PY) -m pytest -n $(PYTEST_WORKERS) tests/ansible/test_ansible_core_versions.py \
+		tests/ansible/test_template_quotes.py
+
 # The extender's runtime dependencies and everything they pull, each file pinned by sha256,
 # for every node Python from 3.10 up (one universal lock; environment markers where the
 # versions differ). The loadwise_extender role downloads and installs exactly these files

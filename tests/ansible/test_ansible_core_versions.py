@@ -1,4 +1,5 @@
-"""The installer on the oldest ansible-core the collection supports and on the newest.
+"""The installer on the oldest ansible-core the collection supports, on the newest, and on
+the releases between them when their venvs exist.
 
 meta/runtime.yml promises ansible-core >= 2.16 (Ubuntu 24.04's own ansible-core is 2.16), and
 ansible-core 2.19 changed templating: before it a template whose value is None renders as '',
@@ -7,8 +8,11 @@ so a check written against 2.19 alone can refuse the defaults on 2.16-2.18 (it d
 .venv-ansible-oldest with the oldest supported ansible-core (and the `ansible` 9.x package for
 its community.crypto 2.x: test_tls_on_oldest_core.py); .venv's pin
 (requirements-dev.txt) is the newest on PyPI (`pip index versions ansible-core`, 2.19.14 when
-this was written). Each runs, on this machine over the local connection with the k3s stand-in
-of test_preflight_playbook.py (nothing needs a node or a cluster):
+this was written). scripts/setup-ansible-cores (`make test-ansible-cores`) adds the latest
+2.17 and 2.18 in .venv-ansible-2.17 and .venv-ansible-2.18, only when asked: every test here
+runs on each of them that exists, and the oldest and the pinned always. Each runs, on this
+machine over the local connection with the k3s stand-in of test_preflight_playbook.py (nothing
+needs a node or a cluster):
 
 - the preflight with every role default,
 - the preflight refusing a bad value of the variable that broke (the fix must not accept all),
@@ -36,7 +40,13 @@ from tests.ansible.test_preflight_playbook import INVENTORIES, REPORT, _node_var
 
 ROOT = Path(__file__).resolve().parents[2]
 OLDEST = ROOT / ".venv-ansible-oldest" / "bin" / "python"
-PYTHONS = {"oldest": OLDEST, "pinned": Path(sys.executable)}
+# The releases between, by minor version: tested when scripts/setup-ansible-cores made them.
+BETWEEN = {minor: ROOT / f".venv-ansible-{minor}" / "bin" / "python" for minor in ("2.17", "2.18")}
+PYTHONS = {
+    "oldest": OLDEST,
+    **{minor: python for minor, python in BETWEEN.items() if python.exists()},
+    "pinned": Path(sys.executable),
+}
 # where .venv's `ansible` package keeps the collections it bundles
 BUNDLED = Path(__import__("ansible_collections").__path__[0]).parent
 
@@ -112,6 +122,24 @@ def test_the_oldest_venv_holds_the_oldest_supported_ansible_core() -> None:
     said = " ".join((ROOT / "docs" / "ansible.md").read_text().split())
     assert f"ansible-core {oldest} and {pinned}" in said
     assert f"ANSIBLE_OLDEST={oldest}" in (ROOT / "scripts" / "setup").read_text()
+
+
+def test_the_releases_between_are_the_latest_patches_setup_names() -> None:
+    """Each venv of a release between holds what scripts/setup-ansible-cores installs there,
+    and the versions tested go up from the oldest to the pinned one."""
+    named = re.search(
+        r"for version in ([\d. ]+); do", (ROOT / "scripts" / "setup-ansible-cores").read_text()
+    )
+    assert named, "scripts/setup-ansible-cores names no versions"
+    versions = {version.rsplit(".", 1)[0]: version for version in named.group(1).split()}
+    assert sorted(versions) == sorted(BETWEEN)
+    for minor, python in BETWEEN.items():
+        if python.exists():
+            assert _version(python) == versions[minor], python
+    tested = [
+        tuple(int(part) for part in _version(python).split(".")) for python in PYTHONS.values()
+    ]
+    assert tested == sorted(tested) and len(set(tested)) == len(tested), tested
 
 
 @pytest.mark.parametrize("which", PYTHONS)
