@@ -207,6 +207,10 @@ LOAD_WATCHER = {"loadwise_extender_source": "load-watcher"}
             "loadwise_scheduler_config_second_memory_limit must be a positive Kubernetes memory",
         ),
         (
+            {"loadwise_scheduler_config_second_image": "kube-scheduler:v1.36 extra"},
+            "loadwise_scheduler_config_second_image is not an image reference",
+        ),
+        (
             {"loadwise_scheduler_config_second_memory_limit": "0Mi"},
             "loadwise_scheduler_config_second_memory_limit must be a positive Kubernetes memory",
         ),
