@@ -66,7 +66,7 @@ from lab.processes import AsyncChild, start_async
 NODE_COUNTS = (10, 100, 1000)
 MODES = ("names", "full")  # names: nodeCacheCapable true; full: false
 MODE_LABEL = {"names": "cache-capable (NodeNames)", "full": "full Nodes"}
-# extender p50 / floor p50 in cache-capable mode, per node count (issue #10)
+# extender p50 / floor p50 in cache-capable mode, per node count
 GOAL_RATIOS = {100: 1.3, 1000: 2.0}
 GOAL_FULL_P99_MS = 20.0  # full Nodes, 100 nodes
 CONCURRENCY = 4

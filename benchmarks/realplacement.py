@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Placement on real kubelets, with the consequences counted (issue #24, "Day-2 evidence").
+"""Placement on real kubelets, with the consequences counted (day-2 evidence).
 
     make bench-realplacement      # about 25 min with the defaults (3 runs of each contender)
     flock /tmp/loadwise-lab.lock .venv/bin/python -m benchmarks.realplacement --help

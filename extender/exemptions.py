@@ -6,9 +6,10 @@ Two kinds, with different answers:
   node for load (their scores are the policy's, as for any pod): a DaemonSet's pod (its
   controller pins it to one node with a ``metadata.name`` matchFields node affinity, so a
   rejection is a pod that can go nowhere; Koordinator's LoadAware filter skips them too,
-  its issue 1229), a static pod's mirror, and a pod of system-critical priority (the
-  kubelet's ``IsCriticalPod``, pkg/kubelet/types/pod_update.go: static, mirror, or
-  priority >= ``SystemCriticalPriority``).
+  koordinator-sh/koordinator issue 1229), a static pod's mirror, and a pod of
+  system-critical priority (the kubelet's ``IsCriticalPod``,
+  pkg/kubelet/types/pod_update.go: static, mirror, or priority >=
+  ``SystemCriticalPriority``).
 - *Ignored* pods opted out: the annotation :data:`IGNORE_ANNOTATION` ``"true"``, or a
   namespace the config lists (``ignore_namespaces``). The extender passes every node and
   answers equal priorities, so the scheduler's own plugins alone decide; no Event is

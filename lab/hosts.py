@@ -50,7 +50,7 @@ EXTENDER_URL = _SCHEME + _DEFAULTS["loadwise_listen"]
 # Its plain-HTTP listener for /healthz, /readyz and /metrics (roles/loadwise_extender/defaults),
 # which is where the tests and the demo read its state: no client certificate needed.
 EXTENDER_HEALTH_URL = "http://" + _EXTENDER_DEFAULTS["loadwise_extender_health_listen"]
-# Inventory groups per flavour, as operators' own inventories have them (issue #11 point 4):
+# Inventory groups per flavour, as operators' own inventories have them:
 # k3s-ansible's server group under k3s_cluster, kubespray's kube_control_plane under
 # k8s_cluster. The playbooks find both with no loadwise variable; loadwise's own default
 # name, control_plane, is what molecule and the tests/ansible inventories use.

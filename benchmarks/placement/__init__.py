@@ -1,4 +1,4 @@
-"""Placement benchmark (issue #13): where do the stock kube-scheduler, the scheduler with
+"""Placement benchmark: where do the stock kube-scheduler, the scheduler with
 the loadwise extender, and Trimaran put pods, on identical simulated clusters, and at what
 cost? `python -m benchmarks.placement` (or `make bench-placement`); docs/placement.md.
 

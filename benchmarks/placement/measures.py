@@ -55,7 +55,7 @@ from typing import Any
 
 from benchmarks.placement.scenario import Node, Resources
 
-HOT_THRESHOLD = 0.80  # "nodes above 80 %" (issue #13)
+HOT_THRESHOLD = 0.80  # the report's "nodes above 80 %"
 
 
 @dataclass(frozen=True)

@@ -408,7 +408,7 @@ def by_commit(results: Sequence[RunResult]) -> dict[str | None, list[RunResult]]
 
 def check_commits(results: Sequence[RunResult], *, allow_mixed: bool = False) -> None:
     """Refuse results from more than one commit ("unknown" counts as one): a table that
-    stitches them compares code that never ran side by side (issue #24)."""
+    stitches them compares code that never ran side by side."""
     groups = by_commit(results)
     if len(groups) > 1 and not allow_mixed:
         which = "; ".join(
@@ -447,7 +447,7 @@ def provenance_lines(results: Sequence[RunResult]) -> list[str]:
         what = (
             f"commit {_short(c)}"
             if c
-            else "commit unknown (recorded before issue #24; such runs may span commits)"
+            else "commit unknown (recorded before runs kept their commit; they may span commits)"
         )
         out.append(
             f"- {what}: {len(rs)} runs, {tree}, {when}; load average (1 min) "
@@ -742,7 +742,7 @@ def _band(runs: Sequence[Sequence[float]]) -> tuple[list[float], list[float], li
 
 
 # A fixed size for the line plots (many nodes) and the cost plot, in inches at DPI: wide
-# enough for a legend of six contenders, independent of the node count (issue #24: the
+# enough for a legend of six contenders, independent of the node count (the
 # old width grew by 0.9 in a node, 40,770 px at 500 nodes).
 LINE_FIGSIZE = (10.0, 7.0)
 BAR_NODES = 20  # up to this many nodes, one bar per node; more, the sorted-line plot

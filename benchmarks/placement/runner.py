@@ -118,7 +118,7 @@ class RunResult:
     scheduler_started: float | None = None
     # Pods left unbound at the end: their PodScheduled condition's message -> how many.
     pending: dict[str, int] = field(default_factory=dict)
-    # Provenance (issue #24): None in results written before it was recorded ("unknown").
+    # Provenance: None in results written before it was recorded ("unknown").
     commit: str | None = None  # full hash of HEAD when the run started
     clean: bool | None = None  # `git status --porcelain` printed nothing
     ran_at: str | None = None  # UTC start, ISO 8601

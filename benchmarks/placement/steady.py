@@ -1,5 +1,5 @@
 """A steady scenario's run: a stream of pods that come and go for minutes, so that every
-contender decides later pods on metrics that already hold its earlier ones (issue #24).
+contender decides later pods on metrics that already hold its earlier ones.
 
 What a contender reads lags: metrics-server resolves every 15 s (lab/components.py
 ``--metric-resolution=15s``), load-watcher collects from it once a minute and the loadwise

@@ -53,7 +53,7 @@ WANTED = {
     "stock-nobatch",
     "loadwise-prioritize-only",
     "null-prioritize-only",
-    "stock+descheduler",  # issue #24
+    "stock+descheduler",
 }
 
 

@@ -1,4 +1,4 @@
-"""The placement report's figures (issue #24): a fixed width for the many-node line plots,
+"""The placement report's figures: a fixed width for the many-node line plots,
 the 80 % line and the exact optimum labelled, cost as ranges over repeats, not lines."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Provenance of placement runs (issue #24): each result records its commit, tree state,
+"""Provenance of placement runs: each result records its commit, tree state,
 time and load; old results still load; the report refuses to mix commits unless told to."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_results_written_before_provenance_load_as_unknown():
     assert all(r.load_start is None and r.load_end is None for r in old)
     lines = report.provenance_lines(old)
     assert lines == [
-        "- commit unknown (recorded before issue #24; such runs may span commits): "
+        "- commit unknown (recorded before runs kept their commit; they may span commits): "
         f"{len(old)} runs, tree state unknown, time unknown; "
         "load average (1 min) at start unknown, at end unknown"
     ]

@@ -1,4 +1,4 @@
-"""The order of repeated runs (issue #24): interleaved rounds, shuffled by a seed."""
+"""The order of repeated runs: interleaved rounds, shuffled by a seed."""
 
 from __future__ import annotations
 

@@ -112,7 +112,7 @@ def test_check_mode_shows_the_edit_and_changes_nothing(host, lab):
 # real kubeadm node (test_real_site.py, test_a_controller_pointed_at_another_cluster_is_refused).
 @pytest.mark.full
 def test_a_controller_pointed_at_another_cluster_is_refused_before_any_change(host, lab, workdir):
-    """Issue #11 point 3 on a real host: the node's scheduler kubeconfig trusts the lab's
+    """On a real host: the node's scheduler kubeconfig trusts the lab's
     CA, the controller's kubeconfig another one; site.yml stops in preflight, naming both."""
     other = another_clusters_kubeconfig(lab.kubeconfig, workdir)
     run = host.playbook("playbooks/site.yml", extra={"loadwise_kubeconfig": other})
@@ -136,7 +136,7 @@ def test_a_controller_pointed_at_another_cluster_is_refused_before_any_change(ho
     ids=["negative-weight", "misspelled"],
 )
 def test_a_bad_variable_is_refused_before_any_change(host, lab, bad, named):
-    """Issue #11 point 7 on a real host: preflight, the first play, refuses; no file, unit or
+    """On a real host: preflight, the first play, refuses; no file, unit or
     object has changed (the same checks as check mode's)."""
     run = host.playbook("playbooks/site.yml", extra=bad)
     assert run.rc != 0, run.tail()

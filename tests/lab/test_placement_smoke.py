@@ -42,7 +42,7 @@ def test_smoke_scenario_runs_end_to_end_and_the_extender_avoids_the_hot_node(lab
     assert (tmp_path / "docs" / "placement" / "smoke.png").stat().st_size > 0
 
 
-# In the default run (issue #24: a short smoke of each mode). With a 30 s stream it took 53 s
+# In the default run: a short smoke of each mode. With a 30 s stream it took 53 s
 # on 2026-11-27 (98 s in the measurement that had kept it in `full`); with a 12 s stream 33 s
 # the same day: 18 s of it the runner's reset, whose two new nodes wait for metrics-server's
 # 15 s resolution. 16 s leaves room on a loaded machine (the CI runs two lab groups at once).

@@ -1,4 +1,4 @@
-"""Issue #12, "Prometheus for real": a Prometheus server built from its Go module
+"""Prometheus for real: a Prometheus server built from its Go module
 (lab/prometheus.py) scrapes the real kubelets of the real-node cluster (lab/realnodes.py), and
 the extender that site.yml installs on the control-plane node runs its Prometheus source's
 default queries (`instance:node_cpu:ratio`, `instance:node_memory_utilisation:ratio`, nodes by

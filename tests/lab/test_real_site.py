@@ -654,7 +654,7 @@ def test_kubeadm_upgrade_keeps_loadwise_and_rollback_after_it_leaves_kubeadms_re
     assert len(cmdlines) == 1 and "loadwise" not in cmdlines[0], cmdlines
     assert real_host.sh(f"ls {CONFIG} 2>/dev/null || true") == ""
 
-    # Issue #11 point 9 on the real node: kubeadm-config already names loadwise's file (an
+    # On the real node: kubeadm-config already names loadwise's file (an
     # earlier run on another control-plane node) and this node's change fails. Its restore
     # removes the file here, so kubeadm-config must stop naming it: a join or upgrade of this
     # node would otherwise render a scheduler whose hostPath File volume is missing.
