@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         found = [gen_dir, generator.DEV_DIR]
         seed = a.seed if a.seed is not None else time.time_ns() % 2**31
         if a.from_results:
-            started, notes, results = _load(a.from_results)
+            _, notes, results = _load(a.from_results)
             names = list(dict.fromkeys(r.scenario for r in results))
             found.insert(0, a.from_results.parent / "generated")
             scenarios = scenario.select(a.scenarios or names, also=found)
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             if a.duration is not None:
                 scenarios = [s.with_duration(a.duration) if s.steady else s for s in scenarios]
             scenarios += _generated(a.generated, seed, a.duration, gen_dir)
-            started, notes, results = measure(
+            _, notes, results = measure(
                 scenarios,
                 a.contenders,
                 a.out / "placement" / "results.json",
@@ -226,7 +226,6 @@ def main(argv: list[str] | None = None) -> int:
             a.out,
             scenarios,
             results,
-            started=started,
             notes=notes + a.note,
             allow_mixed_commits=a.allow_mixed_commits,
             steady=steady_measures.Settings(a.warmup, a.optimum_seconds),

@@ -628,7 +628,6 @@ def render(
     results: Sequence[RunResult],
     plots: dict[str, str],
     *,
-    started: str,
     notes: Sequence[str] = (),
     steady: Settings | None = None,
     cache: Path | None = None,
@@ -637,8 +636,10 @@ def render(
         "# Placement benchmark",
         "",
         INTRO,
-        f"Runs started {started}; report written "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit {commit()}; "
+        # when the runs ran is each run's own record (provenance below), not the index's
+        # list of invocations, which keeps the starts of runs later measured again
+        f"Report written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+        f"at commit {commit()}; "
         f"machine: {machine()}. "
         "Versions of the schedulers and the lab's components: lab/VERSIONS.md.",
         "",
@@ -911,7 +912,6 @@ def write(
     scenarios: Sequence[Scenario],
     results: Sequence[RunResult],
     *,
-    started: str,
     notes: Sequence[str] = (),
     allow_mixed_commits: bool = False,
     steady: Settings | None = None,
@@ -945,7 +945,6 @@ def write(
         scenarios,
         results,
         plots,
-        started=started,
         notes=notes,
         steady=steady,
         cache=pdir / "optima.json",

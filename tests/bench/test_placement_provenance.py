@@ -68,11 +68,11 @@ def test_the_report_refuses_two_commits_and_names_them(tmp_path):
     (sc,) = select(["hog"])
     mixed = [hog("stock", A), hog("loadwise-least-used", B)]
     with pytest.raises(report.MixedCommitsError, match="aaaaaaa: 1 runs .*bbbbbbb: 1 runs"):
-        report.write(tmp_path, [sc], mixed, started="t")
+        report.write(tmp_path, [sc], mixed)
     # Unknown (results from before provenance) is a commit of its own.
     with pytest.raises(report.MixedCommitsError, match="unknown"):
         report.check_commits([hog("stock", A), hog("loadwise-least-used", None)])
-    md = report.write(tmp_path, [sc], mixed, started="t", allow_mixed_commits=True).read_text()
+    md = report.write(tmp_path, [sc], mixed, allow_mixed_commits=True).read_text()
     assert "- commit aaaaaaa: 1 runs, clean tree" in md
     assert "- commit bbbbbbb: 1 runs, clean tree" in md
 
@@ -80,7 +80,7 @@ def test_the_report_refuses_two_commits_and_names_them(tmp_path):
 def test_a_dirty_tree_is_shown(tmp_path):
     (sc,) = select(["hog"])
     runs = [hog("stock", A), hog("loadwise-least-used", A, clean=False)]
-    md = report.write(tmp_path, [sc], runs, started="t").read_text()
+    md = report.write(tmp_path, [sc], runs).read_text()
     assert (
         "- commit aaaaaaa: 2 runs, **tree dirty** (uncommitted changes) in 1 of 2 runs, "
         "2026-11-26T04:00:00Z to 2026-11-26T04:00:00Z; load average (1 min) at start 0.5, "

@@ -74,7 +74,7 @@ def test_an_incomplete_run_misses_and_the_report_says_so(tmp_path):
     stock = result("stock", {"hog-a": 10, "hog-b": 10, "hog-c": 10})
     short = result("loadwise-least-used", {"hog-a": 5})
     short.error = "25 of 30 pods not bound after 180s"
-    md = report.write(tmp_path, [sc], [stock, short], started="test").read_text()
+    md = report.write(tmp_path, [sc], [stock, short]).read_text()
     assert "| stock | 30/30 | 1 | 50.0 | 99.4 |" in md, md
     assert "| loadwise-least-used | 5/30 | 1 |" in md
     assert "all pods bound: **MISSED** (25 of 30 pods not bound after 180s)" in md
@@ -91,9 +91,7 @@ def test_cost_goals_and_plot_for_the_scale_scenarios(tmp_path):
     assert got["throughput >= 0.8x stock"].passed is True
     assert got["p99 <= 1.2x stock"].passed is False
     assert "(3.00x)" in got["p99 <= 1.2x stock"].detail
-    report.write(
-        tmp_path, [sc], [timed("stock", 0.1), timed("loadwise-least-used", 0.3)], started="t"
-    )
+    report.write(tmp_path, [sc], [timed("stock", 0.1), timed("loadwise-least-used", 0.3)])
     assert (tmp_path / "placement" / "cost.png").stat().st_size > 0
 
 
@@ -118,7 +116,7 @@ def test_repeats_are_shown_as_median_and_range_and_judged_on_the_median(tmp_path
     hot = got[("loadwise-least-used", "no pod on a hot node")]
     assert hot.passed is False
     assert hot.detail == "1 on hog-c (1 of 3 runs), 3 on hog-c (1 of 3 runs)"
-    md = report.write(tmp_path, [sc], [*stock, *lw], started="t").read_text()
+    md = report.write(tmp_path, [sc], [*stock, *lw]).read_text()
     assert "| stock | 30/30 (30-30) | 3 | 50.0 (50.0-50.0) | 99.4 (99.4-99.4) |" in md, md
     assert "| loadwise-least-used | 30/30 (30-30) | 3 | " in md
     assert "| 77.4 (75.0-82.3) |" in md
@@ -152,13 +150,13 @@ def test_cost_table_with_repeats_compares_medians(tmp_path):
     assert lines[2].startswith("| 100 | stock | 3 |"), lines
     assert "| 200 (100-300) | 1.00 |" in lines[2]
     assert "| 400 (300-900) | 2.00 |" in lines[3], lines[3]
-    report.write(tmp_path, [sc], runs, started="t")
+    report.write(tmp_path, [sc], runs)
     assert (tmp_path / "placement" / "cost.png").stat().st_size > 0
 
 
 def test_the_exact_optimum_is_reported_beside_the_bound(tmp_path):
     sw, hog = select(["strong-weak", "hog"])
-    md = report.write(tmp_path, [hog], [result("stock", {"hog-a": 30})], started="t")
+    md = report.write(tmp_path, [hog], [result("stock", {"hog-a": 30})])
     text = md.read_text()
     assert "| *exact optimum* | | |  | 75.00 |" in text
     assert "**75.00 %**, against the lower bound's 75.00 %" in text
@@ -229,7 +227,7 @@ def test_the_largest_share_of_a_workload_on_one_node_is_shown_beside_the_utilisa
     packed = result("loadwise-least-used", {"hog-a": 15, "hog-b": 15})
     assert report.row(sc, spread).largest_share == 10 / 30
     assert report.row(sc, packed).largest_share == 15 / 30
-    md = report.write(tmp_path, [sc], [spread, packed], started="t").read_text()
+    md = report.write(tmp_path, [sc], [spread, packed]).read_text()
     # nodes > 80 %, pods on hot, then the largest share: a third, then half, of the 30.
     assert "| 1 | 10 | 33 | 0 |" in md, md
     assert "| 0 | 0 | 50 | 0 |" in md, md
@@ -237,13 +235,13 @@ def test_the_largest_share_of_a_workload_on_one_node_is_shown_beside_the_utilisa
 
 def test_the_hand_written_real_kubelet_section_survives_a_new_report(tmp_path):
     (sc,) = select(["hog"])
-    first = report.write(tmp_path, [sc], [result("stock", {"hog-a": 30})], started="t")
+    first = report.write(tmp_path, [sc], [result("stock", {"hog-a": 30})])
     assert "## On real kubelets" not in first.read_text()
     real = "## On real kubelets\n\nMeasured by hand: 3 OOM kills.\n"
     first.write_text(first.read_text() + "\n" + real)
-    again = report.write(tmp_path, [sc], [result("stock", {"hog-a": 10, "hog-b": 20})], started="u")
+    again = report.write(tmp_path, [sc], [result("stock", {"hog-a": 10, "hog-b": 20})])
     text = again.read_text()
     assert text.endswith("\n\n" + real), text[-300:]
     assert text.count("## On real kubelets") == 1
     # the generated part is the new run's
-    assert "| stock | 30/30 | 1 |" in text and "Runs started u" in text, text[:2000]
+    assert "| stock | 30/30 | 1 |" in text, text[:2000]

@@ -148,7 +148,7 @@ def test_the_report_of_a_steady_scenario_has_its_table_and_plot_over_time(tmp_pa
     assert [t.get_text() for t in ax.get_legend().get_texts()][:1] == [
         "stock+descheduler (n=1, the median run)"
     ]
-    md = report.write(tmp_path, [sc], runs, started="t").read_text()
+    md = report.write(tmp_path, [sc], runs).read_text()
     assert "| stock | 1 | 2 | - | - |" in md, md  # no stream, no figures over it
     assert "| stock+descheduler | 1 | 2 | 66.7 | 100.0 | 15 | 0 | 0.5 | 25 | 1 | 1 | 0 |" in md
     assert "- stock: the lab broke" in md
