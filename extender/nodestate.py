@@ -16,8 +16,8 @@ The interesting part is the node with no fresh measurement. Three cases:
   load is *unknown* (no figures at all). The filter does not reject on unknown
   data and the policies score it lowest, as they score every node without data
   (0 for least-used and Trimaran's policies alike), so a measured node is always
-  preferred and among unmeasured nodes the scheduler's own scores decide. Reading unknown as 0 % would make the node
-  the best choice of all.
+  preferred and among unmeasured nodes the scheduler's own scores decide. Reading
+  unknown as 0 % would make the node the best choice of all.
 
 A node whose reading the source's check refused (``readings``: not finite, negative,
 over capacity) is *unknown* the same way, alone: the other nodes keep their figures.
