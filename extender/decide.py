@@ -9,6 +9,7 @@ import msgspec
 from .estimate import PodFacts, demand_after, go_round
 from .model import NodeInfo, NodeState
 from .policies.base import MAX_SCORE, PRIORITY_OF, NodeScore, Policy, to_extender_priority
+from .policies.spread import near_best
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -200,9 +201,19 @@ def prioritize(
     details = [policy.score(pod, node, explain) for node in nodes]
     names = [n.name for n in nodes]
     pending = {n.name: n.pending_pods for n in nodes}
-    priorities, win = to_priorities(names, [d.score for d in details], pending.__getitem__)
+    scores = [d.score for d in details]
+    band: int = getattr(policy, "spread_band", 0)
+    if band:  # the spreading term among the near-best (policies.spread.near_best)
+        spread = near_best(scores, [n.same_owner for n in nodes], band)
+        details = [
+            d if s == d.score else NodeScore(s, f"{d.why}; spread: {n.same_owner} of its set here")
+            for d, s, n in zip(details, spread, nodes, strict=True)
+        ]
+        scores = spread
+    priorities, win = to_priorities(names, scores, pending.__getitem__)
     if win is not None and not explain:
-        details[win] = policy.score(pod, nodes[win], True)
+        why = policy.score(pod, nodes[win], True).why
+        details[win] = NodeScore(scores[win], why)
     return [Ranked(n, p, d) for n, p, d in zip(names, priorities, details, strict=True)]
 
 

@@ -54,7 +54,7 @@ from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
 from .policies.least_used import least_used
-from .policies.spread import spread_score
+from .policies.spread import near_best, spread_score
 
 __all__ = ["FastAnswer", "LeastUsedFastPath"]
 
@@ -654,6 +654,15 @@ class LeastUsedFastPath:
                 for name, k in where.items():
                     scores[k] = spread_score(scores[k], spread[name], total, spread_weight)
                 crowded = list(where.values())
+        band = self.policy.spread_band
+        if spread and band:
+            # then among the near-best, as ``decide.prioritize`` (``spread.near_best``)
+            same = [spread.get(name, 0) for name in known.names]
+            spreaded = near_best(scores, same, band)
+            moved = [k for k, (a, b) in enumerate(zip(scores, spreaded, strict=True)) if a != b]
+            if moved:
+                scores = spreaded
+                crowded = sorted({*crowded, *moved})
 
         def counts(tied: list[str]) -> list[float]:
             # the tie-break reads the same ledger counts the scores did (to_priorities)

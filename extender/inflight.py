@@ -43,6 +43,7 @@ __all__ = [
     "DELTA",
     "LEARNED",
     "MAX_TRACKED",
+    "RESOLUTION_SECONDS",
     "REQUEST_MODE",
     "REQUEST_RULE",
     "InFlight",
@@ -52,6 +53,7 @@ __all__ = [
     "held_share",
     "learned_facts",
     "measured_load",
+    "unheld_load",
 ]
 
 LEARNED = "learned"

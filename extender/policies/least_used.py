@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ..estimate import PodFacts, demand_after
 from ..model import NodeState
 from .base import MAX_SCORE, NodeScore
-from .spread import spread_score
+from .spread import SPREAD_BAND, spread_score
 
 __all__ = ["RESOURCES", "LeastUsed", "least_used"]
 
@@ -44,6 +44,9 @@ class LeastUsed:
     spread_weight: float = 0.0
     """How strongly a node's share of the pod's workload lowers its score
     (``spread.spread_score``; 0: not at all)."""
+    spread_band: int = SPREAD_BAND
+    """Points of the best score within which nodes holding fewer of the pod's controller's
+    pods are preferred (``spread.near_best``, applied over all the nodes' scores; 0: off)."""
 
     def _resource(
         self, resource: str, pod: PodFacts, node: NodeState, explain: bool

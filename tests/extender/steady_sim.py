@@ -168,6 +168,9 @@ class Result:
     """Mean absolute error, in points of the node's capacity, of the extender's predicted
     use of the node a pod went to, against its true use ``lag`` seconds later (per
     resource: ``cpu@0``, ``memory@60``, ...); empty for the stock placer."""
+    all_on_one: int = 0
+    """Seconds after the warm-up with some workload's running pods (two or more) all on one
+    node while another node would stay under 90 % CPU and memory with one more of them."""
     bias: dict[int, float] = field(default_factory=dict)
     """Per minute of the run (its first second: 0, 60, ...), the mean signed error of the
     predicted CPU of the node a pod went to at its binding (points; above 0: over)."""
@@ -395,6 +398,13 @@ class ExtenderPlacer(Placer):
         return self.records.lines
 
 
+def _room(node: SimNode, use: tuple[float, float], pod: tuple[int, int]) -> bool:
+    """Whether ``node`` (at ``use``, percent) stays under 90 % CPU and memory with ``pod``."""
+    return (
+        use[0] + 100.0 * pod[0] / node.cpu < 90.0 and use[1] + 100.0 * pod[1] / node.memory < 90.0
+    )
+
+
 def _p99(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
@@ -454,6 +464,7 @@ def run(
     placer.node_reading(collected, T0)
     hottest: list[float] = []
     hottest_mem: list[float] = []
+    all_on_one = 0
     shares: list[float] = []
     for step in range(int(duration) + 1):
         t = T0 + step
@@ -490,10 +501,17 @@ def run(
         if step >= warmup:
             hottest.append(max(c for c, _ in now.values()))
             hottest_mem.append(max(m for _, m in now.values()))
+            piled = False
             for w in stream.workloads:
                 mine = [r.node for r in running.values() if r.workload is w]
                 if len(mine) >= 2:
                     shares.append(max(mine.count(n) for n in nodes) / len(mine))
+                    if len(set(mine)) == 1:
+                        piled = piled or any(
+                            n != mine[0] and _room(nodes[n], now[n], w.use_at(step, duration))
+                            for n in nodes
+                        )
+            all_on_one += piled
         if step % int(SCRAPE) == scrape_at:
             if cpu == MEAN:
                 scraped = {n: (sum(window[n]) / len(window[n]), now[n][1]) for n in nodes}
@@ -520,6 +538,7 @@ def run(
         hottest_cpu_p99=_p99(hottest),
         hottest_memory=sum(hottest_mem) / len(hottest_mem),
         above_80=sum(h > 80.0 for h in hottest),
+        all_on_one=all_on_one,
         thirds=(sum(hottest[:third]) / third, sum(hottest[-third:]) / third),
         error=prediction_error(placer.decisions(), truth, lags),
         bias=cpu_bias(placer.decisions(), truth),

@@ -233,3 +233,114 @@ def test_request_mode_keeps_the_request_rule_for_every_pod(tmp_path):
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["estimate"] for r in records] == ["request rule", "request rule"]
     assert {r["mode"] for r in records} == {"request"}
+
+
+# The lab's end-to-end nodes (lab/fakenodes.py DEFAULT_NODES): cores, memory, and the
+# background use no pod requests, as percentages of the node (CPU, memory).
+LAB = {
+    "lab-small": ("2", "4Gi", 5.0, 6.25),
+    "lab-medium": ("4", "8Gi", 2.5, 3.125),
+    "lab-large": ("8", "16Gi", 1.25, 1.5625),
+    "lab-hog": ("4", "8Gi", 12.5, 75.0),
+}
+
+
+def _lab_extender(fast: bool, spread_weight: float) -> Extender:
+    settings = load_settings(
+        None,
+        {
+            "source.kind": "file",
+            "source.file": "/dev/null",
+            "estimator.spread_weight": spread_weight,
+        },
+    )
+    snap = LoadSnapshot(
+        "s",
+        T - 5,
+        T,
+        {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (_, _, c, m) in LAB.items()},
+        settle_seconds=60.0,
+    )
+
+    class Source:
+        name = "s"
+
+        async def fetch(self):
+            return snap
+
+        async def close(self):
+            return None
+
+    ext = Extender(settings, Source(), clock=FakeClock(T), use_fast_path=fast)  # type: ignore[arg-type]
+    ext.refresher.snapshot = snap
+    return ext
+
+
+def _lab_args(pod):
+    nodes = [kubeobjects.node(n, cpu=c, memory=m) for n, (c, m, _, _) in LAB.items()]
+    return decode_args(json.dumps({"Pod": pod, "Nodes": {"items": nodes}}).encode())
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_spreading_never_sends_a_replica_onto_the_memory_hog(fast):
+    """The lab's end-to-end case (tests/lab/test_e2e_scheduling.py): 30 replicas of one
+    Deployment, lab-hog with 6 GiB of its 8 used by something no pod requests. The old
+    multiplicative term at weight 1 halves the score of a cool node holding half the
+    replicas and sends some onto the hog; spreading among the near-best never does, and
+    still spreads the replicas over the three cool nodes."""
+    for weight, hog_gets_some in ((1.0, True), (0.0, False)):
+        ext = _lab_extender(fast, weight)
+        where: dict[str, int] = {}
+        for i in range(30):
+            pod = _pod(f"web-abc-{i}")
+            ranked = ext.prioritize(_lab_args(pod))
+            top = max(ranked, key=lambda h: h.score)
+            where[top.host] = where.get(top.host, 0) + 1
+            if i == 9:  # the first ten measured: the rest are learned at what they use
+                ext.inflight.take(
+                    PodUsageReading(
+                        {f"shop/web-abc-{k}": PodUsage(100.0, 160.0 * MI, T) for k in range(10)},
+                        {},
+                        T,
+                    )
+                )
+        assert (where.get("lab-hog", 0) > 0) is hog_gets_some, (weight, where)
+        if not hog_gets_some:
+            assert set(where) == {"lab-small", "lab-medium", "lab-large"}, where
+            assert max(where.values()) < 30, where
+
+
+def test_fast_and_general_paths_agree_with_spreading_among_the_near_best(monkeypatch):
+    """As above with the default (``estimator.spread_weight`` 0): the near-best term alone,
+    which moved some of the fast path's answers."""
+    from extender import fastpath
+    from extender.policies.spread import near_best
+
+    moved = []
+
+    def counting(scores, same, band=5):
+        out = near_best(scores, same, band)
+        moved.append(out != list(scores))
+        return out
+
+    monkeypatch.setattr(fastpath, "near_best", counting)
+    names = tuple(f"n{i}" for i in range(6))
+    clocks = [FakeClock(T), FakeClock(T)]
+    more = {"estimator.spread_weight": 0.0}
+    fast = _extender(clocks[0], fast=True, nodes=names, load=30.0, **more)
+    general = _extender(clocks[1], fast=False, nodes=names, load=30.0, **more)
+    assert fast.fast_path is not None and general.fast_path is None
+    for i in range(40):
+        pod = _pod(f"web-abc-{i}")
+        pod["metadata"]["ownerReferences"][0]["uid"] = ("rs-1", "rs-2", "rs-3")[i % 3]
+        answers = [ext.prioritize(_args(pod, names)) for ext in (fast, general)]
+        assert answers[0] == answers[1], (i, answers)
+        if i % 5 == 4:
+            usage = {
+                f"shop/web-abc-{k}": PodUsage(60.0 * (k % 4 + 1), 64.0 * MI, T + i)
+                for k in range(i)
+            }
+            for ext, clock in zip((fast, general), clocks, strict=True):
+                clock.now = T + i
+                ext.inflight.take(PodUsageReading(usage, {}, T + i))
+    assert sum(moved) > 10, moved

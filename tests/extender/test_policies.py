@@ -1,8 +1,10 @@
 """Every published scoring vector from the reference, plus the single-resource
 least-used variants (memory really in use; free pod slots)."""
 
+import msgspec
 import pytest
 
+from extender.decide import best, prioritize
 from extender.estimate import TLPArgs, pod_facts
 from extender.model import Usage
 from extender.policies import (
@@ -14,6 +16,7 @@ from extender.policies import (
     to_extender_priority,
 )
 from extender.policies.load_variation import compute_score
+from extender.policies.spread import near_best
 from extender.policies.target_load_packing import tlp_score
 
 from .helpers import GI, container, node_info, pod, state
@@ -248,3 +251,43 @@ def test_dominant_resource_weight_sinks_a_node_short_of_one_resource():
     assert make_policy("least-used", {"dominantResourceWeight": 0}).dominant_weight == 0.0
     with pytest.raises(PolicyError, match="unknown policy_args"):
         make_policy("least-used", {"dominant": 1})
+
+
+# -- spreading among the near-best -----------------------------------------------------
+
+
+def test_near_best_lowers_only_near_best_nodes_holding_more_and_never_past_the_band():
+    # a and b within 5 of the best (80); a holds 2 more of the set than b: down to the floor
+    assert near_best([80, 78, 60], [3, 1, 0]) == [75, 78, 60]
+    # one more: 5 points down, at most to the floor
+    assert near_best([80, 79, 40], [2, 1, 9]) == [75, 79, 40]
+    # a node outside the band is not lifted, nor passed by a lowered one
+    assert near_best([80, 70, 60], [4, 1, 0]) == [80, 70, 60]
+    # but a node holding every pod of the set comes just below the best other node ...
+    assert near_best([80, 70, 60], [4, 0, 0]) == [69, 70, 60]
+    # ... that has data and room (0: over capacity, or unmeasured)
+    assert near_best([80, 0], [2, 0]) == [80, 0]
+    assert near_best([80], [2]) == [80]
+    # the fewest within the band decides, not the fewest anywhere
+    assert near_best([80, 77, 10], [2, 2, 0]) == [80, 77, 10]
+    # nothing of the set anywhere, or the band off: unchanged
+    assert near_best([80, 79], [0, 0]) == [80, 79]
+    assert near_best([80, 79], [3, 0], band=0) == [80, 79]
+    # never below 0
+    assert near_best([3, 2, 1], [5, 0, 1]) == [0, 2, 0]
+
+
+def test_two_replicas_on_near_equal_nodes_go_to_two_nodes():
+    """b is 3 points of CPU busier than a: least-used alone scores a higher for both
+    replicas (a's first one moves it by 1 point); among the near-best, the second goes to
+    the node holding none."""
+    facts = pod_facts(pod(container(requests={"cpu": "100m", "memory": "128Mi"})))
+    nodes = [state(node_info("a"), 20.0, 20.0), state(node_info("b"), 23.0, 20.0)]
+    second = [msgspec.structs.replace(nodes[0], same_owner=1, owner_pods=1), nodes[1]]
+    alone = LeastUsed(spread_band=0)
+    assert best(prioritize(facts, nodes, alone)).node == "a"
+    assert best(prioritize(facts, second, alone)).node == "a"  # both on a
+    assert best(prioritize(facts, nodes, LeastUsed())).node == "a"
+    ranked = prioritize(facts, second, LeastUsed())
+    assert best(ranked).node == "b"
+    assert "spread: 1 of its set here" in ranked[0].detail.why

@@ -41,6 +41,8 @@ def test_least_used_is_no_worse_than_stock_and_predicts_better_than_the_request_
     # the hottest node after the warm-up: no worse than stock on every seed
     for s, n in zip(stock, learned, strict=True):
         assert n.hottest_cpu <= s.hottest_cpu + 0.5, (name, s.hottest_cpu, n.hottest_cpu)
+    # never a set's pods all on one node while another has room for one of them
+    assert [r.all_on_one for r in learned] == [0] * len(SEEDS), name
     # no drift: over the seeds, the last third no hotter than the first by more than 2
     # points (one seed's thirds are some 160 s each: a single long pod moves them by 2)
     first, last = (statistics.mean(r.thirds[i] for r in learned) for i in (0, 1))
