@@ -25,7 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.placement import generator, optimum, report, scenario, steady_measures, store
+from benchmarks.placement import (
+    generator,
+    optimum,
+    report,
+    scenario,
+    steady_measures,
+    store,
+)
 from benchmarks.placement.exceptions import PlacementError
 from benchmarks.placement.one_run import run
 from benchmarks.placement.runner import (

@@ -9,12 +9,18 @@ import platform
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.placement import generated_report, steady_report, steady_section, versions
+from benchmarks.placement import (
+    generated_report,
+    paired,
+    steady_report,
+    steady_section,
+    versions,
+)
 from benchmarks.placement.exceptions import PlacementError
 from benchmarks.placement.formatting import heading, median, num, spread
 from benchmarks.placement.measures import (
@@ -62,6 +68,8 @@ class Row:
     pending: dict[str, int] = field(default_factory=dict)  # PodScheduled message -> pods
     decisions: Decisions | None = None  # the scheduler's own pace, from its metrics
     largest_share: float | None = None  # most of one workload's replicas on one node
+    # the run's round (invocation seed, repeat, commit): runs of one round are paired
+    round: tuple[int | None, int | None, str | None] | None = None
 
 
 # The tables' order: the baseline, loadwise's policies, then Trimaran's plugins.
@@ -130,6 +138,7 @@ def row(scenario: Scenario, result: RunResult) -> Row:
             result.extender_cpu_seconds,
         ),
         largest_share(bindings, owner, replicas),
+        (result.seed, result.repeat, result.commit),
     )
 
 
@@ -169,12 +178,18 @@ def optimum_lines(scenario: Scenario, bound: Bound, opt: Optimum | None) -> list
 class Verdict:
     contender: str
     goal: str
-    passed: bool | None  # None: could not be judged (a contender missing)
+    passed: bool | None  # None: not decided (a contender missing, or the runs undecided)
     detail: str
 
     @property
     def word(self) -> str:
+        if self.passed is None and self.detail.startswith(UNDECIDED):
+            return "UNDECIDED"
         return {True: "PASS", False: "MISSED", None: "n/a"}[self.passed]
+
+
+# The start of a verdict's detail when its paired rounds do not decide the goal.
+UNDECIDED = "undecided"
 
 
 def _pct(x: float) -> str:
@@ -313,33 +328,88 @@ def goals(scenario: Scenario, rows: Sequence[Row], bound: Bound) -> list[Verdict
     return out
 
 
+def _per_round(rows: Sequence[Row], value: Callable[[Row], float | None]) -> dict[Hashable, float]:
+    """`value` of each row that has one, keyed by the row's round."""
+    out: dict[Hashable, float] = {}
+    for r in rows:
+        v = value(r)
+        if v is not None and r.round is not None:
+            out[r.round] = v
+    return out
+
+
 def _cost_goals(c: str, g: Goals, mine: Sequence[Row], stock: Sequence[Row]) -> list[Verdict]:
-    """Throughput and p99 against stock's, median against median."""
+    """Throughput and p99 against stock's, paired within rounds (paired.py): decided only
+    when the rounds' 95 % interval is on one side of the goal."""
     out: list[Verdict] = []
-    mt = [r.timing for r in mine if r.timing is not None]
-    st = [r.timing for r in stock if r.timing is not None]
     for goal, factor in (("throughput", g.throughput_vs_stock), ("p99", g.p99_vs_stock)):
         if factor is None:
             continue
+        name = (
+            f"throughput >= {factor}x stock"
+            if goal == "throughput"
+            else (f"p99 <= {factor}x stock")
+        )
         if goal == "throughput":
-            name = f"throughput >= {factor}x stock"
+
+            def value(r: Row) -> float | None:
+                return r.timing.throughput if r.timing else None
         else:
-            name = f"p99 <= {factor}x stock"
-        if not mt or not st:
-            out.append(Verdict(c, name, None, "no timing for stock or this contender"))
+
+            def value(r: Row) -> float | None:
+                return r.timing.p99 if r.timing else None
+
+        p = paired.paired(_per_round(mine, value), _per_round(stock, value))
+        if p is None:
+            out.append(Verdict(c, name, None, "no round with timings of both"))
             continue
-        if goal == "throughput":
-            mine_v, theirs = [t.throughput for t in mt], [t.throughput for t in st]
-            ratio = median(mine_v) / median(theirs)
-            ok = ratio >= factor
-            why = f"{_judged(mine_v, _rate)} vs {_judged(theirs, _rate)} ({ratio:.2f}x)"
-        else:
-            mine_v, theirs = [t.p99 for t in mt], [t.p99 for t in st]
-            ratio = median(mine_v) / median(theirs)
-            ok = ratio <= factor
-            why = f"{_judged(mine_v, _ms)} vs {_judged(theirs, _ms)} ({ratio:.2f}x)"
+        ok = p.at_least(factor) if goal == "throughput" else p.at_most(factor)
+        why = (
+            f"per round {', '.join(f'{x:.2f}x' for x in p.ratios)}, median {p.median:.2f}x, "
+            f"95 % interval {p.interval_text()}"
+        )
+        if ok is None and p.low is None:
+            why = f"{UNDECIDED}: fewer than 3 rounds give no interval; {why}"
+        elif ok is None:
+            why = f"{UNDECIDED}: {why}"
         out.append(Verdict(c, name, ok, why))
     return out
+
+
+def paired_cost_table(scenarios: Sequence[Scenario], results: Sequence[RunResult]) -> list[str]:
+    """CPU per pod of loadwise over an extender that answers at once, paired within rounds,
+    for every cost scenario that has both (empty when none has)."""
+    out: list[str] = []
+    for sc in scenarios:
+        if sc.goals.throughput_vs_stock is None:
+            continue
+        rows = [row(sc, r) for r in ordered(results, sc.name)]
+        for contender, baseline in paired.CPU_PAIRS:
+
+            def cpu(r: Row) -> float | None:
+                return r.decisions.cpu if r.decisions and r.decisions.cpu else None
+
+            p = paired.paired(
+                _per_round([r for r in rows if r.contender == contender], cpu),
+                _per_round([r for r in rows if r.contender == baseline], cpu),
+            )
+            if p is None:
+                continue
+            verdict = {True: "PASS", False: "MISSED", None: "UNDECIDED"}[p.at_most(paired.CPU_GOAL)]
+            commits = sorted({(r.round[2] or "unknown")[:7] for r in rows if r.round})
+            out.append(
+                f"| {sc.name} | {contender} / {baseline} | {len(p.ratios)} "
+                f"| {', '.join(f'{x:.2f}' for x in p.ratios)} | {p.median:.2f} "
+                f"| {p.interval_text()} | {verdict} | {', '.join(commits)} |"
+            )
+    if not out:
+        return []
+    return [
+        "| scenario | ratio of CPU per pod | rounds | per round | median | 95 % interval "
+        f"| goal <= {paired.CPU_GOAL:g}x | commits |",
+        "|---|---|---|---|---|---|---|---|",
+        *out,
+    ]
 
 
 def _rate(x: float) -> str:
@@ -661,6 +731,16 @@ def render(
     if cost or "cost" in plots:
         out += ["## Cost against node count", ""]
         out += [*cost, ""] if cost else []
+        paired_cost = paired_cost_table(scenarios, results)
+        if paired_cost:
+            out += [
+                "Paired within rounds (benchmarks/placement/paired.py): the ratio of CPU per "
+                "pod in each round, their median and its 95 % bootstrap interval; a goal is "
+                "met only when the whole interval is within it.",
+                "",
+                *paired_cost,
+                "",
+            ]
         if "cost" in plots:
             out += [f"![throughput and latency]({plots['cost']})", ""]
     return "\n".join(out).rstrip() + "\n"

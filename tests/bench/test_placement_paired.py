@@ -1,5 +1,5 @@
-"""Cost ratios paired within rounds (benchmarks/placement/paired.py): the pairing, the
-bootstrap interval and the verdict a goal gets from it."""
+"""Ratios paired within rounds (benchmarks/placement/paired.py) and the report's use of
+them: the pairing, the bootstrap interval and the verdict a goal gets from it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.placement import paired
+from benchmarks.placement import paired, report
 from benchmarks.placement.scenario import select
 from benchmarks.placement.store import load
 
@@ -28,44 +28,46 @@ def test_interval_is_wide_when_rounds_disagree() -> None:
 
 
 @pytest.mark.parametrize(
-    ("low", "high", "verdict"),
-    [(1.05, 1.18, "met"), (1.21, 1.4, "missed"), (0.9, 1.3, "open"), (None, None, "open")],
+    ("low", "high", "at_most", "at_least"),
+    [
+        (1.05, 1.18, True, False),
+        (1.21, 1.4, False, True),
+        (0.9, 1.3, None, None),
+        (None, None, None, None),
+    ],
 )
-def test_a_goal_is_met_only_when_the_whole_interval_says_so(
-    low: float | None, high: float | None, verdict: str
+def test_a_goal_is_decided_only_when_the_whole_interval_is_on_one_side(
+    low: float | None, high: float | None, at_most: bool | None, at_least: bool | None
 ) -> None:
-    p = paired.Paired("s", "a", "b", ("c",), (1.1,), 1.1, low, high)
-    assert p.verdict(1.2) == verdict
+    p = paired.Paired((1.1,), 1.1, low, high)
+    assert p.at_most(1.2) is at_most
+    assert p.at_least(1.2) is at_least
 
 
-def test_rounds_pair_runs_of_one_seed_and_repeat() -> None:
+def test_only_rounds_both_ran_are_paired() -> None:
+    p = paired.paired({1: 2.0, 2: 3.0, 3: 4.0, 4: 9.0}, {1: 1.0, 2: 2.0, 3: 2.0, 5: 1.0})
+    assert p is not None and p.ratios == (2.0, 1.5, 2.0) and p.median == 2.0
+    assert paired.paired({1: 1.0}, {2: 1.0}) is None
+
+
+def test_the_report_pairs_runs_of_one_seed_and_repeat() -> None:
     """On the recorded scale-100 runs: every ratio is loadwise's CPU per pod over the null
-    extender's of the same invocation seed and repeat, and rounds where one of them is
-    missing are left out."""
+    extender's of the same invocation seed and repeat."""
     _, _, results = load(ROOT / "docs/placement/results.json")
     (sc,) = select(["scale-100"])
-    got = paired.paired(sc, results, "loadwise-least-used", "null-extender")
-    assert got is not None
-    by_round: dict[tuple[int | None, int], dict[str, float]] = {}
+    by_round: dict[tuple[int | None, int | None], dict[str, float]] = {}
     for r in results:
         if r.scenario == "scale-100" and r.contender in ("loadwise-least-used", "null-extender"):
-            cpu = paired.cpu_per_pod(sc, r)
-            if cpu:
-                by_round.setdefault((r.seed, r.repeat), {})[r.contender] = cpu
-    want = [
-        v["loadwise-least-used"] / v["null-extender"]
-        for _, v in sorted(by_round.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1]))
+            d = report.row(sc, r).decisions
+            if d is not None and d.cpu:
+                by_round.setdefault((r.seed, r.repeat), {})[r.contender] = d.cpu
+    want = sorted(
+        (k, v["loadwise-least-used"] / v["null-extender"])
+        for k, v in by_round.items()
         if len(v) == 2
-    ]
-    assert list(got.ratios) == pytest.approx(want)
-    assert len(want) >= 3 and got.low is not None and got.high is not None
-    assert got.low <= got.median <= got.high
-
-
-def test_the_command_prints_one_line_per_pair_and_round_set(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    assert paired.main([str(ROOT / "docs/placement/results.json")]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("| scenario |")
-    assert any("scale-100 | loadwise-least-used / null-extender" in line for line in out)
+    )
+    lines = report.paired_cost_table([sc], results)
+    line = next(x for x in lines if "loadwise-least-used / null-extender" in x)
+    cells = [c.strip() for c in line.split("|")]
+    assert cells[3] == str(len(want)) and len(want) >= 3
+    assert cells[4] == ", ".join(f"{x:.2f}" for _, x in want)

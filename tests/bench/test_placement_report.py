@@ -22,9 +22,10 @@ def result(contender: str, where: dict[str, int], *, t: float = 0.01) -> RunResu
     return r
 
 
-def timed(contender: str, lat: float) -> RunResult:
-    """2000 pods of scale-100 created 1 ms apart, each bound `lat` s after creation."""
-    r = RunResult("scale-100", contender)
+def timed(contender: str, lat: float, repeat: int = 0) -> RunResult:
+    """2000 pods of scale-100 created 1 ms apart, each bound `lat` s after creation, in
+    round `repeat` of seed 1."""
+    r = RunResult("scale-100", contender, seed=1, repeat=repeat)
     for i in range(2000):
         p = f"many-{i + 1:04d}"
         r.bindings[p] = f"s100-{i % 100 + 1:03d}"
@@ -85,12 +86,28 @@ def test_an_incomplete_run_misses_and_the_report_says_so(tmp_path):
 def test_cost_goals_and_plot_for_the_scale_scenarios(tmp_path):
     (sc,) = select(["scale-100"])
 
-    rows = [report.row(sc, timed("stock", 0.1)), report.row(sc, timed("loadwise-least-used", 0.3))]
+    # Three rounds, paired: stock and loadwise of one round are compared with each other.
+    runs = [timed("stock", 0.1, i) for i in range(3)]
+    runs += [timed("loadwise-least-used", lat, i) for i, lat in enumerate((0.3, 0.29, 0.31))]
+    rows = [report.row(sc, r) for r in runs]
     got = {v.goal: v for v in report.goals(sc, rows, report.bound_of(sc))}
-    # throughput: 2000 pods / (1.999 + latency) s; p99 = the latency itself.
+    # throughput: 2000 pods / (1.999 + latency) s; p99 = the latency itself, 3x stock's in
+    # every round.
     assert got["throughput >= 0.8x stock"].passed is True
     assert got["p99 <= 1.2x stock"].passed is False
-    assert "(3.00x)" in got["p99 <= 1.2x stock"].detail
+    assert "per round 3.00x, 2.90x, 3.10x" in got["p99 <= 1.2x stock"].detail
+    # one round only: no interval, so undecided, and said so
+    few = [report.row(sc, timed("stock", 0.1)), report.row(sc, timed("loadwise-least-used", 0.3))]
+    one = {v.goal: v for v in report.goals(sc, few, report.bound_of(sc))}
+    assert one["p99 <= 1.2x stock"].passed is None
+    assert one["p99 <= 1.2x stock"].word == "UNDECIDED"
+    assert "fewer than 3 rounds" in one["p99 <= 1.2x stock"].detail
+    # rounds whose interval straddles the goal: undecided
+    mixed = [timed("stock", 0.1, i) for i in range(3)]
+    mixed += [timed("loadwise-least-used", lat, i) for i, lat in enumerate((0.05, 0.2, 0.11))]
+    rows = [report.row(sc, r) for r in mixed]
+    got = {v.goal: v for v in report.goals(sc, rows, report.bound_of(sc))}
+    assert got["p99 <= 1.2x stock"].word == "UNDECIDED"
     report.write(tmp_path, [sc], [timed("stock", 0.1), timed("loadwise-least-used", 0.3)])
     assert (tmp_path / "placement" / "cost.png").stat().st_size > 0
 
