@@ -2,13 +2,13 @@
 (``steady_sim``: the lab's timing and kube-scheduler's own scores, in-process, on a fake
 clock), against stock kube-scheduler and against the request rule it replaces.
 
-Measured when written (run seeds 31-34, the hottest node's mean CPU after a 2-minute
-warm-up): steady-mix stock 73.8 %, least-used 70.5-71.9 %; het-22 (2-, 4- and 8-core
-nodes) stock 91.3-92.0 %, least-used 62.8-66.3 %; het-23 (4-core nodes, backgrounds)
-stock 71.8-82.4 %, least-used 64.3-66.1 %. Error predicting the chosen node's use at the
-binding, CPU / memory points: steady-mix 3.0 / 3.1 learned against 13.2 / 12.0 by the
-request rule. Streams 1-12 and run seeds 1-6 were the ones looked at while building it;
-these are others.
+Measured when written (run seeds 31-34, a node's CPU as the lab's kwok serves it, the
+hottest node's mean CPU after a 2-minute warm-up): steady-mix stock 73.8 %, least-used
+71.5-72.4 %; het-22 (2-, 4- and 8-core nodes) stock 91.3-92.0 %, least-used 66.5-69.0 %;
+het-23 (4-core nodes, backgrounds) stock 71.8-82.4 %, least-used 64.5-69.2 %. Error
+predicting the chosen node's use at the binding, CPU / memory points: steady-mix 2.2 / 2.4
+learned against 11.6 / 10.4 by the request rule. Streams 1-12 and run seeds 1-6 were the
+ones looked at while building it; these are others.
 """
 
 from __future__ import annotations
