@@ -169,6 +169,13 @@ def instant(
     if not sh:
         _INSTANT[key] = floor
         return floor
+    # In units of the largest node: memory in bytes put coefficients near 1e10 beside
+    # tiny pods, and HiGHS answered a generated scenario's instant with "Solve error";
+    # the utilisations, all this returns, do not depend on the unit.
+    unit = max(capacity)
+    capacity = [c / unit for c in capacity]
+    background = [b / unit for b in background]
+    sh = tuple((u / unit, k) for u, k in sh)
     m = _Model([], [], [], [], [])
     z = m.col(1.0, 0.0, math.inf)
     y = [[m.col(0.0, 0.0, k, integer=True) for _ in capacity] for _, k in sh]

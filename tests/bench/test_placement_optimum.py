@@ -110,3 +110,17 @@ def test_neither_optimum_is_above_the_contender_on_a_recorded_run(name, contende
         assert inst <= nm.bound + 1e-9 <= nm.value + 2e-9, res
         assert nm.value <= m.of(res).mean + 1e-9, res
         assert 0 <= nm.gap < 1
+
+
+def test_the_per_instant_optimum_does_not_depend_on_the_unit() -> None:
+    """Memory in bytes beside tiny pods (a generated scenario's pods use 0.2x of a small
+    request) is the same programme as in GiB; HiGHS once failed on the bytes."""
+    gib = 2**30
+    caps, bg = [32.0, 4.0, 4.0, 8.0], [3.0, 1.5, 0.25, 2.0]
+    shapes = {0.05: 7, 1.5: 3, 0.4: 11}
+    in_gib = optimum.instant(caps, bg, shapes)
+    in_bytes = optimum.instant(
+        [c * gib for c in caps], [b * gib for b in bg], {u * gib: k for u, k in shapes.items()}
+    )
+    assert in_bytes == pytest.approx(in_gib, abs=1e-9)
+    assert 0 < in_gib <= 1
