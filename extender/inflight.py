@@ -34,7 +34,7 @@ from collections.abc import Mapping
 import msgspec
 
 from .estimate import PodFacts
-from .ledger import Ledger
+from .ledger import Ledger, Placement
 from .model import DEFAULT_SETTLE_SECONDS, LoadSnapshot, PodLoad, Usage
 from .podusage import PodUsage, PodUsageReading, PodUsageStore
 from .workloads import Learner
@@ -207,9 +207,12 @@ class InFlight:
         self._pods: dict[str, Tracked] = {}
         self._by_name: dict[str, str] = {}  # namespace/name -> pod key
         self._owners: dict[str, dict[str, int]] = {}  # controller -> node -> pods
-        self._synced: tuple[LoadSnapshot | None, int] = (None, -1)
+        self._synced: LoadSnapshot | None = None
+        # keys whose recount may have changed since the last sync against the same
+        # snapshot: a request recounts only these, not the whole window (a window that
+        # does not move while pods keep coming made every request O(pods in it))
+        self._dirty: set[str] = set()
         self._departed: dict[str, PodLoad] = {}  # ledger key -> what the departure took off
-        self._version = 0  # bumped by every change a recount reads
         self.taken: dict[str, int] = dict.fromkeys((LEARNED, REQUEST_RULE), 0)
         """How many pods were estimated each way (exported on /metrics)."""
 
@@ -245,10 +248,10 @@ class InFlight:
             self._untrack(key, old)
         self._pods[key] = pod
         self._by_name[pod.name] = key
+        self._dirty.add(key)
         if pod.owner is not None:
             nodes = self._owners.setdefault(pod.owner, {})
             nodes[pod.node] = nodes.get(pod.node, 0) + 1
-        self._version += 1
         while len(self._pods) > self._max:
             oldest = next(iter(self._pods))
             self._untrack(oldest, self._pods[oldest])
@@ -277,7 +280,6 @@ class InFlight:
                     nodes.pop(old.node, None)
                 if not nodes:
                     del self._owners[old.owner]
-        self._version += 1
 
     def expire(self, unconfirmed_before: float) -> None:
         """Forget assumptions older than ``unconfirmed_before`` the watch never confirmed."""
@@ -321,6 +323,8 @@ class InFlight:
         changed = self.store.update(reading)
         for name in changed:
             key = self._by_name.get(name)
+            if key is not None:
+                self._dirty.add(key)
             pod = self._pods.get(key) if key is not None else None
             if pod is None or pod.workload is None:
                 continue
@@ -328,8 +332,6 @@ class InFlight:
             self.learner.observe(
                 pod.workload, Usage(usage.cpu_millis, usage.memory_bytes), usage.at
             )
-        if changed:
-            self._version += 1
         return len(changed)
 
     def how(self, key: str) -> str | None:
@@ -342,37 +344,62 @@ class InFlight:
         return pod.how
 
     def sync(self, ledger: Ledger, snapshot: LoadSnapshot | None) -> None:
-        """Recount what the ledger counts beside ``snapshot``, once per change of
-        snapshot, measurements or pods tracked: every measured pod placed within the
-        reading's window at ``delta_load``, and every departure at ``departed_share`` of
-        what it took off when it left."""
+        """Recount what the ledger counts beside ``snapshot``: every measured pod placed
+        within the reading's window at ``delta_load``, every unmeasured one at
+        ``unheld_load``, and every departure at ``held_share`` of what it took off when
+        it left. A new snapshot recounts the whole window; the same snapshot again only
+        the pods tracked, measured or departed since (what a recount reads of a pod is
+        its own figures and the snapshot's times, nothing of the clock)."""
         if not self.delta or snapshot is None:
             return
-        if self._synced[0] is snapshot and self._synced[1] == self._version:
-            return
         since = snapshot.window_end - snapshot.settle_seconds
+        if self._synced is snapshot:
+            keys, self._dirty = self._dirty, set()
+            for key in keys:
+                placed = ledger.placement(key)
+                if placed is None:
+                    if key in self._pods:
+                        self._dirty.add(key)  # tracked before the ledger holds it
+                    continue
+                if not placed.left and placed.at > since:
+                    self._recount_placed(ledger, key, placed, snapshot)
+            # a departure is a ledger entry of its own: the new ones, at their share
+            for key, gone in ledger.departed_after(since):
+                if key not in self._departed:
+                    self._recount_departure(ledger, key, gone, snapshot)
+            return
+        self._dirty = set()
         for key, placed in ledger.placed_after(since):
-            pod = self._pods.get(key)
-            measured = self.store.get(pod.name) if pod is not None else None
-            if pod is None:
-                continue  # counted as placed: nothing known to correct it with
-            if measured is None:
-                ledger.recount(key, unheld_load(pod.base, placed.at, snapshot))
-                continue
-            load, _ = delta_load(pod.base, measured, placed.at, snapshot)
-            ledger.recount(key, load)
-        full = self._departed
+            self._recount_placed(ledger, key, placed, snapshot)
         seen = set()
         for key, gone in ledger.departed_after(since):
             seen.add(key)
-            whole = full.setdefault(key, gone.load)
-            share = held_share(gone.placed, gone.at, snapshot)
-            usage = Usage(whole.usage.cpu_millis * share, whole.usage.memory_bytes * share)
-            request = Usage(whole.request.cpu_millis * share, whole.request.memory_bytes * share)
-            ledger.recount(key, PodLoad(usage, request, whole.tlp_cpu_millis * share))
-        for key in [k for k in full if k not in seen]:
-            del full[key]
-        self._synced = (snapshot, self._version)
+            self._recount_departure(ledger, key, gone, snapshot)
+        for key in [k for k in self._departed if k not in seen]:
+            del self._departed[key]
+        self._synced = snapshot
+
+    def _recount_placed(
+        self, ledger: Ledger, key: str, placed: Placement, snapshot: LoadSnapshot
+    ) -> None:
+        pod = self._pods.get(key)
+        if pod is None:
+            return  # counted as placed: nothing known to correct it with
+        measured = self.store.get(pod.name)
+        if measured is None:
+            ledger.recount(key, unheld_load(pod.base, placed.at, snapshot))
+            return
+        load, _ = delta_load(pod.base, measured, placed.at, snapshot)
+        ledger.recount(key, load)
+
+    def _recount_departure(
+        self, ledger: Ledger, key: str, gone: Placement, snapshot: LoadSnapshot
+    ) -> None:
+        whole = self._departed.setdefault(key, gone.load)
+        share = held_share(gone.placed, gone.at, snapshot)
+        usage = Usage(whole.usage.cpu_millis * share, whole.usage.memory_bytes * share)
+        request = Usage(whole.request.cpu_millis * share, whole.request.memory_bytes * share)
+        ledger.recount(key, PodLoad(usage, request, whole.tlp_cpu_millis * share))
 
     def in_flight(self, ledger: Ledger, node: str, since: float) -> dict[str, int]:
         """Per estimate kind, the pods counted on ``node`` in the window after ``since``."""
