@@ -22,9 +22,17 @@ ROLES = Path(__file__).resolve().parents[1] / "roles"
 
 
 def _defaults(*roles: str) -> dict[str, Any]:
+    """The roles' defaults, and the argument-spec defaults of variables several roles share
+    but none sets in its defaults (loadwise_image_registry: the roles read it with
+    `| default(...)`, which plain Jinja's strict undefined does not reach inside filters)."""
     merged: dict[str, Any] = {}
     for role in roles:
         merged.update(yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text()))
+        specs = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())
+        for entry in (specs.get("argument_specs") or {}).values():
+            for name, option in (entry.get("options") or {}).items():
+                if name not in merged and "default" in option:
+                    merged[name] = option["default"]
     return merged
 
 

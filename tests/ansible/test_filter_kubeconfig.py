@@ -7,13 +7,19 @@ through ansible-core's Templar, as playbooks/control_plane.yml uses it.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.ansible.plugins import filter_module, render
+from tests.ansible.plugins import filter_module
+
+ROOT = Path(__file__).resolve().parents[2]
 
 choice = filter_module("loadwise_kubeconfig").loadwise_kubeconfig_choice
 
@@ -140,11 +146,34 @@ def test_bad_input_is_named(host_vars: Any, env: Any, named: str) -> None:
 
 
 def test_by_its_full_name_through_ansibles_templar(tmp_path: Path, home: Path) -> None:
+    """In a fresh interpreter: Ansible's plugin loader is set up once per process, and a test
+    before this one in the same worker may have set it up without this collection."""
     k3s = _file(tmp_path / "k3s.yaml")
-    got = render(
-        "{{ host | loadwise.loadwise.loadwise_kubeconfig_choice(env) }}",
-        {"host": {"kubeconfig": str(k3s), "cluster_context": "lab"}, "env": {"KUBECONFIG": ""}},
+    program = (
+        "import json, sys\n"
+        "from tests.ansible.plugins import render\n"
+        "print(json.dumps(render(sys.argv[1], json.loads(sys.argv[2]))))\n"
     )
+    variables = {
+        "host": {"kubeconfig": str(k3s), "cluster_context": "lab"},
+        "env": {"KUBECONFIG": ""},
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            program,
+            "{{ host | loadwise.loadwise.loadwise_kubeconfig_choice(env) }}",
+            json.dumps(variables),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": str(home)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got == {
         "kubeconfig": str(k3s),
         "kubeconfig_from": "kubeconfig (the k3s-ansible inventory variable)",

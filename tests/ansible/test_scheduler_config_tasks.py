@@ -568,9 +568,15 @@ def test_auto_validates_with_the_nodes_own_running_scheduler(tmp_path: Path) -> 
 def test_auto_refuses_what_the_nodes_scheduler_refuses_under_check_too(tmp_path: Path) -> None:
     proc, _calls = _own_scheduler(tmp_path)
     bad = GOOD + "profiles:\n- plugins: {score: {enabled: [{name: LoadwiseUnknown}]}}\n"
+    # without TLS: under --check the certificates TLS names would not be there yet
     for check in ((), ("--check",)):
         out, record = _validate(
-            tmp_path, "kubeadm", bad, *check, loadwise_scheduler_config_proc_dir=str(proc)
+            tmp_path,
+            "kubeadm",
+            bad,
+            *check,
+            loadwise_scheduler_config_proc_dir=str(proc),
+            loadwise_extender_tls_enabled=False,
         )
         assert out.startswith("rc=2"), out
         assert "The scheduler rejects the generated configuration" in out, out
@@ -653,3 +659,22 @@ def test_rollback_forgets_the_validation_record() -> None:
     assert "{{ loadwise_backup_dir }}/VALIDATION" in removals, removals
     validate = (ROOT / "roles/loadwise_scheduler_config/tasks/validate.yml").read_text()
     assert 'dest: "{{ loadwise_backup_dir }}/VALIDATION"' in validate
+
+
+def test_a_first_check_run_says_the_certificates_it_would_write_are_not_there(
+    tmp_path: Path,
+) -> None:
+    """Under --check the extender role writes no certificate, so the node's scheduler would
+    refuse the configuration for the missing files alone: not validated, and said why."""
+    proc, calls = _own_scheduler(tmp_path)
+    out, _record = _validate(
+        tmp_path,
+        "kubeadm",
+        GOOD,
+        "--check",
+        loadwise_scheduler_config_proc_dir=str(proc),
+        loadwise_extender_tls_enabled=True,
+        loadwise_extender_tls_dir=str(tmp_path / "no-tls-here"),
+    )
+    assert out.startswith("rc=0"), out
+    assert "not validated in this check run: the extender certificates" in out, out

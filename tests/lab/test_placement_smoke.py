@@ -30,7 +30,7 @@ def test_smoke_scenario_runs_end_to_end_and_the_extender_avoids_the_hot_node(lab
         results = [run(lab, sc, CONTENDERS[name], tmp_path / "work") for name in CONTENDED]
     finally:
         cleanup(lab)
-    md = report.write(tmp_path / "docs", [sc], results, started="smoke").read_text()
+    md = report.write(tmp_path / "docs", [sc], results).read_text()
     for r in results:
         assert r.error is None, f"{r.contender}: {r.error}"
         assert f"| {r.contender} | {sc.pod_count}/{sc.pod_count} |" in md, md
@@ -96,6 +96,6 @@ def test_a_steady_run_streams_replaces_changes_and_runs_the_descheduler(lab, tmp
     assert log.count(DESCHEDULER_PASSED.decode()) >= 2, log[-2000:]
     row = steady_row(sc, r)
     assert row.over is not None and row.placed == len(r.bound_at)
-    md = report.write(tmp_path / "docs", [sc], [r], started="smoke").read_text()
+    md = report.write(tmp_path / "docs", [sc], [r]).read_text()
     assert "| stock+descheduler | 1 | " in md, md
     assert "hottest node, mean %" in md, md

@@ -424,8 +424,20 @@ def test_a_config_the_scheduler_rejects_is_restored(real_host, real_kube):
     them again. The run fails naming the scheduler's own error. (Only the scheduler config's
     tag, as an operator re-runs one part: the add-ons before it are converged already.)"""
     converged = real_host.sh(FILES)
-    run = real_host.playbook(
+    # By default the node's own kube-scheduler refuses it before any file changes:
+    refused = real_host.playbook(
         "playbooks/site.yml", "--tags", "loadwise_scheduler_config", extra=BROKEN
+    )
+    assert refused.rc != 0, refused.tail()
+    assert "The scheduler rejects the generated configuration" in refused.said, refused.tail()
+    assert "LoadwiseNoSuchPlugin" in refused.said, refused.tail()
+    assert real_host.sh(FILES) == converged
+    # Without that validation the restart finds it, and the previous files come back:
+    run = real_host.playbook(
+        "playbooks/site.yml",
+        "--tags",
+        "loadwise_scheduler_config",
+        extra={**BROKEN, "loadwise_scheduler_config_validate_command": ""},
     )
     assert run.rc != 0, run.tail()
     assert "restored the previous files" in run.said, run.tail()
@@ -455,8 +467,9 @@ def hot_node(real_host, real_kube):
 
 def test_a_node_hot_with_real_load_gets_no_new_pods(real_host, real_kube, hot_node):
     """The issue's point: load measured from real cgroups (kubelet -> metrics-server ->
-    load-watcher -> extender) keeps new pods off the hot node while the cool one takes them;
-    by requests alone the two workers are the same."""
+    load-watcher -> extender) keeps new pods off the hot node while the cool one takes them,
+    but for the one replica that keeps the Deployment on two nodes; by requests alone the
+    two workers are the same."""
     before = request_count_on(real_host, "prioritize"), request_count_on(real_host, "filter")
     since = time.time()
     create_deployment(real_kube, "steered", 10, realnodes.workload())
@@ -467,8 +480,14 @@ def test_a_node_hot_with_real_load_gets_no_new_pods(real_host, real_kube, hot_no
     after = request_count_on(real_host, "prioritize"), request_count_on(real_host, "filter")
     assert after[0] > before[0] and after[1] > before[1], f"extender requests {before} -> {after}"
     why = [e.message for e in scored_events(real_kube, "steered", since=since, at_least=10)]
-    assert where == {COOL: 10}, f"measured {hot_node}; placed {dict(where)}; why: {why}"
-    assert why and all(f"bound to {COOL}" in m for m in why), why
+    # All but one: the hot node is under its threshold (the filter passes it), so one
+    # replica goes there rather than leave the whole Deployment on one node
+    # (docs/contracts.md, "Estimating pods in flight": spreading never puts every pod of a
+    # set on one node while another has room).
+    assert where.get(COOL, 0) == 9 and where.get(HOT, 0) == 1, (
+        f"measured {hot_node}; placed {dict(where)}; why: {why}"
+    )
+    assert why and sum(f"bound to {COOL}" in m for m in why) >= 9, why
 
 
 def burner(signal_name: str) -> None:
