@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol, TypeVar
 
 import msgspec
 
-from ..exceptions import SourceError
+from ..exceptions import KubeError, SourceError
+from ..kubeapi import KubeAPI
 from ..model import LoadSnapshot
 
 __all__ = [
@@ -16,6 +18,7 @@ __all__ = [
     "count_items",
     "count_results",
     "decode_document",
+    "get_from_api",
     "over_node_cap",
 ]
 
@@ -132,3 +135,17 @@ def decode_document(
         return lenient.decode(body)
     except msgspec.DecodeError as exc:  # ValidationError included
         raise SourceError(f"not {what}: {exc}") from None
+
+
+async def get_from_api(api: KubeAPI, path: str, max_bytes: int, what: str) -> bytes:
+    """GET ``path`` from the API server off the event loop, the read stopping at
+    ``max_bytes`` (source.max_response_bytes). The API server is authenticated (the
+    kubeconfig's CA), but for metrics.k8s.io it relays what metrics-server answers (an
+    aggregated API), so the body is as untrusted as any source's. SourceError names
+    ``what`` was being read."""
+    try:
+        return await asyncio.to_thread(
+            api.get, path, max_bytes=max_bytes, cap_name="source.max_response_bytes"
+        )
+    except KubeError as exc:
+        raise SourceError(f"{what}: {exc}") from None

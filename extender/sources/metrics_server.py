@@ -14,7 +14,6 @@ than ``max_stale_seconds`` (``readings.expired``).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -22,7 +21,6 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from ..exceptions import KubeError
 from ..kubeapi import KubeAPI
 from ..model import InvalidReading, LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
 from ..quantity import QuantityError, parse_quantity
@@ -33,6 +31,7 @@ from .base import (
     SourceError,
     count_items,
     decode_document,
+    get_from_api,
     over_node_cap,
 )
 
@@ -171,17 +170,7 @@ class MetricsServerSource:
         self.max_nodes = max_nodes
 
     async def fetch(self) -> LoadSnapshot:
-        # The API server is authenticated (the kubeconfig's CA), but it relays what
-        # metrics-server answers (an aggregated API): the read stops at the cap.
-        try:
-            body = await asyncio.to_thread(
-                self._api.get,
-                PATH,
-                max_bytes=self.max_bytes,
-                cap_name="source.max_response_bytes",
-            )
-        except KubeError as exc:
-            raise SourceError(f"metrics-server: {exc}") from None
+        body = await get_from_api(self._api, PATH, self.max_bytes, "metrics-server")
         infos = self._infos()
         if not infos:
             raise SourceError("metrics-server: node sizes not known yet (node watch not synced)")

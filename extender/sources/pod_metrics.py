@@ -3,15 +3,19 @@ per-container series in Prometheus (``podusage`` parses and checks both)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Protocol
 
 import msgspec
 
-from ..exceptions import KubeError
 from ..kubeapi import KubeAPI
 from ..podusage import PodUsageReading, parse_pod_metrics, parse_pod_vectors
-from .base import DEFAULT_MAX_PODS, DEFAULT_MAX_RESPONSE_BYTES, SourceError, count_items
+from .base import (
+    DEFAULT_MAX_PODS,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    SourceError,
+    count_items,
+    get_from_api,
+)
 from .credentials import Credentials
 from .http import HTTPReader
 
@@ -64,17 +68,8 @@ class PodMetricsSource:
         self.max_pods = max_pods
 
     async def fetch(self) -> PodUsageReading:
-        # the same byte cap as the node readings (source.max_response_bytes), the read
-        # stopping there: a PodMetrics item is some 400 bytes, so 16 MiB holds about 40,000
-        try:
-            body = await asyncio.to_thread(
-                self._api.get,
-                PATH,
-                max_bytes=self.max_bytes,
-                cap_name="source.max_response_bytes",
-            )
-        except KubeError as exc:
-            raise SourceError(f"pod metrics: {exc}") from None
+        # a PodMetrics item is some 400 bytes: the 16 MiB default cap holds about 40,000
+        body = await get_from_api(self._api, PATH, self.max_bytes, "pod metrics")
         count = count_items(body, "a PodMetricsList")
         if count is not None and count > self.max_pods:  # before any item is built
             raise self._too_many(count)
