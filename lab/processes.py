@@ -158,9 +158,31 @@ def log_probe(log: Path, needle: str, offset: int = 0) -> Callable[[], str | Non
 # --------------------------------------------------------------------------- waiting
 
 
-def _timed_out(what: str, timeout: float, last: Exception | None, seen: object) -> NotReady:
-    why = f": {last}" if last else ("" if seen is None else f" (last seen: {seen!r})")
-    return NotReady(f"timed out after {timeout:.0f}s waiting for {what}{why}")
+class _Waiting:
+    """The state of one wait, shared by wait_for and wait_for_async (they differ only in
+    how they call the check and sleep): the deadline, and the last error or falsy value."""
+
+    def __init__(self, what: str, timeout: float, proc_check: Callable[[], None] | None):
+        self.what, self.timeout, self.proc_check = what, timeout, proc_check
+        self.deadline = time.monotonic() + timeout
+        self.last: Exception | None = None
+        self.seen: object = None
+
+    def another_try(self) -> bool:
+        """Whether there is time for another try; proc_check() raises to stop waiting."""
+        if time.monotonic() >= self.deadline:
+            return False
+        if self.proc_check is not None:
+            self.proc_check()
+        return True
+
+    def missed(self, value: object = None, error: Exception | None = None) -> None:
+        self.seen, self.last = value, error
+
+    def timed_out(self) -> NotReady:
+        seen = "" if self.seen is None else f" (last seen: {self.seen!r})"
+        why = f": {self.last}" if self.last else seen
+        return NotReady(f"timed out after {self.timeout:.0f}s waiting for {self.what}{why}")
 
 
 def wait_for(
@@ -173,21 +195,18 @@ def wait_for(
     """Poll check() until it returns a truthy value; raise NotReady naming the last error, or
     the last falsy value check() returned (what was seen is usually the clue). proc_check()
     runs before each try and raises to stop waiting (a process exited: Child.check_running)."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    seen: object = None
-    while time.monotonic() < deadline:
-        if proc_check is not None:
-            proc_check()
+    waiting = _Waiting(what, timeout, proc_check)
+    while waiting.another_try():
         try:
             v = check()
+        except Exception as e:  # noqa: BLE001 - reported if the wait times out
+            waiting.missed(error=e)
+        else:
             if v:
                 return v
-            seen, last = v, None
-        except Exception as e:  # noqa: BLE001 - reported if the wait times out
-            last = e
+            waiting.missed(v)
         time.sleep(interval)
-    raise _timed_out(what, timeout, last, seen)
+    raise waiting.timed_out()
 
 
 async def wait_for_async(
@@ -198,21 +217,18 @@ async def wait_for_async(
     proc_check: Callable[[], None] | None = None,
 ) -> T:
     """wait_for with an awaitable check, sleeping without blocking the event loop."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    seen: object = None
-    while time.monotonic() < deadline:
-        if proc_check is not None:
-            proc_check()
+    waiting = _Waiting(what, timeout, proc_check)
+    while waiting.another_try():
         try:
             v = await check()
+        except Exception as e:  # noqa: BLE001 - reported if the wait times out
+            waiting.missed(error=e)
+        else:
             if v:
                 return v
-            seen, last = v, None
-        except Exception as e:  # noqa: BLE001 - reported if the wait times out
-            last = e
+            waiting.missed(v)
         await asyncio.sleep(interval)
-    raise _timed_out(what, timeout, last, seen)
+    raise waiting.timed_out()
 
 
 # --------------------------------------------------------------------------- stopping
