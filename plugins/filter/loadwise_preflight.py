@@ -18,8 +18,11 @@ from __future__ import annotations
 import base64
 import binascii
 import difflib
+import importlib.util
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 _PEM = re.compile(r"-----BEGIN CERTIFICATE-----(.*?)-----END CERTIFICATE-----", re.DOTALL)
@@ -185,58 +188,35 @@ def loadwise_image_problems(
     return [text for _, text in sorted(problems)]
 
 
-_LOCK_ENTRY = re.compile(r"^(?P<req>[A-Za-z0-9][^\s\\;]*==[^\s\\;]+)\s*(?:;(?P<marker>[^\\]*))?")
-_LOCK_HASH = re.compile(r"--hash=sha256:(?P<hash>[0-9a-f]{64})")
-_TARGET = re.compile(r"^cp(?P<major>\d)(?P<minor>\d{1,2})-(?P<arch>[a-z0-9_]+)$")
-
-
-def _target_environment(target: str) -> dict[str, str]:
-    """The PEP 508 environment of a node target such as cp311-x86_64 (CPython X.Y.0 on Linux),
-    as roles/loadwise_extender/files/locked_requirements.py decides the lock's markers."""
-    match = _TARGET.match(target)
-    if match is None:
-        raise ValueError(f"{target!r} is not a node target like cp311-x86_64")
-    version = f"{match['major']}.{match['minor']}"
-    return {
-        "implementation_name": "cpython",
-        "implementation_version": f"{version}.0",
-        "os_name": "posix",
-        "platform_machine": match["arch"],
-        "platform_python_implementation": "CPython",
-        "platform_release": "",
-        "platform_system": "Linux",
-        "platform_version": "",
-        "python_full_version": f"{version}.0",
-        "python_version": version,
-        "sys_platform": "linux",
-    }
+def _lock_reader() -> ModuleType:
+    """roles/loadwise_extender/files/locked_requirements.py, the one reader of the lock: the
+    role runs it to write each target's entries, an air-gapped operator runs it by hand
+    (docs/ansible.md), and this filter asks it which entries a target installs. The
+    collection keeps plugins/ and roles/ side by side, as this checkout does."""
+    path = Path(__file__).resolve().parents[2] / "roles/loadwise_extender/files"
+    spec = importlib.util.spec_from_file_location(
+        "loadwise_locked_requirements", path / "locked_requirements.py"
+    )
+    if spec is None or spec.loader is None:
+        raise ValueError(f"no lock reader at {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def loadwise_wheelhouse_missing(lock: str, target: str, checksums: Iterable[str]) -> list[str]:
     """The ``name==version`` entries of ``lock`` that ``target`` installs (their markers
     decided for it) and whose recorded sha256s match none of ``checksums`` (the wheelhouse's
-    files), in the lock's order. A lock entry is its requirement line and the --hash lines
-    after it, as ``uv pip compile --generate-hashes`` writes them."""
-    from packaging.markers import Marker  # ansible-core's own dependency, on every controller
-
-    environment = _target_environment(target)
-    have = {str(c).lower() for c in checksums or []}
-    entries: list[tuple[str, str, set[str]]] = []
-    for line in (lock or "").splitlines():
-        entry = _LOCK_ENTRY.match(line)
-        if entry:
-            entries.append((entry["req"], (entry["marker"] or "").strip(), set()))
-        elif entries:
-            entries[-1][2].update(m["hash"] for m in _LOCK_HASH.finditer(line))
-    if not entries:
-        raise ValueError("the lock holds no name==version entry")
-    missing = []
-    for requirement, marker, hashes in entries:
-        if marker and not Marker(marker).evaluate(environment):
-            continue
-        if not hashes & have:
-            missing.append(requirement)
-    return missing
+    files), in the lock's order."""
+    reader = _lock_reader()
+    environment = reader.environment(target)
+    have = {f"--hash=sha256:{c}".lower() for c in checksums or []}
+    return [
+        f"{requirement.name}{requirement.specifier}"
+        for requirement, hashes in reader.entries(lock or "")
+        if (requirement.marker is None or requirement.marker.evaluate(environment))
+        and not {h.lower() for h in hashes} & have
+    ]
 
 
 class FilterModule:
