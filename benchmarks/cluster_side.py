@@ -36,14 +36,14 @@ from typing import Any
 
 import msgspec
 
-from extender import kubeobjects
-from extender.cluster import ClusterWatch
-from extender.config import load_settings
-from extender.events import EventRecorder
-from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
-from extender.service import Extender
-from extender.wire import Node, Pod, decode_args
-from extender.wiring import RecordedPlacements, build_source
+from loadwise.extender import kubeobjects
+from loadwise.extender.cluster import ClusterWatch
+from loadwise.extender.config import load_settings
+from loadwise.extender.events import EventRecorder
+from loadwise.extender.model import LoadSnapshot, NodeLoad, ResourceLoad
+from loadwise.extender.service import Extender
+from loadwise.extender.wire import Node, Pod, decode_args
+from loadwise.extender.wiring import RecordedPlacements, build_source
 
 CONFIGS = ("verbs", "+watch", "+events")
 _pod = msgspec.json.Decoder(Pod)

@@ -5,7 +5,7 @@
     .venv/bin/python -m benchmarks.memory --checkout DIR  # the extender of another tree
 
 What runs (all on loopback): the real extender process (``loadwise-extender``, or
-``python -m extender`` from ``--checkout``) with a file load source, and this process
+``python -m loadwise.extender`` from ``--checkout``) with a file load source, and this process
 as 20 callers. In each round every caller opens a connection and sends one filter
 request whose body is exactly the extender's body limit, all 20 at once, and reads the
 answer; ``--rounds`` rounds (3 by default) per limit, so at most 60 requests. Before
@@ -53,8 +53,8 @@ from benchmarks.prioritize import (
     node_name,
 )
 from benchmarks.procstat import memory_bytes
-from extender.config import NAMES_BODY_BYTES, NODE_BODY_BYTES
 from lab.processes import start_async
+from loadwise.extender.config import NAMES_BODY_BYTES, NODE_BODY_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -199,14 +199,15 @@ def mib(n: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="rounds of 20 callers per limit")
-    ap.add_argument(
-        "--checkout", type=Path, help="run `python -m extender` from this source tree instead"
-    )
+    ap.add_argument("--checkout", type=Path, help="run the extender from this source tree instead")
     args = ap.parse_args(argv)
     env = dict(os.environ)
     if args.checkout:
-        command = [sys.executable, "-m", "extender"]
-        env["PYTHONPATH"] = str(args.checkout.resolve())
+        tree = args.checkout.resolve()
+        # trees from before 0.3.0 hold the extender as the top-level package `extender`
+        package = "loadwise.extender" if (tree / "loadwise").is_dir() else "extender"
+        command = [sys.executable, "-m", package]
+        env["PYTHONPATH"] = str(tree)
         which = f"the extender in {args.checkout}"
     else:
         command = extender_command(sys.executable)

@@ -60,8 +60,8 @@ from typing import Any
 
 import msgspec
 
-from extender import kubeobjects
 from lab.processes import AsyncChild, start_async
+from loadwise.extender import kubeobjects
 
 NODE_COUNTS = (10, 100, 1000)
 MODES = ("names", "full")  # names: nodeCacheCapable true; full: false
@@ -478,7 +478,7 @@ def extender_command(python: str) -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("loadwise-extender")
-    return [found] if found else [python, "-m", "extender"]
+    return [found] if found else [python, "-m", "loadwise.extender"]
 
 
 @dataclass
@@ -553,8 +553,8 @@ def general_extender(argv: list[str]) -> int:
     """``loadwise-extender ARGV`` with the least-used fast path switched off: every
     request takes the general path (per-node states), as before the fast path. Only
     for measuring it side by side; the shipped extender has no such switch."""
-    from extender.cli import main as extender_main
-    from extender.fastpath import LeastUsedFastPath
+    from loadwise.extender.cli import main as extender_main
+    from loadwise.extender.fastpath import LeastUsedFastPath
 
     LeastUsedFastPath.for_policy = classmethod(lambda cls, policy: None)  # type: ignore[method-assign, assignment]
     return extender_main(argv)

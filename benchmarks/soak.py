@@ -6,7 +6,7 @@ does it cost at rest, in a burst and over time?
     .venv/bin/python benchmarks/soak.py --seconds 900      # past the ledger's horizon
     .venv/bin/python benchmarks/soak.py --seconds 3600 --rate 1 --every 600   # a homelab's hour
 
-What runs (all on loopback): the real extender process (``python -m extender``
+What runs (all on loopback): the real extender process (``python -m loadwise.extender``
 from this checkout) with a file load source whose document never changes, and
 ``stale_after_seconds: 0`` so that the static window stays "fresh" for ever, the
 case in which the ledger's window never moves. This process sends prioritize
@@ -46,8 +46,8 @@ import time
 from pathlib import Path
 
 from benchmarks.procstat import cpu_seconds, memory_bytes
-from extender import kubeobjects
 from lab import processes
+from loadwise.extender import kubeobjects
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -134,7 +134,15 @@ def run(args: argparse.Namespace) -> int:
     )
     port = free_port()
     log = work / "extender.log"
-    argv = [sys.executable, "-m", "extender", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "loadwise.extender",
+        "--config",
+        str(cfg),
+        "--listen",
+        f"127.0.0.1:{port}",
+    ]
     proc = processes.start("extender", argv, log=log, append=False, cwd=ROOT)
     try:
         proc.wait_ready(processes.http_probe(f"http://127.0.0.1:{port}/readyz"), 30, interval=0.1)

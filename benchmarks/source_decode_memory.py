@@ -23,8 +23,8 @@ import sys
 import tempfile
 from collections.abc import Callable
 
-from extender.exceptions import SourceError
-from extender.model import NodeInfo
+from loadwise.extender.exceptions import SourceError
+from loadwise.extender.model import NodeInfo
 
 Case = tuple[str, Callable[[int], bytes], Callable[[bytes], object]]
 
@@ -45,7 +45,7 @@ def _fill(head: bytes, unit: Callable[[int], bytes], tail: bytes, size: int) -> 
 
 
 def _node_metrics(body: bytes) -> object:
-    from extender.sources import parse_node_metrics
+    from loadwise.extender.sources import parse_node_metrics
 
     return parse_node_metrics(body, {"n0": NodeInfo("n0", 4000, 8 * 2**30)})
 
@@ -54,7 +54,7 @@ def _pod_metrics(body: bytes) -> object:
     import asyncio
     from typing import Any, cast
 
-    from extender.sources.pod_metrics import PodMetricsSource
+    from loadwise.extender.sources.pod_metrics import PodMetricsSource
 
     class _Served:  # what KubeAPI.get answers once it has read the body within the cap
         def get(self, path: str, **_caps: object) -> bytes:
@@ -64,13 +64,13 @@ def _pod_metrics(body: bytes) -> object:
 
 
 def _watcher(body: bytes) -> object:
-    from extender.sources import parse_watcher
+    from loadwise.extender.sources import parse_watcher
 
     return parse_watcher(body)
 
 
 def _prometheus(body: bytes) -> object:
-    from extender.sources.prometheus import parse_vector
+    from loadwise.extender.sources.prometheus import parse_vector
 
     return parse_vector(body, "instance")
 

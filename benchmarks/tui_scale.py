@@ -22,14 +22,14 @@ from datetime import UTC, datetime, timedelta
 
 from textual.pilot import Pilot
 
-from tui.app import LoadwiseApp, make_app
-from tui.model import ClusterModel
-from tui.objects import Resources, Usage
-from tui.screens import MainScreen
-from tui.sources import changes as ch
-from tui.sources.recorded import RecordedSource
-from tui.sources.synthetic import synthetic_cluster
-from tui.widgets import NodesTable
+from loadwise.tui.app import LoadwiseApp, make_app
+from loadwise.tui.model import ClusterModel
+from loadwise.tui.objects import Resources, Usage
+from loadwise.tui.screens import MainScreen
+from loadwise.tui.sources import changes as ch
+from loadwise.tui.sources.recorded import RecordedSource
+from loadwise.tui.sources.synthetic import synthetic_cluster
+from loadwise.tui.widgets import NodesTable
 
 NOW = datetime(2026, 5, 4, 10, 30, tzinfo=UTC)
 

@@ -22,7 +22,7 @@ Modules, by what they hold:
 - ``wiring``     the composition root: ``build_extender(settings)``
 
 The names below are the public API. Only the exceptions are imported eagerly: the
-rest load on first use, so ``import extender.quantity`` (the TUI does) stays cheap.
+rest load on first use, so ``import loadwise.extender.quantity`` (the TUI does) stays cheap.
 """
 
 from __future__ import annotations
@@ -90,5 +90,5 @@ __all__ = [
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'extender' has no attribute {name!r}")
+        raise AttributeError(f"module 'loadwise.extender' has no attribute {name!r}")
     return getattr(importlib.import_module(f".{module}", __name__), name)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from extender import kubeobjects
-from extender.quantity import parse_quantity as _parse_quantity
+from loadwise.extender import kubeobjects
+from loadwise.extender.quantity import parse_quantity as _parse_quantity
 
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 BG_CPU = "loadwise.dev/background-cpu-cores"

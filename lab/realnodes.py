@@ -33,12 +33,12 @@ from typing import Any
 
 import yaml
 
-from extender.kubeobjects import container, pod_template
 from lab.fakenodes import parse_quantity
 from lab.hosts import GROUPS, SSH_OPTIONS, AnsibleHost
 from lab.kubeclient import AdminClient
 from lab.peek import Container
 from lab.processes import LabError, wait_for
+from loadwise.extender.kubeobjects import container, pod_template
 
 HERE = Path(__file__).resolve().parent
 BUILD_IMAGE = HERE / "nodes" / "kubeadm" / "build-image"

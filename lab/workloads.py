@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from extender.kubeobjects import container, pod_template
 from lab.fakenodes import USAGE_CPU, USAGE_MEMORY
 from lab.processes import http_probe, wait_for
+from loadwise.extender.kubeobjects import container, pod_template
 
 
 def wait_ready(

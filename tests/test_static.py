@@ -31,7 +31,10 @@ def test_mypy_strict_is_clean() -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [("check", "extender", "tui", "lab", "tests", "benchmarks"), ("format", "--check", ".")],
+    [
+        ("check", "extender", "tui", "loadwise", "lab", "tests", "benchmarks"),
+        ("format", "--check", "."),
+    ],
     ids=["check", "format"],
 )
 def test_ruff_is_clean(args: tuple[str, ...]) -> None:
@@ -67,14 +70,29 @@ def _packages(root: Path) -> list[str]:
     return sorted(init.parent.name for init in root.glob("*/__init__.py"))
 
 
+def _linked(root: Path, packages: list[str]) -> dict[str, str]:
+    """Directories imported under another package's name: `loadwise/extender` links to
+    `extender/`, so the modules in `extender/` are `loadwise.extender.*`."""
+    names: dict[str, str] = {}
+    for package in packages:
+        for link in (root / package).iterdir():
+            if link.is_symlink() and link.is_dir():
+                names[link.resolve().relative_to(root.resolve()).as_posix()] = (
+                    f"{package}.{link.name}"
+                )
+    return names
+
+
 def _cycle(root: Path, packages: list[str]) -> list[str] | None:
     """An import cycle among the modules of `packages`, as the modules along it; None when
     there is none. An import inside a function counts like one at the top: it only defers
     the cycle to the first call."""
+    linked = _linked(root, packages)
     files: dict[str, Path] = {}
     for package in packages:
         for path in (root / package).rglob("*.py"):
             parts = path.relative_to(root).with_suffix("").parts
+            parts = (*linked.get(parts[0], parts[0]).split("."), *parts[1:])
             files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     graph = {module: _imports(module, path, set(files)) for module, path in files.items()}
     try:
@@ -92,8 +110,45 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 
 def test_the_cycle_check_covers_every_package() -> None:
-    # A package that lost its __init__.py would drop out of the check silently.
-    assert {"benchmarks", "extender", "lab", "tests", "tui"} <= set(_packages(ROOT))
+    # A package that lost its __init__.py would drop out of the check silently, and so
+    # would the shipped modules if they were not named as they are imported.
+    assert {"benchmarks", "extender", "lab", "loadwise", "tests", "tui"} <= set(_packages(ROOT))
+    assert _linked(ROOT, _packages(ROOT)) == {
+        "extender": "loadwise.extender",
+        "tui": "loadwise.tui",
+    }
+
+
+def _top_level_imports(path: Path) -> list[str]:
+    """Where `path` imports the shipped packages by their source-tree names."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        else:
+            continue
+        found += [
+            f"{path.relative_to(ROOT)}:{node.lineno}"
+            for name in names
+            if name.split(".")[0] in ("extender", "tui")
+        ]
+    return found
+
+
+def test_nothing_imports_the_shipped_packages_by_their_directory_names() -> None:
+    """The wheel installs `loadwise.extender` and `loadwise.tui` only: `import extender`
+    works in this checkout (its root is on the path) and nowhere else."""
+    paths = [
+        path
+        for package in _packages(ROOT)
+        if package != "loadwise"
+        for path in (ROOT / package).rglob("*.py")
+    ]
+    paths += [*(ROOT / "plugins").rglob("*.py"), *(ROOT / "roles").rglob("*.py")]
+    offenders = [hit for path in paths for hit in _top_level_imports(path)]
+    assert offenders == []
 
 
 def test_the_cycle_check_finds_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.config import Settings
-from extender.policies import POLICY_NAMES
+from loadwise.extender.config import Settings
+from loadwise.extender.policies import POLICY_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = sorted(p for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir())

@@ -7,7 +7,7 @@
                                    `extender.kubeapi.KubeError`, so the shared
                                    `extender.reflector.Reflector` retries it)
 
-The first two stop `loadwise-tui` before the dashboard opens: `tui.cli` prints the message
+The first two stop `loadwise-tui` before the dashboard opens: `loadwise.tui.cli` prints the message
 and returns `exit_code` (2, like a usage error: the fix is in the command line or the
 kubeconfig). `ApiError` normally never leaves the Kubernetes source: it becomes an
 `ApiUnreachable` change (a red banner, and a retry with backoff) or, from metrics.k8s.io,
@@ -16,7 +16,7 @@ a `MetricsUnavailable` notice.
 
 from __future__ import annotations
 
-from extender.kubeapi import KubeError
+from loadwise.extender.kubeapi import KubeError
 
 __all__ = ["ApiError", "KubeconfigError", "LoadwiseTuiError", "RecordedClusterError"]
 

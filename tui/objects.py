@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from extender.quantity import INT64_MAX
+from loadwise.extender.quantity import INT64_MAX
 
 from .quantity import cpu_millicores, memory_bytes
 from .untrusted import clean

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from extender.quantity import INT64_MAX, QuantityError, parse_quantity
+from loadwise.extender.quantity import INT64_MAX, QuantityError, parse_quantity
 
 __all__ = [
     "MAX_TEXT",

@@ -264,14 +264,14 @@ def extender_settings(
 
 
 def _start_extender(contender: Contender, lab: Lab, workdir: Path) -> Child:
-    """``python -m extender`` from this checkout (not whatever ``loadwise-extender`` the
+    """``python -m loadwise.extender`` from this checkout (not whatever ``loadwise-extender`` the
     virtualenv's install points at), waited for until ``/readyz`` answers 200."""
     config = workdir / f"{contender.name}.extender.yaml"
     settings = extender_settings(contender, lab.load_watcher_url, lab.kubeconfig)
     # each decision's predicted node use: benchmarks/placement/prediction.py reads it
     settings["estimator"] = {"decision_log": str(workdir / f"{contender.name}.decisions.jsonl")}
     config.write_text(yaml.safe_dump(settings))
-    argv = [sys.executable, "-m", "extender", "--config", str(config)]
+    argv = [sys.executable, "-m", "loadwise.extender", "--config", str(config)]
     log = workdir / f"{contender.name}.extender.log"
     return _ready(contender, start(f"{contender.name}: the extender", argv, log=log, cwd=REPO))
 

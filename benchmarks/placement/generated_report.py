@@ -32,7 +32,7 @@ from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Scenario
 from benchmarks.placement.steady_measures import RESOURCES, Settings, Timeline, slices
 from benchmarks.placement.steady_report import timeline_of
-from extender.estimate import TLP_TARGET_UTILIZATION
+from loadwise.extender.estimate import TLP_TARGET_UTILIZATION
 
 TLP_TARGET = TLP_TARGET_UTILIZATION / 100
 BASELINE = "stock"

@@ -53,11 +53,11 @@ import yaml
 from benchmarks.placement.exceptions import RunError
 from benchmarks.placement.scenario import Node, Scenario, Workload
 from benchmarks.procstat import cpu_seconds
-from extender import kubeobjects
 from lab import Lab, LabError, prometheus, rendered
 from lab.components import start_load_watcher
 from lab.fakenodes import USAGE_CPU, USAGE_MEMORY, NodeSpec, node_object, plain_number
 from lab.processes import stop_child, wait_for
+from loadwise.extender import kubeobjects
 
 BENCH_LABEL = "loadwise.dev/bench"
 NAMESPACE = "default"

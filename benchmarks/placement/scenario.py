@@ -39,8 +39,8 @@ import msgspec
 import yaml
 
 from benchmarks.placement.exceptions import ScenarioError
-from extender.exceptions import QuantityError
-from extender.quantity import parse_quantity
+from loadwise.extender.exceptions import QuantityError
+from loadwise.extender.quantity import parse_quantity
 
 SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 

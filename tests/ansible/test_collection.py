@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tarfile
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ CACHES = (
 TOP_LEVEL = {
     "MANIFEST.json", "FILES.json", "LICENSE", "README.md", "CHANGELOG.md", ".yamllint",
     "pyproject.toml", "requirements.yml", "inventory.example",
-    "meta", "playbooks", "plugins", "roles", "extender", "tui", "docs", "tests",
+    "meta", "playbooks", "plugins", "roles", "extender", "tui", "loadwise", "docs", "tests",
 }  # fmt: skip
 
 
@@ -181,6 +182,26 @@ def test_the_tarball_holds_the_installer_and_the_source_of_the_wheel(
         assert "__pycache__" not in name and not name.endswith(".pyc"), name
         # the repository's link back to itself stays out (it would nest the collection)
         assert not name.startswith("playbooks/collections"), name
+
+
+def test_the_wheel_built_from_the_installed_collection_holds_one_package(
+    installed: dict[str, Path], tmp_path: Path
+) -> None:
+    """The wheel the extender role builds (pip wheel of the installed collection, as in
+    roles/loadwise_extender/tasks/build.yml) installs one top-level package, `loadwise`,
+    with both halves in it: the links in loadwise/ survive the tarball."""
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
+         str(tmp_path), str(installed["collections"] / "ansible_collections/loadwise/loadwise")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = tmp_path.glob("loadwise-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/", 1)[0] for name in names}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"loadwise"}
+    for module in ("loadwise/__init__.py", "loadwise/extender/cli.py", "loadwise/tui/cli.py"):
+        assert module in names, module
 
 
 @pytest.mark.parametrize("playbook", ["site", "rollback"])

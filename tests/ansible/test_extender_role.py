@@ -407,7 +407,7 @@ def _render(tmp_path: Path, *extra: str) -> Path:
 def test_max_stale_seconds_reaches_the_extender(tmp_path: Path) -> None:
     """Set in the inventory (a string there, as an INI inventory gives it), it is in the file
     the role writes and the extender's own loader reads it as that many seconds."""
-    from extender.config import load_settings
+    from loadwise.extender.config import load_settings
 
     dest = _render(tmp_path, *FILE_SOURCE, "-e", "loadwise_extender_max_stale_seconds=900")
     assert yaml.safe_load(dest.read_text())["source"]["max_stale_seconds"] == 900
@@ -415,7 +415,7 @@ def test_max_stale_seconds_reaches_the_extender(tmp_path: Path) -> None:
 
 
 def test_max_stale_seconds_unset_leaves_the_extenders_default(tmp_path: Path) -> None:
-    from extender.config import load_settings
+    from loadwise.extender.config import load_settings
 
     dest = _render(tmp_path, *FILE_SOURCE, "-e", "loadwise_extender_stale_after_seconds=700")
     assert "max_stale_seconds" not in yaml.safe_load(dest.read_text())["source"]
@@ -427,7 +427,7 @@ def test_max_stale_seconds_unset_leaves_the_extenders_default(tmp_path: Path) ->
 def test_filter_enabled_reaches_the_extender(tmp_path: Path, enabled: bool) -> None:
     """The same variable that drops the scheduler's filter verb (tests/ansible/
     test_scheduler_config_tls.py) tells the extender to score those nodes lowest instead."""
-    from extender.config import load_settings
+    from loadwise.extender.config import load_settings
 
     dest = _render(tmp_path, *FILE_SOURCE, "-e", f"loadwise_filter_enabled={str(enabled).lower()}")
     assert load_settings(dest).filter.enabled is enabled

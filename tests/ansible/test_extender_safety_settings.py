@@ -12,7 +12,7 @@ from tests.ansible.test_extender_role import FILE_SOURCE, _render
 
 
 def test_the_defaults_enforce_and_opt_no_namespace_out(tmp_path: Path) -> None:
-    from extender.config import load_settings
+    from loadwise.extender.config import load_settings
 
     dest = _render(tmp_path, *FILE_SOURCE)
     settings = load_settings(dest)
@@ -20,7 +20,7 @@ def test_the_defaults_enforce_and_opt_no_namespace_out(tmp_path: Path) -> None:
 
 
 def test_observe_mode_and_ignored_namespaces_reach_the_extender(tmp_path: Path) -> None:
-    from extender.config import load_settings
+    from loadwise.extender.config import load_settings
 
     chosen = {"loadwise_extender_mode": "observe", "loadwise_extender_ignore_namespaces": ["batch"]}
     dest = _render(tmp_path, *FILE_SOURCE, "-e", json.dumps(chosen))

@@ -37,7 +37,7 @@ def test_the_version_is_written_once_per_tool_and_equal() -> None:
     assert "version" not in project, "pyproject.toml: the version comes from [tool.hatch.version]"
     assert "version" in project["dynamic"]
     assert PYPROJECT["tool"]["hatch"]["version"]["path"] == "extender/__init__.py"
-    import extender
+    from loadwise import extender
 
     assert extender.__version__ == _python_version()
     assert str(GALAXY["version"]) == _python_version()

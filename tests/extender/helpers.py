@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
-from extender import kubeobjects
-from extender.model import LoadSnapshot, NodeInfo, NodeLoad, NodeState, ResourceLoad, Usage
-from extender.wire import Node, Pod
+from loadwise.extender import kubeobjects
+from loadwise.extender.model import LoadSnapshot, NodeInfo, NodeLoad, NodeState, ResourceLoad, Usage
+from loadwise.extender.wire import Node, Pod
 
 GI = 1024**3
 MI = 1024**2

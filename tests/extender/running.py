@@ -47,7 +47,7 @@ LOAD = {"n1": (20.0, 30.0), "n2": (5.0, 95.0), "n3": (10.0, 20.0)}
 
 def extender_command() -> list[str]:
     script = Path(sys.executable).parent / "loadwise-extender"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "extender"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "loadwise.extender"]
 
 
 def free_port() -> int:

@@ -40,13 +40,13 @@ from typing import Any
 
 import msgspec
 
-from extender import kubeobjects
-from extender.cluster import ClusterWatch
-from extender.config import load_settings
-from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
-from extender.podusage import PodUsage, PodUsageReading
-from extender.service import Extender
-from extender.wire import Node, Pod, decode_args
+from loadwise.extender import kubeobjects
+from loadwise.extender.cluster import ClusterWatch
+from loadwise.extender.config import load_settings
+from loadwise.extender.model import LoadSnapshot, NodeLoad, ResourceLoad
+from loadwise.extender.podusage import PodUsage, PodUsageReading
+from loadwise.extender.service import Extender
+from loadwise.extender.wire import Node, Pod, decode_args
 
 MI = 1024**2
 GI = 1024**3

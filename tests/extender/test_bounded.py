@@ -3,12 +3,12 @@
 import json
 import time
 
-from extender import service
-from extender.config import load_settings
-from extender.ledger import Ledger
-from extender.model import LoadSnapshot, NodeLoad, PodLoad, ResourceLoad, Usage
-from extender.service import Extender, ledger_horizon
-from extender.wire import decode_args
+from loadwise.extender import service
+from loadwise.extender.config import load_settings
+from loadwise.extender.ledger import Ledger
+from loadwise.extender.model import LoadSnapshot, NodeLoad, PodLoad, ResourceLoad, Usage
+from loadwise.extender.service import Extender, ledger_horizon
+from loadwise.extender.wire import decode_args
 
 from .helpers import StaticSource, container, node_json, pod_json
 

@@ -10,8 +10,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from extender.config import load_settings
-from extender.wiring import build_extender
+from loadwise.extender.config import load_settings
+from loadwise.extender.wiring import build_extender
 
 from .helpers import container, node_json, pod_json
 
@@ -176,7 +176,7 @@ async def test_watch_metrics_server_and_events(fake):
         await wait_for(lambda: ext.cluster.facts().pod_counts.get("a") == 1, "watched pod")
         assert ext.ledger.pending()["a"].pods == 1
 
-        from extender.wire import decode_args
+        from loadwise.extender.wire import decode_args
 
         args = decode_args(
             json.dumps(
@@ -228,7 +228,7 @@ def test_a_watch_that_fails_after_the_loop_closed_stays_quiet():
     """At shutdown the watch threads (daemons) can still be in a request when the event loop
     closes; the failure they then report has nowhere to go and must not raise in the thread
     (it did: RuntimeError "Event loop is closed", as an unhandled thread exception)."""
-    from extender.cluster import ClusterWatch
+    from loadwise.extender.cluster import ClusterWatch
 
     watch = ClusterWatch(None, estimator=None, tlp=None, placements=None)  # type: ignore[arg-type]
     loop = asyncio.new_event_loop()

@@ -2,11 +2,11 @@
 
 import msgspec
 
-from extender.cluster import ClusterWatch
-from extender.estimate import EstimatorArgs, TLPArgs
-from extender.ledger import Ledger
-from extender.model import PodLoad
-from extender.wire import Node, Pod
+from loadwise.extender.cluster import ClusterWatch
+from loadwise.extender.estimate import EstimatorArgs, TLPArgs
+from loadwise.extender.ledger import Ledger
+from loadwise.extender.model import PodLoad
+from loadwise.extender.wire import Node, Pod
 
 from .helpers import container, node_json, pod_json
 
@@ -51,7 +51,7 @@ def test_the_totals_follow_every_add_move_and_delete_as_a_full_sum_would():
     equals the sum over every pod, and an object handed out earlier keeps its figures."""
     import random
 
-    from extender.estimate import pod_load
+    from loadwise.extender.estimate import pod_load
 
     rng = random.Random(7)
     watch = _watch()

@@ -1,7 +1,7 @@
 import pytest
 
-from extender.cli import build_parser, main, overrides_from
-from extender.config import ConfigError, load_settings
+from loadwise.extender.cli import build_parser, main, overrides_from
+from loadwise.extender.config import ConfigError, load_settings
 
 
 def test_defaults():
@@ -62,7 +62,7 @@ def test_bad_config_fails_with_the_key_named(tmp_path, text, message):
 
 
 def test_the_policy_is_parsed_once_on_load_and_kept():
-    from extender.policies import POLICY_NAMES, LeastUsed
+    from loadwise.extender.policies import POLICY_NAMES, LeastUsed
 
     s = load_settings(
         None,
@@ -123,13 +123,13 @@ def test_help_lists_the_exit_codes(capsys):
 
 
 def test_every_error_is_a_loadwise_error():
-    from extender import exceptions
-    from extender.config import ConfigError as FromConfig
-    from extender.kubeapi import KubeError as FromKubeapi
-    from extender.policies import PolicyError as FromPolicies
-    from extender.quantity import QuantityError as FromQuantity
-    from extender.sources import SourceError as FromSources
-    from extender.wire import WireError as FromWire
+    from loadwise.extender import exceptions
+    from loadwise.extender.config import ConfigError as FromConfig
+    from loadwise.extender.kubeapi import KubeError as FromKubeapi
+    from loadwise.extender.policies import PolicyError as FromPolicies
+    from loadwise.extender.quantity import QuantityError as FromQuantity
+    from loadwise.extender.sources import SourceError as FromSources
+    from loadwise.extender.wire import WireError as FromWire
 
     for cls in (FromConfig, FromKubeapi, FromPolicies, FromQuantity, FromSources, FromWire):
         assert issubclass(cls, exceptions.LoadwiseError)

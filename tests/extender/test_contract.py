@@ -1,8 +1,8 @@
 """The Event contract (docs/contracts.md) holds between the two ends: what the
 extender records is what the dashboard reads."""
 
-from extender.events import Decision, build_event
-from tui.objects import parse_event
+from loadwise.extender.events import Decision, build_event
+from loadwise.tui.objects import parse_event
 
 
 def test_dashboard_reads_the_extenders_event():

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from extender.decide import (
+from loadwise.extender.decide import (
     DEFAULT_THRESHOLDS,
     best,
     filter_nodes,
@@ -16,9 +16,9 @@ from extender.decide import (
     prioritize,
     to_priorities,
 )
-from extender.estimate import PodFacts
-from extender.model import NodeInfo, NodeState, Usage
-from extender.policies import NodeScore
+from loadwise.extender.estimate import PodFacts
+from loadwise.extender.model import NodeInfo, NodeState, Usage
+from loadwise.extender.policies import NodeScore
 
 from .helpers import state
 

@@ -6,7 +6,7 @@ import re
 import msgspec
 import pytest
 
-from extender.estimate import (
+from loadwise.extender.estimate import (
     EstimatorArgs,
     TLPArgs,
     check_pod,
@@ -17,8 +17,8 @@ from extender.estimate import (
     pod_requests,
     predict_tlp_cpu,
 )
-from extender.exceptions import QuantityError
-from extender.wire import Pod
+from loadwise.extender.exceptions import QuantityError
+from loadwise.extender.wire import Pod
 
 from .helpers import container, pod
 

@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from extender import kubeobjects
-from extender.config import load_settings
-from extender.exceptions import ConfigError
-from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
-from extender.podusage import PodUsage, PodUsageReading
-from extender.service import Extender
-from extender.sources.pod_metrics import PodMetricsSource, PrometheusPodUsageSource
-from extender.wire import decode_args
-from extender.wiring import build_pod_usage
+from loadwise.extender import kubeobjects
+from loadwise.extender.config import load_settings
+from loadwise.extender.exceptions import ConfigError
+from loadwise.extender.model import LoadSnapshot, NodeLoad, ResourceLoad
+from loadwise.extender.podusage import PodUsage, PodUsageReading
+from loadwise.extender.service import Extender
+from loadwise.extender.sources.pod_metrics import PodMetricsSource, PrometheusPodUsageSource
+from loadwise.extender.wire import decode_args
+from loadwise.extender.wiring import build_pod_usage
 
 from .test_herding import FakeClock, Notes
 
@@ -313,8 +313,8 @@ def test_spreading_never_sends_a_replica_onto_the_memory_hog(fast):
 def test_fast_and_general_paths_agree_with_spreading_among_the_near_best(monkeypatch):
     """As above with the default (``estimator.spread_weight`` 0): the near-best term alone,
     which moved some of the fast path's answers."""
-    from extender import fastpath
-    from extender.policies.spread import near_best
+    from loadwise.extender import fastpath
+    from loadwise.extender.policies.spread import near_best
 
     moved = []
 

@@ -4,7 +4,7 @@ import json
 import msgspec
 from msgspec.structs import replace
 
-from extender.events import (
+from loadwise.extender.events import (
     ANNOTATION,
     REASON,
     Decision,
@@ -16,7 +16,7 @@ from extender.events import (
     parse_decision,
     with_candidates,
 )
-from extender.exceptions import KubeError
+from loadwise.extender.exceptions import KubeError
 
 
 def test_message_and_annotation_round_trip():
@@ -161,7 +161,7 @@ def test_message_says_where_the_pod_went_and_why_not_the_favourite():
 
 
 def _pod(uid, node):
-    from extender.wire import Pod
+    from loadwise.extender.wire import Pod
 
     from .helpers import container, pod_json
 
@@ -171,10 +171,10 @@ def _pod(uid, node):
 
 
 async def test_bound_comes_from_the_pod_watch_and_does_not_wait_longer():
-    from extender.cluster import ClusterWatch
-    from extender.estimate import EstimatorArgs, TLPArgs
-    from extender.ledger import Ledger
-    from extender.wiring import RecordedPlacements
+    from loadwise.extender.cluster import ClusterWatch
+    from loadwise.extender.estimate import EstimatorArgs, TLPArgs
+    from loadwise.extender.ledger import Ledger
+    from loadwise.extender.wiring import RecordedPlacements
 
     posted = []
     rec = EventRecorder(
@@ -225,7 +225,7 @@ async def test_without_a_binding_no_event_goes_after_the_bounded_wait():
 
 
 def test_pending_pods_are_capped_and_counted_and_shown_as_a_gauge():
-    from extender.metrics import Metrics
+    from loadwise.extender.metrics import Metrics
 
     outcomes = []
     rec = EventRecorder(
@@ -246,10 +246,10 @@ def test_a_full_recorder_changes_no_answer_and_counts_each_note_it_could_not_tak
     # full, each verb's note about a new pod is counted as dropped, as note() would.
     import time
 
-    from extender.config import load_settings
-    from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
-    from extender.service import Extender
-    from extender.wire import decode_args
+    from loadwise.extender.config import load_settings
+    from loadwise.extender.model import LoadSnapshot, NodeLoad, ResourceLoad
+    from loadwise.extender.service import Extender
+    from loadwise.extender.wire import decode_args
 
     from .helpers import StaticSource, container, node_json, pod_json
 

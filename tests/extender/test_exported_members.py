@@ -12,16 +12,16 @@ import pkgutil
 
 import pytest
 
-import extender
+from loadwise import extender
 
 MODULES = sorted(
     info.name
-    for info in pkgutil.walk_packages(extender.__path__, "extender.")
+    for info in pkgutil.walk_packages(extender.__path__, "loadwise.extender.")
     if not info.name.endswith("__main__")
 )
 
 
-@pytest.mark.parametrize("name", ["extender", *MODULES])
+@pytest.mark.parametrize("name", ["loadwise.extender", *MODULES])
 def test_all_is_true_and_complete(name):
     module = importlib.import_module(name)
     exported = getattr(module, "__all__", None)
@@ -42,7 +42,7 @@ def test_all_is_true_and_complete(name):
 
 def test_the_package_exports_what_the_cli_and_the_tui_use():
     assert set(extender.__all__) >= {"Extender", "Reflector", "Backoff", "LoadwiseError"}
-    from extender.quantity import QuantityError, parse_quantity  # tui/quantity.py
+    from loadwise.extender.quantity import QuantityError, parse_quantity  # tui/quantity.py
 
     assert QuantityError is extender.QuantityError and callable(parse_quantity)
 
@@ -55,7 +55,7 @@ def test_names_imported_across_modules_are_exported():
     root = Path(extender.__file__).parent
     problems = []
     for path in root.rglob("*.py"):
-        package = ".".join(("extender", *path.relative_to(root).with_suffix("").parts))
+        package = ".".join(("loadwise", "extender", *path.relative_to(root).with_suffix("").parts))
         if path.name == "__init__.py":
             package = package.rsplit(".", 1)[0] + ".__init__"
         for node in ast.walk(ast.parse(path.read_text())):

@@ -7,18 +7,18 @@ import time
 import msgspec
 import pytest
 
-from extender.config import load_settings
-from extender.decide import to_priorities
-from extender.estimate import PodFacts, pod_facts
-from extender.events import ANNOTATION, EventRecorder
-from extender.fastpath import LeastUsedFastPath
-from extender.fastpath import _priorities as fast_priorities
-from extender.fastpath import _winner as fast_winner
-from extender.ledger import Ledger, NodeTotals, Pending
-from extender.model import LoadSnapshot, NodeInfo, NodeLoad, PodLoad, ResourceLoad, Usage
-from extender.policies import LeastUsed
-from extender.service import Extender
-from extender.wire import decode_args
+from loadwise.extender.config import load_settings
+from loadwise.extender.decide import to_priorities
+from loadwise.extender.estimate import PodFacts, pod_facts
+from loadwise.extender.events import ANNOTATION, EventRecorder
+from loadwise.extender.fastpath import LeastUsedFastPath
+from loadwise.extender.fastpath import _priorities as fast_priorities
+from loadwise.extender.fastpath import _winner as fast_winner
+from loadwise.extender.ledger import Ledger, NodeTotals, Pending
+from loadwise.extender.model import LoadSnapshot, NodeInfo, NodeLoad, PodLoad, ResourceLoad, Usage
+from loadwise.extender.policies import LeastUsed
+from loadwise.extender.service import Extender
+from loadwise.extender.wire import decode_args
 
 from .helpers import GI, MI, StaticSource, container, node_json, pod_json
 

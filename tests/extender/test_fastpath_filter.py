@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
-from extender.config import load_settings
-from extender.decide import filter_nodes
-from extender.estimate import PodFacts
-from extender.events import ANNOTATION, EventRecorder
-from extender.exemptions import (
+from loadwise.extender.config import load_settings
+from loadwise.extender.decide import filter_nodes
+from loadwise.extender.estimate import PodFacts
+from loadwise.extender.events import ANNOTATION, EventRecorder
+from loadwise.extender.exemptions import (
     CONFIG_MIRROR_ANNOTATION,
     CONFIG_SOURCE_ANNOTATION,
     IGNORE_ANNOTATION,
 )
-from extender.fastpath import LeastUsedFastPath
-from extender.ledger import Ledger
-from extender.model import (
+from loadwise.extender.fastpath import LeastUsedFastPath
+from loadwise.extender.ledger import Ledger
+from loadwise.extender.model import (
     CPU_THRESHOLD_KEY,
     MEMORY_THRESHOLD_KEY,
     LoadSnapshot,
@@ -38,10 +38,10 @@ from extender.model import (
     ResourceLoad,
     Usage,
 )
-from extender.nodestate import build_states
-from extender.policies import LeastUsed
-from extender.service import Extender
-from extender.wire import decode_args, encode
+from loadwise.extender.nodestate import build_states
+from loadwise.extender.policies import LeastUsed
+from loadwise.extender.service import Extender
+from loadwise.extender.wire import decode_args, encode
 
 from .helpers import GI, MI, StaticSource, container, node_json, pod_json
 

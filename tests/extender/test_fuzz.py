@@ -29,13 +29,13 @@ from aiohttp import web
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from extender.config import load_settings
-from extender.estimate import check_pod
-from extender.exceptions import QuantityError, WireError
-from extender.server import make_app
-from extender.service import Extender
-from extender.sources import LoadFileSource
-from extender.wire import decode_args
+from loadwise.extender.config import load_settings
+from loadwise.extender.estimate import check_pod
+from loadwise.extender.exceptions import QuantityError, WireError
+from loadwise.extender.server import make_app
+from loadwise.extender.service import Extender
+from loadwise.extender.sources import LoadFileSource
+from loadwise.extender.wire import decode_args
 
 from .helpers import container, node_json, pod_json
 from .test_sources import WATCHER_METRICS_SERVER

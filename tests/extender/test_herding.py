@@ -9,17 +9,17 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestServer
 
-from extender.cluster import ClusterWatch
-from extender.config import load_settings
-from extender.estimate import demand_after, pod_facts, pod_load
-from extender.events import Decision
-from extender.exceptions import SourceError
-from extender.ledger import Ledger
-from extender.model import LoadSnapshot, PodLoad, Usage
-from extender.nodestate import ClusterFacts, build_states
-from extender.server import make_app
-from extender.service import NEUTRAL_PRIORITY, Extender
-from extender.wire import Node, Pod, decode_args
+from loadwise.extender.cluster import ClusterWatch
+from loadwise.extender.config import load_settings
+from loadwise.extender.estimate import demand_after, pod_facts, pod_load
+from loadwise.extender.events import Decision
+from loadwise.extender.exceptions import SourceError
+from loadwise.extender.ledger import Ledger
+from loadwise.extender.model import LoadSnapshot, PodLoad, Usage
+from loadwise.extender.nodestate import ClusterFacts, build_states
+from loadwise.extender.server import make_app
+from loadwise.extender.service import NEUTRAL_PRIORITY, Extender
+from loadwise.extender.wire import Node, Pod, decode_args
 
 from .helpers import StaticSource, container, node_info, node_json, pod, pod_json, snapshot
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from extender.certs import not_after
-from extender.listener import HANDSHAKE_SECONDS, peer_wait_ms
 from lab.pki import make_ca, make_cert
+from loadwise.extender.certs import not_after
+from loadwise.extender.listener import HANDSHAKE_SECONDS, peer_wait_ms
 
 from .running import Running, filter_body, free_port, write_config
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from extender import kubeobjects
-from extender.cluster import ClusterWatch
-from extender.config import load_settings
-from extender.estimate import pod_facts
-from extender.inflight import (
+from loadwise.extender import kubeobjects
+from loadwise.extender.cluster import ClusterWatch
+from loadwise.extender.config import load_settings
+from loadwise.extender.estimate import pod_facts
+from loadwise.extender.inflight import (
     DELTA,
     LEARNED,
     REQUEST_MODE,
@@ -22,13 +22,21 @@ from extender.inflight import (
     held_share,
     unheld_load,
 )
-from extender.ledger import Ledger
-from extender.model import LoadSnapshot, NodeInfo, NodeLoad, NodeState, PodLoad, ResourceLoad, Usage
-from extender.podusage import PodUsage, PodUsageReading
-from extender.policies import LeastUsed
-from extender.policies.spread import spread_factor, spread_score
-from extender.wire import Pod
-from extender.workloads import LearnedUsage, Learner, owner_key, percentile, workload_key
+from loadwise.extender.ledger import Ledger
+from loadwise.extender.model import (
+    LoadSnapshot,
+    NodeInfo,
+    NodeLoad,
+    NodeState,
+    PodLoad,
+    ResourceLoad,
+    Usage,
+)
+from loadwise.extender.podusage import PodUsage, PodUsageReading
+from loadwise.extender.policies import LeastUsed
+from loadwise.extender.policies.spread import spread_factor, spread_score
+from loadwise.extender.wire import Pod
+from loadwise.extender.workloads import LearnedUsage, Learner, owner_key, percentile, workload_key
 
 MI = 1024**2
 

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from extender import kubeapi
-from extender.exceptions import KubeError, SourceError
-from extender.kubeapi import KubeAPI
-from extender.model import NodeInfo
-from extender.sources.base import count_items, count_results
-from extender.sources.metrics_server import MetricsServerSource, parse_node_metrics
-from extender.sources.pod_metrics import PodMetricsSource
+from loadwise.extender import kubeapi
+from loadwise.extender.exceptions import KubeError, SourceError
+from loadwise.extender.kubeapi import KubeAPI
+from loadwise.extender.model import NodeInfo
+from loadwise.extender.sources.base import count_items, count_results
+from loadwise.extender.sources.metrics_server import MetricsServerSource, parse_node_metrics
+from loadwise.extender.sources.pod_metrics import PodMetricsSource
 
 from .test_cluster import kubeconfig
 

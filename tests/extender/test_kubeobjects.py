@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from extender.kubeobjects import container, node, node_conditions, pod, pod_template, taint
-from extender.wire import Node, Pod
+from loadwise.extender.kubeobjects import container, node, node_conditions, pod, pod_template, taint
+from loadwise.extender.wire import Node, Pod
 
 
 def test_container_leaves_out_what_is_not_given():

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from extender.ledger import Ledger, NodeTotals, Pending, Placement, capped
-from extender.model import NodeInfo, PodLoad, Usage
+from loadwise.extender.ledger import Ledger, NodeTotals, Pending, Placement, capped
+from loadwise.extender.model import NodeInfo, PodLoad, Usage
 
 MI = 1024**2
 

@@ -14,11 +14,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from extender.config import NAMES_BODY_BYTES, load_settings
-from extender.listener import Listener
-from extender.server import MAX_REQUEST_NODES, ServerState, make_app
-from extender.service import Extender
-from extender.sources import LoadFileSource
+from loadwise.extender.config import NAMES_BODY_BYTES, load_settings
+from loadwise.extender.listener import Listener
+from loadwise.extender.server import MAX_REQUEST_NODES, ServerState, make_app
+from loadwise.extender.service import Extender
+from loadwise.extender.sources import LoadFileSource
 
 from .helpers import container, pod_json
 from .running import LOAD, filter_body, post_head, watcher_document

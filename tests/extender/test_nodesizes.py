@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import msgspec
 
-from extender.nodesizes import SEEN_NODES_MAX, NodeSizes
-from extender.wire import Node
+from loadwise.extender.nodesizes import SEEN_NODES_MAX, NodeSizes
+from loadwise.extender.wire import Node
 
 from .helpers import node_json
 

@@ -3,8 +3,8 @@ node, a node the reading lacks, a stale reading, no usable reading, a refused re
 
 from __future__ import annotations
 
-from extender.ledger import Ledger
-from extender.model import (
+from loadwise.extender.ledger import Ledger
+from loadwise.extender.model import (
     InvalidReading,
     LoadSnapshot,
     NodeInfo,
@@ -13,7 +13,7 @@ from extender.model import (
     ResourceLoad,
     Usage,
 )
-from extender.nodestate import ClusterFacts, build_states
+from loadwise.extender.nodestate import ClusterFacts, build_states
 
 GI = 1024**3
 END = 1000.0  # the reading's window end; with the default 60 s settle, pods after 940 count

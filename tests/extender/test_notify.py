@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from extender.sdnotify import Notifier, keep_alive, watchdog_interval
+from loadwise.extender.sdnotify import Notifier, keep_alive, watchdog_interval
 
 from .running import Running, write_config
 

@@ -9,16 +9,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from extender.exceptions import KubeError
-from extender.podusage import (
+from loadwise.extender.exceptions import KubeError
+from loadwise.extender.podusage import (
     PodUsage,
     PodUsageReading,
     PodUsageStore,
     parse_pod_metrics,
     parse_pod_vectors,
 )
-from extender.sources.base import SourceError
-from extender.sources.pod_metrics import CPU_QUERY, MEMORY_QUERY, parse_container_vector
+from loadwise.extender.sources.base import SourceError
+from loadwise.extender.sources.pod_metrics import CPU_QUERY, MEMORY_QUERY, parse_container_vector
 
 MI = 1024**2
 
@@ -140,7 +140,7 @@ def test_store_is_bounded_and_keeps_the_latest():
 
 
 async def test_the_pod_metrics_source_refuses_a_body_over_the_cap():
-    from extender.sources.pod_metrics import PodMetricsSource
+    from loadwise.extender.sources.pod_metrics import PodMetricsSource
 
     class API:  # the cap as KubeAPI.get applies it (tests/extender/test_kubeapi_caps.py)
         def get(self, path, *, max_bytes, cap_name):
@@ -160,7 +160,7 @@ async def test_the_prometheus_pod_usage_source_asks_both_queries_on_loopback():
     from aiohttp import web
     from aiohttp.test_utils import TestServer
 
-    from extender.sources.pod_metrics import PrometheusPodUsageSource
+    from loadwise.extender.sources.pod_metrics import PrometheusPodUsageSource
 
     asked = []
 

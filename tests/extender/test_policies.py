@@ -4,10 +4,10 @@ least-used variants (memory really in use; free pod slots)."""
 import msgspec
 import pytest
 
-from extender.decide import best, prioritize
-from extender.estimate import TLPArgs, pod_facts
-from extender.model import Usage
-from extender.policies import (
+from loadwise.extender.decide import best, prioritize
+from loadwise.extender.estimate import TLPArgs, pod_facts
+from loadwise.extender.model import Usage
+from loadwise.extender.policies import (
     LeastUsed,
     LoadVariationRiskBalancing,
     PolicyError,
@@ -15,9 +15,9 @@ from extender.policies import (
     make_policy,
     to_extender_priority,
 )
-from extender.policies.load_variation import compute_score
-from extender.policies.spread import near_best
-from extender.policies.target_load_packing import tlp_score
+from loadwise.extender.policies.load_variation import compute_score
+from loadwise.extender.policies.spread import near_best
+from loadwise.extender.policies.target_load_packing import tlp_score
 
 from .helpers import GI, container, node_info, pod, state
 
@@ -85,7 +85,7 @@ def test_tlp_score_edges():
     ],
 )
 def test_lvrb_compute_score(margin, sens, cap, avg, std, expected):
-    from extender.estimate import go_round
+    from loadwise.extender.estimate import go_round
 
     assert go_round(compute_score(cap, 10, avg, std, margin, sens)) == expected
 
@@ -111,7 +111,7 @@ def test_lvrb_scheduler_plugins_vectors(cpu, cpu_std, mem, mem_std, requests, ex
 
 def test_lvrb_kep_example_with_current_formula():
     # kep/61 example (pod 0.5 cpu / 1 GB, nodes 4 cpu / 8 GB); values from the reference
-    from extender.estimate import go_round
+    from loadwise.extender.estimate import go_round
 
     def node(m_cpu, m_mem, v_cpu, v_mem):
         cpu = compute_score(4, 0.5, m_cpu, v_cpu)

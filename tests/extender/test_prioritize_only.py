@@ -15,10 +15,10 @@ import random
 import msgspec
 import pytest
 
-from extender.config import load_settings
-from extender.events import Decision, format_message
-from extender.service import Extender
-from extender.wire import decode_args
+from loadwise.extender.config import load_settings
+from loadwise.extender.events import Decision, format_message
+from loadwise.extender.service import Extender
+from loadwise.extender.wire import decode_args
 
 from .helpers import StaticSource, container, node_json, pod_json, snapshot
 from .test_safety import daemonset_pod

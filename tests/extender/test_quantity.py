@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from extender.quantity import QuantityError, cpu_millis, memory_bytes, parse_quantity
+from loadwise.extender.quantity import QuantityError, cpu_millis, memory_bytes, parse_quantity
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ import httpx
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from extender.config import load_settings
-from extender.server import make_app
-from extender.wiring import build_extender
+from loadwise.extender.config import load_settings
+from loadwise.extender.server import make_app
+from loadwise.extender.wiring import build_extender
 
 from .helpers import node_json
 from .running import LOAD, watcher_document

@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from extender.kubeapi import KubeError
-from extender.reflector import Backoff, Reflector
+from loadwise.extender.kubeapi import KubeError
+from loadwise.extender.reflector import Backoff, Reflector
 
 
 def _obj(name: str, version: str) -> dict[str, Any]:

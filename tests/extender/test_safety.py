@@ -24,14 +24,14 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestServer
 
-from extender import kubeobjects
-from extender.cli import build_parser, overrides_from
-from extender.config import ConfigError, load_settings
-from extender.exemptions import exemption, ignored
-from extender.server import make_app
-from extender.service import UNCONFIRMED_SECONDS, Extender
-from extender.wire import Pod
-from extender.wiring import build_extender
+from loadwise.extender import kubeobjects
+from loadwise.extender.cli import build_parser, overrides_from
+from loadwise.extender.config import ConfigError, load_settings
+from loadwise.extender.exemptions import exemption, ignored
+from loadwise.extender.server import make_app
+from loadwise.extender.service import UNCONFIRMED_SECONDS, Extender
+from loadwise.extender.wire import Pod
+from loadwise.extender.wiring import build_extender
 
 from .helpers import StaticSource, node_json, snapshot
 from .test_cluster import FakeAPI, kubeconfig, wait_for

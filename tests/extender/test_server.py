@@ -7,13 +7,13 @@ import httpx
 import pytest
 from aiohttp.test_utils import TestServer
 
-from extender.config import load_settings
-from extender.decide import prioritize
-from extender.estimate import pod_facts
-from extender.policies import LeastUsed
-from extender.server import BODY_READS, make_app
-from extender.service import Extender
-from extender.sources import LoadFileSource
+from loadwise.extender.config import load_settings
+from loadwise.extender.decide import prioritize
+from loadwise.extender.estimate import pod_facts
+from loadwise.extender.policies import LeastUsed
+from loadwise.extender.server import BODY_READS, make_app
+from loadwise.extender.service import Extender
+from loadwise.extender.sources import LoadFileSource
 
 from .helpers import container, node_info, node_json, pod, pod_json, state
 from .test_sources import WATCHER_METRICS_SERVER
@@ -336,7 +336,7 @@ async def _closed_within(reader, seconds):
 async def test_a_checked_resources_spec_lets_only_its_equals_skip_the_check(server):
     """Specs that passed the quantity check are kept (a burst repeats one template);
     a pod that differs in any amount, or only in its pod-level resources, is checked."""
-    from extender import server as server_module
+    from loadwise.extender import server as server_module
 
     good = _pod_with({"cpu": "250m", "memory": "64Mi"})
     assert (
@@ -414,7 +414,7 @@ async def test_slow_connections_are_closed_after_the_deadlines(load_file):
 
 
 def test_log_throttle_holds_lines_back_and_counts_them():
-    from extender.throttle import LogThrottle
+    from loadwise.extender.throttle import LogThrottle
 
     now = [0.0]
     throttle = LogThrottle(60.0, clock=lambda: now[0], max_keys=3)

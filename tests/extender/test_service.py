@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from extender.config import load_settings
-from extender.fastpath import LeastUsedFastPath
-from extender.ledger import HORIZON_SECONDS, REPORT_INTERVAL_SECONDS
-from extender.model import LoadSnapshot, NodeLoad, ResourceLoad
-from extender.policies import LeastUsed, TargetLoadPacking
-from extender.service import (
+from loadwise.extender.config import load_settings
+from loadwise.extender.fastpath import LeastUsedFastPath
+from loadwise.extender.ledger import HORIZON_SECONDS, REPORT_INTERVAL_SECONDS
+from loadwise.extender.model import LoadSnapshot, NodeLoad, ResourceLoad
+from loadwise.extender.policies import LeastUsed, TargetLoadPacking
+from loadwise.extender.service import (
     NEUTRAL_PRIORITY,
     SIZES_UNKNOWN,
     UNCONFIRMED_SECONDS,
@@ -21,8 +21,8 @@ from extender.service import (
     build_scoring,
     ledger_horizon,
 )
-from extender.wire import decode_args
-from extender.wiring import build_extender
+from loadwise.extender.wire import decode_args
+from loadwise.extender.wiring import build_extender
 
 from .helpers import StaticSource, container, node_json, pod_json
 

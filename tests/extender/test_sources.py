@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from extender.model import LoadSnapshot
-from extender.sources import (
+from loadwise.extender.model import LoadSnapshot
+from loadwise.extender.sources import (
     LoadFileSource,
     Refresher,
     SourceError,

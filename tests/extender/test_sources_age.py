@@ -16,10 +16,10 @@ import time
 
 from aiohttp import web
 
-from extender.exceptions import SourceError
-from extender.model import LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
-from extender.readings import FUTURE, STALE, expired, next_expiry
-from extender.sources import Refresher, parse_node_metrics, parse_watcher
+from loadwise.extender.exceptions import SourceError
+from loadwise.extender.model import LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
+from loadwise.extender.readings import FUTURE, STALE, expired, next_expiry
+from loadwise.extender.sources import Refresher, parse_node_metrics, parse_watcher
 
 from .test_sources_wire import GOOD, Start, _metric, start  # noqa: F401 (a fixture)
 

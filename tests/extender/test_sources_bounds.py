@@ -21,16 +21,16 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from extender.exceptions import SourceError
-from extender.model import NodeInfo
-from extender.sources import (
+from loadwise.extender.exceptions import SourceError
+from loadwise.extender.model import NodeInfo
+from loadwise.extender.sources import (
     LoadWatcherSource,
     PrometheusSource,
     parse_node_metrics,
     parse_vectors,
     parse_watcher,
 )
-from extender.sources.http import CHUNK_BYTES
+from loadwise.extender.sources.http import CHUNK_BYTES
 
 from .test_sources_wire import Start, Upstream, start  # noqa: F401 (a fixture)
 

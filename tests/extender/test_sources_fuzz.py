@@ -28,9 +28,9 @@ from typing import Any
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
-from extender.model import InvalidReading, LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
-from extender.readings import CLOCK_SKEW_SECONDS, FUTURE, REASONS, SLACK, validated
-from extender.sources import (
+from loadwise.extender.model import InvalidReading, LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
+from loadwise.extender.readings import CLOCK_SKEW_SECONDS, FUTURE, REASONS, SLACK, validated
+from loadwise.extender.sources import (
     LoadFileSource,
     SourceError,
     parse_node_metrics,

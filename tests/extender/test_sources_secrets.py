@@ -26,14 +26,14 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from extender.config import load_settings
-from extender.exceptions import ConfigError, SourceError
-from extender.redact import redact, redact_url
-from extender.sdnotify import Notifier, keep_alive
-from extender.server import make_app
-from extender.service import Extender
-from extender.sources import LoadWatcherSource, PrometheusSource, Refresher
-from extender.sources.credentials import Credentials
+from loadwise.extender.config import load_settings
+from loadwise.extender.exceptions import ConfigError, SourceError
+from loadwise.extender.redact import redact, redact_url
+from loadwise.extender.sdnotify import Notifier, keep_alive
+from loadwise.extender.server import make_app
+from loadwise.extender.service import Extender
+from loadwise.extender.sources import LoadWatcherSource, PrometheusSource, Refresher
+from loadwise.extender.sources.credentials import Credentials
 
 SECRET = "Zq7-s3cret-Vx"
 """In every credential; a string no message would hold by chance."""

@@ -30,10 +30,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from extender.config import load_settings
-from extender.server import make_app
-from extender.service import Extender
-from extender.wiring import build_extender
+from loadwise.extender.config import load_settings
+from loadwise.extender.server import make_app
+from loadwise.extender.service import Extender
+from loadwise.extender.wiring import build_extender
 
 from .helpers import container, node_json, pod_json
 from .test_cluster import FakeAPI, kubeconfig

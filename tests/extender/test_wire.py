@@ -7,7 +7,7 @@ import re
 import msgspec
 import pytest
 
-from extender.wire import (
+from loadwise.extender.wire import (
     ExtenderArgs,
     FilterResult,
     HostPriority,
@@ -102,7 +102,7 @@ def test_the_raw_names_structs_mirror_the_args_they_build():
     """decode_args decodes into _ArgsIn/_PrioritizeIn (NodeNames kept raw) and builds
     ExtenderArgs/PrioritizeArgs from them field by field: a field added to one side only
     would be dropped silently."""
-    from extender import wire
+    from loadwise.extender import wire
 
     for received, built in (
         (wire._ArgsIn, ExtenderArgs),

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender.metrics import Metrics
 from lab.components import build_binaries
+from loadwise.extender.metrics import Metrics
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RULES = EXAMPLES / "prometheus-rules.yaml"

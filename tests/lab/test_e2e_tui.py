@@ -8,11 +8,11 @@ import asyncio
 import pytest
 
 from lab import delete, deploy, placements
+from loadwise.tui.app import make_app
+from loadwise.tui.screens import MainScreen
+from loadwise.tui.sources.kubernetes import KubernetesSource, load_api_client
+from loadwise.tui.widgets import NodesTable
 from tests.lab.e2e import HOT, restart_scheduler, scheduler_config
-from tui.app import make_app
-from tui.screens import MainScreen
-from tui.sources.kubernetes import KubernetesSource, load_api_client
-from tui.widgets import NodesTable
 
 pytestmark = pytest.mark.lab
 

@@ -38,10 +38,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from extender import __version__
 from lab import EXTENDER_HEALTH_URL, realnodes
 from lab.hosts import REPO, VENV_BIN, PlaybookRun
 from lab.processes import wait_for
+from loadwise.extender import __version__
 from tests.lab.conftest import LOADWISE_ON_NODE
 from tests.lab.e2e import cluster_objects
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
-from tui.app import LoadwiseApp, make_app
-from tui.sources.recorded import RecordedCluster, RecordedSource
+from loadwise.tui.app import LoadwiseApp, make_app
+from loadwise.tui.sources.recorded import RecordedCluster, RecordedSource
 
 DATA = Path(__file__).parent / "data"
 NOW = datetime(2026, 5, 4, 10, 30, 0, tzinfo=UTC)

@@ -9,14 +9,14 @@ from pathlib import Path
 
 from conftest import NOW, SIZE
 
-import tui
-from tui.app import LoadwiseApp, make_app
-from tui.model import NodeSort
-from tui.objects import Eviction
-from tui.screens import HelpScreen, MainScreen, NodeDetailScreen
-from tui.sources import changes as ch
-from tui.sources.recorded import RecordedCluster, RecordedSource
-from tui.widgets import NodesTable, Notice, PlacementsTable, PodsTable
+from loadwise import tui
+from loadwise.tui.app import LoadwiseApp, make_app
+from loadwise.tui.model import NodeSort
+from loadwise.tui.objects import Eviction
+from loadwise.tui.screens import HelpScreen, MainScreen, NodeDetailScreen
+from loadwise.tui.sources import changes as ch
+from loadwise.tui.sources.recorded import RecordedCluster, RecordedSource
+from loadwise.tui.widgets import NodesTable, Notice, PlacementsTable, PodsTable
 
 AppFactory = Callable[..., LoadwiseApp]
 
@@ -198,7 +198,7 @@ def test_screens_and_widgets_never_import_the_app() -> None:
     for path in sorted([*root.glob("screens/*.py"), *root.glob("widgets/*.py")]):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (
-                (node.level == 2 and node.module == "app") or node.module == "tui.app"
+                (node.level == 2 and node.module == "app") or node.module == "loadwise.tui.app"
             ):
                 offenders.append(f"{path.name}:{node.lineno}")
     assert offenders == []

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tui.cli import main, parse_args
-from tui.exceptions import KubeconfigError, RecordedClusterError
+from loadwise.tui.cli import main, parse_args
+from loadwise.tui.exceptions import KubeconfigError, RecordedClusterError
 
 
 def test_missing_demo_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

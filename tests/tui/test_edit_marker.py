@@ -16,10 +16,10 @@ from typing import Any
 from conftest import NOW
 from test_hostile_text import OSC52, SIZE, _visit, on_screen, shown
 
-from tui.app import LoadwiseApp, make_app
-from tui.objects import SCHEDULER_EDIT_ANNOTATION, parse_edit_marker, parse_node
-from tui.screens import MainScreen, NodeDetailScreen
-from tui.sources.recorded import RecordedCluster, RecordedSource
+from loadwise.tui.app import LoadwiseApp, make_app
+from loadwise.tui.objects import SCHEDULER_EDIT_ANNOTATION, parse_edit_marker, parse_node
+from loadwise.tui.screens import MainScreen, NodeDetailScreen
+from loadwise.tui.sources.recorded import RecordedCluster, RecordedSource
 
 MARKER = {
     "host": "cp-1",

@@ -36,9 +36,9 @@ from hypothesis import strategies as st
 from kubernetes.client import ApiClient, Configuration
 from rich.text import Text
 
-from tui.app import make_app
-from tui.model import ClusterModel
-from tui.objects import (
+from loadwise.tui.app import make_app
+from loadwise.tui.model import ClusterModel
+from loadwise.tui.objects import (
     DECISION_ANNOTATION,
     Decision,
     Eviction,
@@ -48,14 +48,14 @@ from tui.objects import (
     parse_pod,
     parse_pod_metrics,
 )
-from tui.sources import changes as ch
-from tui.sources.kubernetes import KubernetesSource
-from tui.sources.recorded import RecordedCluster, RecordedSource
-from tui.sources.skipped import SkipLedger, read_each
-from tui.status import banner_text, summary
-from tui.widgets.nodes import node_row
-from tui.widgets.placements import describe_item, feed_row
-from tui.widgets.pods import pod_row
+from loadwise.tui.sources import changes as ch
+from loadwise.tui.sources.kubernetes import KubernetesSource
+from loadwise.tui.sources.recorded import RecordedCluster, RecordedSource
+from loadwise.tui.sources.skipped import SkipLedger, read_each
+from loadwise.tui.status import banner_text, summary
+from loadwise.tui.widgets.nodes import node_row
+from loadwise.tui.widgets.placements import describe_item, feed_row
+from loadwise.tui.widgets.pods import pod_row
 
 FUZZ = settings(
     max_examples=200,

@@ -22,13 +22,13 @@ from conftest import NOW, UNSAFE
 from rich.console import Console
 from textual.pilot import Pilot
 
-from extender import events as extender_events
-from extender import kubeobjects
-from tui.app import LoadwiseApp, make_app
-from tui.screens import HelpScreen, MainScreen, NodeDetailScreen
-from tui.sources import changes as ch
-from tui.sources.recorded import RecordedCluster, RecordedSource
-from tui.widgets import FilterBar, PlacementsTable
+from loadwise.extender import events as extender_events
+from loadwise.extender import kubeobjects
+from loadwise.tui.app import LoadwiseApp, make_app
+from loadwise.tui.screens import HelpScreen, MainScreen, NodeDetailScreen
+from loadwise.tui.sources import changes as ch
+from loadwise.tui.sources.recorded import RecordedCluster, RecordedSource
+from loadwise.tui.widgets import FilterBar, PlacementsTable
 
 SIZE = (220, 50)  # wide and tall enough that every hostile string is on screen
 

@@ -21,11 +21,11 @@ import pytest
 from conftest import DATA
 from kubernetes.client import ApiClient, Configuration
 
-from tui.model import ClusterModel
-from tui.objects import Decision
-from tui.sources import changes as ch
-from tui.sources.kubernetes import KubernetesSource, Stream
-from tui.status import banner_text, summary
+from loadwise.tui.model import ClusterModel
+from loadwise.tui.objects import Decision
+from loadwise.tui.sources import changes as ch
+from loadwise.tui.sources.kubernetes import KubernetesSource, Stream
+from loadwise.tui.status import banner_text, summary
 
 CLUSTER = DATA / "cluster"
 WATCH = DATA / "watch"

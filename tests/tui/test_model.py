@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tui.model import ClusterModel, NodeSort
-from tui.objects import Decision, NodeInfo, PodInfo, Resources, Usage
-from tui.sources import changes as ch
-from tui.sources.recorded import RecordedCluster
+from loadwise.tui.model import ClusterModel, NodeSort
+from loadwise.tui.objects import Decision, NodeInfo, PodInfo, Resources, Usage
+from loadwise.tui.sources import changes as ch
+from loadwise.tui.sources.recorded import RecordedCluster
 
 NOW = datetime(2026, 5, 4, 10, 30, 0, tzinfo=UTC)
 

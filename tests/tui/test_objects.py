@@ -11,9 +11,9 @@ from typing import Any
 from conftest import HOSTILE_TEXT, UNSAFE
 from hypothesis import given
 
-from extender import kubeobjects
-from tui.model import ClusterModel
-from tui.objects import (
+from loadwise.extender import kubeobjects
+from loadwise.tui.model import ClusterModel
+from loadwise.tui.objects import (
     Decision,
     Eviction,
     parse_event,
@@ -23,8 +23,8 @@ from tui.objects import (
     parse_pod_metrics,
     parse_ref,
 )
-from tui.sources import changes as ch
-from tui.sources.recorded import RecordedCluster
+from loadwise.tui.sources import changes as ch
+from loadwise.tui.sources.recorded import RecordedCluster
 
 
 def test_loadwise_event_is_a_decision() -> None:

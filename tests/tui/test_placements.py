@@ -10,9 +10,9 @@ import pytest
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-from tui.model import FeedItem, Placement
-from tui.objects import Decision, parse_event
-from tui.widgets.placements import describe_item, feed_row
+from loadwise.tui.model import FeedItem, Placement
+from loadwise.tui.objects import Decision, parse_event
+from loadwise.tui.widgets.placements import describe_item, feed_row
 
 NOW = datetime(2026, 5, 4, 10, 30, tzinfo=UTC)
 WHY_COLUMN, SCORE_COLUMN = 7, 6

@@ -4,7 +4,13 @@ from decimal import Decimal
 
 import pytest
 
-from tui.quantity import QuantityError, cpu_millicores, format_bytes, memory_bytes, parse_quantity
+from loadwise.tui.quantity import (
+    QuantityError,
+    cpu_millicores,
+    format_bytes,
+    memory_bytes,
+    parse_quantity,
+)
 
 
 @pytest.mark.parametrize(

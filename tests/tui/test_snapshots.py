@@ -8,10 +8,10 @@ from datetime import timedelta
 from conftest import NOW, SIZE
 from textual.pilot import Pilot
 
-from tui.app import LoadwiseApp
-from tui.sources import changes as ch
-from tui.sources.recorded import RecordedSource
-from tui.widgets import FilterBar
+from loadwise.tui.app import LoadwiseApp
+from loadwise.tui.sources import changes as ch
+from loadwise.tui.sources.recorded import RecordedSource
+from loadwise.tui.widgets import FilterBar
 
 AppFactory = Callable[..., LoadwiseApp]
 

@@ -10,13 +10,13 @@ from datetime import timedelta
 
 from conftest import NOW, SIZE
 
-from tui.app import LoadwiseApp, make_app
-from tui.objects import Resources, Usage
-from tui.screens import MainScreen
-from tui.sources import changes as ch
-from tui.sources.recorded import RecordedSource
-from tui.sources.synthetic import synthetic_cluster
-from tui.widgets import NodesTable, PlacementsTable
+from loadwise.tui.app import LoadwiseApp, make_app
+from loadwise.tui.objects import Resources, Usage
+from loadwise.tui.screens import MainScreen
+from loadwise.tui.sources import changes as ch
+from loadwise.tui.sources.recorded import RecordedSource
+from loadwise.tui.sources.synthetic import synthetic_cluster
+from loadwise.tui.widgets import NodesTable, PlacementsTable
 
 NODES = 300
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import HOSTILE_TEXT, UNSAFE
 from hypothesis import given
 
-from tui.untrusted import clean
+from loadwise.tui.untrusted import clean
 
 
 @pytest.mark.parametrize(

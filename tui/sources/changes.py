@@ -4,7 +4,7 @@ Lists replace ("this is everything there is"), watch events patch, metrics polls
 sample. Connectivity is reported as changes too, so a lost API server is just another
 state the model records and the screens render.
 
-Callers import the module, not the names: `from tui.sources import changes as ch`, then
+Callers import the module, not the names: `from loadwise.tui.sources import changes as ch`, then
 `ch.NodesListed(...)`, `case ch.PodDeleted(namespace, name):`.
 """
 

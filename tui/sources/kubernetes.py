@@ -33,7 +33,7 @@ from urllib.parse import urlencode
 
 import msgspec
 
-from extender.reflector import Backoff, Reflector
+from loadwise.extender.reflector import Backoff, Reflector
 
 from ..exceptions import ApiError, KubeconfigError
 from ..objects import (

@@ -15,7 +15,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from extender import kubeobjects
+from loadwise.extender import kubeobjects
 
 from .recorded import RecordedCluster
 

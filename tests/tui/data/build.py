@@ -17,7 +17,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tui.sources.synthetic import synthetic_cluster
+from loadwise.tui.sources.synthetic import synthetic_cluster
 
 HERE = Path(__file__).parent
 
