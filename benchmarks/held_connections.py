@@ -4,7 +4,7 @@
     .venv/bin/python -m benchmarks.held_connections               # 1,000 held, 20 s
     .venv/bin/python -m benchmarks.held_connections --held 700 --seconds 30
 
-What runs (all on loopback): the real extender process (``python -m extender``) with
+What runs (all on loopback): the real extender process (``python -m loadwise.extender``) with
 mutual TLS (certificates made by the lab's PKI, the openssl command line, as the Ansible
 role lays them out), ``tls.client_names`` and a plain-HTTP health listener; a child
 process (this module with ``--hold``) that keeps ``--held`` connections open to the TLS
@@ -49,6 +49,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.procstat import memory_bytes
+from lab.processes import LabError, start
 
 
 def _raise_nofile() -> int:
@@ -218,19 +219,17 @@ def main() -> int:
         }
         (d / "extender.json").write_text(json.dumps(config))  # JSON is YAML
         log_path = d / "extender.log"
-        with open(log_path, "wb") as log_file:
-            ext = subprocess.Popen(
-                [sys.executable, "-m", "extender", "--config", str(d / "extender.json")],
-                stderr=log_file,
-                stdout=subprocess.DEVNULL,
-            )
+        ext = start(
+            "the extender",
+            [sys.executable, "-m", "loadwise.extender", "--config", str(d / "extender.json")],
+            log=log_path,
+            append=False,
+        )
         try:
-            for _ in range(100):
-                if b"serving on" in log_path.read_bytes():
-                    break
-                time.sleep(0.1)
-            else:
-                print("the extender did not start:", log_path.read_text(), file=sys.stderr)
+            try:
+                ext.wait_ready(ext.log_probe("serving on"), 10, interval=0.1)
+            except LabError as exc:
+                print(f"the extender did not start: {exc}", file=sys.stderr)
                 return 1
             ctx = ssl.create_default_context(cafile=str(d / "ca.crt"))
             ctx.load_cert_chain(d / "scheduler.crt", d / "scheduler.key")
@@ -293,12 +292,11 @@ def main() -> int:
             after = memory_bytes(ext.pid)
             metrics = httpx.get(f"http://127.0.0.1:{health}/metrics").text
             kept.close()
-            if ext.poll() is not None:
+            if ext.popen.poll() is not None:
                 print("the extender exited", file=sys.stderr)
                 return 1
         finally:
-            ext.terminate()
-            ext.wait(20)
+            ext.stop(20)
         logged = log_path.read_bytes()[log_before:]
         mib = 1024 * 1024
         print(f"held connections: {ns.held} at once for {ns.seconds:g} s ({opened} opened in all)")

@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import re
 import socket
-import subprocess
 import sys
-import time
 import urllib.request
 from ipaddress import ip_address
 from pathlib import Path
@@ -34,8 +32,9 @@ from benchmarks.placement.contenders import (
     null_prioritize,
     scheduler_config,
 )
-from extender.config import load_settings
-from extender.policies import POLICY_NAMES
+from lab.processes import http_probe, start
+from loadwise.extender.config import load_settings
+from loadwise.extender.policies import POLICY_NAMES
 
 WATCHER = "http://127.0.0.1:2020"
 WANTED = {
@@ -195,33 +194,14 @@ def test_the_null_extender_runs_as_its_own_process():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     repo = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.placement.contenders",
-            "--null-extender",
-            f"127.0.0.1:{port}",
-        ],
-        cwd=repo,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2):
-                    break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.2)
+    argv = [sys.executable, "-m", "benchmarks.placement.contenders", "--null-extender"]
+    with start("the null extender", [*argv, f"127.0.0.1:{port}"], cwd=repo) as proc:
+        proc.wait_ready(http_probe(f"http://127.0.0.1:{port}/readyz"), 30, interval=0.2)
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/scheduler/prioritize", data=_args(["x"]), method="POST"
         )
         with urllib.request.urlopen(request, timeout=5) as r:
             assert json.loads(r.read()) == [{"Host": "x", "Score": 0}]
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_the_null_extender_is_configured_as_loadwise_is():
