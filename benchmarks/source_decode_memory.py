@@ -1,6 +1,6 @@
 """What decoding a load source's answer of ``source.max_response_bytes`` can cost in memory.
 
-    .venv/bin/python -m benchmarks.source_decode_memory            # 16 MiB, every case
+    .venv/bin/python -m benchmarks.source_decode_memory            # the default caps, every case
     .venv/bin/python -m benchmarks.source_decode_memory --mib 4 --case node-metrics-empty
 
 The byte cap bounds what is read, not what it decodes to: a body of near-empty entries
@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from loadwise.extender.exceptions import SourceError
 from loadwise.extender.model import NodeInfo
+from loadwise.extender.sources.base import DEFAULT_MAX_RESPONSE_BYTES, WATCHER_MAX_RESPONSE_BYTES
 
 Case = tuple[str, Callable[[int], bytes], Callable[[bytes], object]]
 
@@ -75,6 +76,12 @@ def _prometheus(body: bytes) -> object:
     return parse_vector(body, "instance")
 
 
+def _pod_vector(body: bytes) -> object:
+    from loadwise.extender.sources.pod_metrics import parse_container_vector
+
+    return parse_container_vector(body)
+
+
 def _generic(body: bytes) -> object:
     import msgspec
 
@@ -119,6 +126,28 @@ CASES: list[Case] = [
         _pod_metrics,
     ),
     (
+        "pod-metrics-empty-array-items",
+        lambda n: _fill(b'{"items":[', lambda i: b"[]", b"]}", n),
+        _pod_metrics,
+    ),
+    (
+        "pod-metrics-one-pod-empty-array-containers",
+        lambda n: _fill(
+            b'{"items":[{"metadata":{"name":"p"},"containers":[', lambda i: b"[]", b"]}]}", n
+        ),
+        _pod_metrics,
+    ),
+    (
+        "prometheus-pod-usage-empty-samples",
+        lambda n: _fill(
+            b'{"status":"success","data":{"resultType":"vector","result":[',
+            lambda i: b"{}",
+            b"]}}",
+            n,
+        ),
+        _pod_vector,
+    ),
+    (
         "load-watcher-unique-empty-nodes",
         lambda n: _fill(
             b'{"data":{"NodeMetricsMap":{', lambda i: f'"{i:x}":{{}}'.encode(), b"}}}", n
@@ -130,6 +159,16 @@ CASES: list[Case] = [
         lambda n: _fill(
             b'{"status":"success","data":{"resultType":"vector","result":[',
             lambda i: b"{}",
+            b"]}}",
+            n,
+        ),
+        _prometheus,
+    ),
+    (
+        "prometheus-empty-array-samples",
+        lambda n: _fill(
+            b'{"status":"success","data":{"resultType":"vector","result":[',
+            lambda i: b"[]",
             b"]}}",
             n,
         ),
@@ -164,18 +203,21 @@ def _child(name: str, path: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
-    parser.add_argument("--mib", type=int, default=16, help="body size in MiB (default 16)")
+    parser.add_argument(
+        "--mib", type=int, help="body size in MiB (default: the source's default cap)"
+    )
     parser.add_argument("--case", action="append", choices=[c[0] for c in CASES])
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--body", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    size = args.mib * 2**20
     if args.child:
         _child(args.child, args.body)
         return 0
     print(f"{'case':42} {'body':>9} {'peak above start':>17}  outcome")
     for name in args.case or [c[0] for c in CASES]:
         make = next(m for n, m, _p in CASES if n == name)
+        default = WATCHER_MAX_RESPONSE_BYTES if name.startswith("load-watcher") else None
+        size = args.mib * 2**20 if args.mib else default or DEFAULT_MAX_RESPONSE_BYTES
         with tempfile.NamedTemporaryFile(prefix="loadwise-decode-") as file:
             file.write(make(size))
             file.flush()

@@ -19,7 +19,11 @@ from .estimate import CPU_FACTOR, MEMORY_FACTOR, EstimatorArgs, TLPArgs
 from .exceptions import ConfigError
 from .policies import PolicyChoice, parse_policy
 from .redact import has_credentials, redact_url
-from .sources.base import DEFAULT_MAX_NODES, DEFAULT_MAX_RESPONSE_BYTES
+from .sources.base import (
+    DEFAULT_MAX_NODES,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    WATCHER_MAX_RESPONSE_BYTES,
+)
 
 __all__ = [
     "NAMES_BODY_BYTES",
@@ -84,10 +88,22 @@ class SourceConfig(msgspec.Struct, forbid_unknown_fields=True):
     """A file holding a token sent as ``Authorization: Bearer`` (load-watcher, Prometheus);
     re-read whenever the file changes."""
     basic_auth: BasicAuthConfig | None = None
-    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
-    """The largest answer read from the source (after decompression); more is an error."""
+    max_response_bytes: int | None = None
+    """The largest answer read from the source (after decompression); more is an error.
+    None: the source's own default (``response_cap``)."""
     max_nodes: int = DEFAULT_MAX_NODES
     """The most nodes (series, items) one answer may hold; more is an error."""
+
+    @property
+    def response_cap(self) -> int:
+        """``max_response_bytes``, or the default of this kind of source: 6 MiB for
+        load-watcher (a document whose nodes cannot be counted before they are built),
+        16 MiB for the others (sources/base.py says why each)."""
+        if self.max_response_bytes is not None:
+            return self.max_response_bytes
+        if self.kind == "load-watcher":
+            return WATCHER_MAX_RESPONSE_BYTES
+        return DEFAULT_MAX_RESPONSE_BYTES
 
     @property
     def max_stale(self) -> float:
@@ -276,7 +292,7 @@ def _validate_source_access(src: SourceConfig) -> None:
         # RFC 7617: the user-id cannot contain a colon (it separates it from the password)
         if ":" in src.basic_auth.username or not src.basic_auth.username.isprintable():
             raise ConfigError("source.basic_auth.username: must not hold ':' or control characters")
-    if src.max_response_bytes < 1024:
+    if src.max_response_bytes is not None and src.max_response_bytes < 1024:
         raise ConfigError("source.max_response_bytes must be >= 1024")
     if src.max_nodes < 1:
         raise ConfigError("source.max_nodes must be >= 1")

@@ -11,7 +11,7 @@ once and no part looks another up later.
 from __future__ import annotations
 
 from .cluster import ClusterWatch
-from .config import Settings
+from .config import Settings, SourceConfig
 from .events import EventRecorder
 from .kubeapi import KubeAPI
 from .ledger import Ledger
@@ -25,6 +25,7 @@ from .sources import (
     MetricsServerSource,
     PrometheusSource,
 )
+from .sources.base import DEFAULT_MAX_RESPONSE_BYTES
 from .sources.credentials import Credentials
 from .sources.pod_metrics import PodMetricsSource, PodUsageSource, PrometheusPodUsageSource
 
@@ -61,23 +62,28 @@ class RecordedPlacements:
         self._ledger.depart(pod_key, node, load, at)
 
 
+def _credentials(src: SourceConfig) -> Credentials:
+    """The source's token or basic-auth files, for the load and the pod-usage readers."""
+    return Credentials(
+        bearer_token_file=src.bearer_token_file,
+        username=src.basic_auth.username if src.basic_auth else None,
+        password_file=src.basic_auth.password_file if src.basic_auth else None,
+    )
+
+
 def build_source(
     settings: Settings, *, api: KubeAPI | None, cluster: ClusterWatch | None
 ) -> LoadSource:
     """The load source ``settings.source`` names (metrics-server needs the API and
     the node sizes the watch keeps)."""
     src = settings.source
-    auth = Credentials(
-        bearer_token_file=src.bearer_token_file,
-        username=src.basic_auth.username if src.basic_auth else None,
-        password_file=src.basic_auth.password_file if src.basic_auth else None,
-    )
+    auth = _credentials(src)
     if src.kind == "load-watcher":
         return LoadWatcherSource(
             src.url or "",
             timeout=src.timeout_seconds,
             credentials=auth,
-            max_bytes=src.max_response_bytes,
+            max_bytes=src.response_cap,
             max_nodes=src.max_nodes,
         )
     if src.kind == "file":
@@ -90,14 +96,14 @@ def build_source(
             node_label=src.prometheus.node_label,
             timeout=src.timeout_seconds,
             credentials=auth,
-            max_bytes=src.max_response_bytes,
+            max_bytes=src.response_cap,
             max_nodes=src.max_nodes,
         )
     # metrics-server: config validation guarantees a kubeconfig, hence a watch
     assert api is not None and cluster is not None, "metrics-server without a kubeconfig"
     watch = cluster
     return MetricsServerSource(
-        api, lambda: watch.nodes, max_bytes=src.max_response_bytes, max_nodes=src.max_nodes
+        api, lambda: watch.nodes, max_bytes=src.response_cap, max_nodes=src.max_nodes
     )
 
 
@@ -112,15 +118,13 @@ def build_pod_usage(settings: Settings, *, api: KubeAPI | None) -> PodUsageSourc
         return PrometheusPodUsageSource(
             src.url or "",
             timeout=src.timeout_seconds,
-            credentials=Credentials(
-                bearer_token_file=src.bearer_token_file,
-                username=src.basic_auth.username if src.basic_auth else None,
-                password_file=src.basic_auth.password_file if src.basic_auth else None,
-            ),
-            max_bytes=src.max_response_bytes,
+            credentials=_credentials(src),
+            max_bytes=src.response_cap,
         )
     if src.kind in ("metrics-server", "load-watcher") and api is not None:
-        return PodMetricsSource(api, max_bytes=src.max_response_bytes)
+        # load-watcher's smaller default is for its own document, not for the PodMetrics
+        pods_cap = src.max_response_bytes or DEFAULT_MAX_RESPONSE_BYTES
+        return PodMetricsSource(api, max_bytes=pods_cap)
     return None
 
 

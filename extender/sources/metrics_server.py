@@ -97,7 +97,7 @@ def parse_node_metrics(
     whose size ``infos`` holds; SourceError when it is not a NodeMetricsList or holds
     more than ``max_nodes`` items. An item of the wrong shape refuses its node alone
     (when its name can be read)."""
-    count = count_items(body, "a NodeMetricsList")
+    count = count_items(body, "a NodeMetricsList", max_nodes)
     if count is not None and count > max_nodes:  # before any item is built
         raise over_node_cap("NodeMetricsList", count, max_nodes)
     doc = decode_document(body, _decoder, _lenient_decoder, "a NodeMetricsList")

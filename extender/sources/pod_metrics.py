@@ -10,10 +10,14 @@ import msgspec
 from ..kubeapi import KubeAPI
 from ..podusage import PodUsageReading, parse_pod_metrics, parse_pod_vectors
 from .base import (
+    DEFAULT_MAX_CONTAINERS,
     DEFAULT_MAX_PODS,
     DEFAULT_MAX_RESPONSE_BYTES,
+    Entry,
     SourceError,
     count_items,
+    count_results,
+    counted,
     get_from_api,
 )
 from .credentials import Credentials
@@ -51,6 +55,19 @@ class PodUsageSource(Protocol):
     async def close(self) -> None: ...
 
 
+class _CountedPod(msgspec.Struct, gc=False):
+    """A PodMetrics read only to count it and its containers (base.Entry's way)."""
+
+    containers: list[Entry] | None = None
+
+
+class _CountedPods(msgspec.Struct, gc=False):
+    items: list[_CountedPod | None | bool | int | float | str] | None = None
+
+
+_pod_counter = msgspec.json.Decoder(_CountedPods)
+
+
 class PodMetricsSource:
     """``metrics.k8s.io/v1beta1`` PodMetrics of every namespace, through the API server."""
 
@@ -62,17 +79,17 @@ class PodMetricsSource:
         *,
         max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_pods: int = DEFAULT_MAX_PODS,
+        max_containers: int = DEFAULT_MAX_CONTAINERS,
     ) -> None:
         self._api = api
         self.max_bytes = max_bytes
         self.max_pods = max_pods
+        self.max_containers = max_containers
 
     async def fetch(self) -> PodUsageReading:
         # a PodMetrics item is some 400 bytes: the 16 MiB default cap holds about 40,000
         body = await get_from_api(self._api, PATH, self.max_bytes, "pod metrics")
-        count = count_items(body, "a PodMetricsList")
-        if count is not None and count > self.max_pods:  # before any item is built
-            raise self._too_many(count)
+        self._check_counts(body)
         try:
             reading = parse_pod_metrics(body)
         except msgspec.DecodeError as exc:
@@ -80,6 +97,25 @@ class PodMetricsSource:
         if len(reading.pods) + len(reading.invalid) > self.max_pods:
             raise self._too_many(len(reading.pods) + len(reading.invalid))
         return reading
+
+    def _check_counts(self, body: bytes) -> None:
+        """Pods, then their containers, counted before any is built (``base.counted``):
+        pods first with the cheaper counter (an item with a field to count costs half as
+        much again as one without: 228 against 142 MiB for 16 MiB of ``{}`` items)."""
+        what = "pod metrics: a PodMetricsList"
+        pods = count_items(body, what, self.max_pods)
+        if pods is not None and pods > self.max_pods:
+            raise self._too_many(pods)
+        doc = counted(_pod_counter, body, what, self.max_containers)
+        if doc is None:
+            return
+        items = doc.items or ()
+        containers = sum(len(i.containers or ()) for i in items if isinstance(i, _CountedPod))
+        if containers > self.max_containers:
+            raise SourceError(
+                f"pod metrics: PodMetricsList holds {containers} containers, over "
+                f"{self.max_containers} (four a pod at the pod cap)"
+            )
 
     def _too_many(self, count: int) -> SourceError:
         return SourceError(
@@ -118,6 +154,13 @@ def parse_container_vector(body: bytes) -> Samples:
     when the answer is not a successful vector. A sample without the labels, or whose
     value is not a number, is skipped (a NaN value is kept, for ``parse_pod_vectors`` to
     refuse its pod)."""
+    what = "Prometheus pod usage: a query response"
+    count = count_results(body, what, DEFAULT_MAX_CONTAINERS)
+    if count is not None and count > DEFAULT_MAX_CONTAINERS:  # before any sample is built
+        raise SourceError(
+            f"Prometheus pod usage: {count} series, over {DEFAULT_MAX_CONTAINERS} "
+            "(four containers a pod at the most pods a cluster may have)"
+        )
     try:
         doc = _response.decode(body)
     except msgspec.DecodeError as exc:

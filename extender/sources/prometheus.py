@@ -85,7 +85,7 @@ def parse_vector(
 ) -> Vector:
     """One instant query's answer; SourceError when it is not a vector or holds more
     than ``max_nodes`` series."""
-    count = count_results(body, "a Prometheus query response")
+    count = count_results(body, "a Prometheus query response", max_nodes)
     if count is not None and count > max_nodes:  # before any sample is built
         raise over_node_cap("Prometheus query response", count, max_nodes)
     doc = decode_document(body, _decoder, _lenient_decoder, "a Prometheus query response")

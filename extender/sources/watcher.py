@@ -27,7 +27,7 @@ from ..model import DEFAULT_SETTLE_SECONDS, InvalidReading, LoadSnapshot, NodeLo
 from ..readings import MALFORMED, validated
 from .base import (
     DEFAULT_MAX_NODES,
-    DEFAULT_MAX_RESPONSE_BYTES,
+    WATCHER_MAX_RESPONSE_BYTES,
     SourceError,
     decode_document,
     over_node_cap,
@@ -151,7 +151,7 @@ class LoadWatcherSource:
         *,
         timeout: float = 10.0,
         credentials: Credentials | None = None,
-        max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_bytes: int = WATCHER_MAX_RESPONSE_BYTES,
         max_nodes: int = DEFAULT_MAX_NODES,
     ) -> None:
         self._http = HTTPReader(

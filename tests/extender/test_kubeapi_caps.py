@@ -210,23 +210,41 @@ async def test_near_empty_items_are_counted_before_they_are_built(
 
 
 def test_count_items_counts_cheap_entries_and_leaves_the_rest_to_the_decoding() -> None:
-    assert count_items(b'{"items": [{}, {"a": [1, {"b": 2}]}, 1, "x", null, 2.5]}', "a L") == 6
-    assert count_items(b'{"kind": "NodeMetricsList"}', "a L") == 0
-    assert count_items(b'{"items": [{}, [1]]}', "a L") is None  # an array: not counted here
-    assert count_items(b'{"items": "x"}', "a L") is None  # the decoding names the problem
+    cap = 10_000
+    assert count_items(b'{"items": [{}, {"a": [1, {"b": 2}]}, 1, "x", null, 2.5]}', "a L", cap) == 6
+    assert count_items(b'{"kind": "NodeMetricsList"}', "a L", cap) == 0
+    assert count_items(b'{"items": [{}, [1]]}', "a L", cap) is None  # an array: not counted here
+    assert count_items(b'{"items": "x"}', "a L", cap) is None  # the decoding names the problem
     with pytest.raises(SourceError, match=r"not a L: "):
-        count_items(b"not json", "a L")
-    assert count_results(b'{"status": "success", "data": {"result": [{}, {}, 3]}}', "a R") == 3
-    assert count_results(b'{"status": "error", "error": "bad"}', "a R") == 0
-    assert count_results(b'{"data": {"result": [[]]}}', "a R") is None
+        count_items(b"not json", "a L", cap)
+    assert count_results(b'{"status": "success", "data": {"result": [{}, {}, 3]}}', "a R", cap) == 3
+    assert count_results(b'{"status": "error", "error": "bad"}', "a R", cap) == 0
+    assert count_results(b'{"data": {"result": [[]]}}', "a R", cap) is None
+
+
+@pytest.mark.parametrize("entry", [b"[]", b"[1]", b'[{"a": 1}]'])
+def test_array_entries_the_commas_could_put_over_the_cap_are_refused_unbuilt(entry: bytes) -> None:
+    """An entry that is an array is left to the full decoding only while the body's commas
+    (n entries take n - 1) keep the entries it could build within the cap: 16 MiB of
+    ``[],`` took 400 MiB to decode entry by entry (benchmarks/source_decode_memory.py)."""
+    body = b'{"items": [' + b",".join([entry] * 11) + b"]}"
+    commas = body.count(b",")
+    assert count_items(body, "a L", commas + 1) is None
+    with pytest.raises(SourceError, match=rf"may hold up to {commas + 1} entries, over {commas}"):
+        count_items(body, "a L", commas)
+    vector = b'{"data": {"result": [' + b",".join([entry] * 11) + b"]}}"
+    with pytest.raises(SourceError, match=r"a R does not have the expected shape"):
+        count_results(vector, "a R", 10)
 
 
 def test_a_list_with_an_array_entry_is_still_held_to_the_caps() -> None:
-    """The count is left to the full decoding then, and its count is checked after it."""
+    """Its entries are built one by one only when the commas keep them within the cap; the
+    other nodes of such a list are read, the array refused."""
     body = json.dumps({"items": [[1]] + _node_metrics(3)["items"]}).encode()  # type: ignore[operator]
-    with pytest.raises(SourceError, match=r"names 4 nodes, over 3"):
+    bound = body.count(b",") + 1
+    with pytest.raises(SourceError, match=rf"may hold up to {bound} entries, over 3"):
         parse_node_metrics(body, _infos(3), max_nodes=3)
-    assert sorted(parse_node_metrics(body, _infos(3), max_nodes=4).nodes) == ["n0", "n1", "n2"]
+    assert sorted(parse_node_metrics(body, _infos(3), max_nodes=bound).nodes) == ["n0", "n1", "n2"]
 
 
 def test_an_error_page_is_read_only_as_far_as_its_excerpt(api: tuple[KubeAPI, Served]) -> None:

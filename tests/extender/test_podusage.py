@@ -196,3 +196,52 @@ async def test_the_prometheus_pod_usage_source_asks_both_queries_on_loopback():
     assert asked == [CPU_QUERY, MEMORY_QUERY]
     assert reading.pods["ns/p"].cpu_millis == pytest.approx(200.0)
     assert reading.pods["ns/p"].memory_bytes == 256 * MI
+
+
+class _Answers:
+    """KubeAPI.get answering one body, within any cap."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def get(self, path, *, max_bytes, cap_name):
+        return self.body
+
+
+async def test_pod_metrics_containers_are_counted_before_any_is_built():
+    """Kubernetes sets no limit of containers a pod: without a count, one PodMetrics with
+    16 MiB of ``{}`` containers took 656 MiB to decode (benchmarks/source_decode_memory.py)."""
+    from loadwise.extender.sources.pod_metrics import PodMetricsSource
+
+    containers = [{"name": f"c{i}", "usage": {"cpu": "1m", "memory": "1Mi"}} for i in range(9)]
+    pods = [
+        {"metadata": {"name": f"p{i}", "namespace": "default"}, "containers": containers}
+        for i in range(2)
+    ]
+    body = json.dumps({"items": pods}).encode()
+    source = PodMetricsSource(_Answers(body), max_pods=2, max_containers=17)  # type: ignore[arg-type]
+    with pytest.raises(SourceError, match=r"holds 18 containers, over 17"):
+        await source.fetch()
+    source.max_containers = 18
+    assert set((await source.fetch()).pods) == {"default/p0", "default/p1"}
+    arrays = (
+        b'{"items": [{"metadata": {"name": "p"}, "containers": ['
+        + b",".join([b"[]"] * 40)
+        + b"]}]}"
+    )
+    with pytest.raises(SourceError, match=r"up to \d+ entries, over 18"):
+        await PodMetricsSource(_Answers(arrays), max_containers=18).fetch()  # type: ignore[arg-type]
+
+
+def test_prometheus_pod_usage_series_are_counted_before_any_is_built(monkeypatch):
+    from loadwise.extender.sources import pod_metrics
+
+    sample = {"metric": {"namespace": "d", "pod": "p", "container": "c"}, "value": [1, "1"]}
+    body = json.dumps(
+        {"status": "success", "data": {"resultType": "vector", "result": [sample] * 5}}
+    ).encode()
+    monkeypatch.setattr(pod_metrics, "DEFAULT_MAX_CONTAINERS", 4)
+    with pytest.raises(SourceError, match=r"5 series, over 4"):
+        parse_container_vector(body)
+    monkeypatch.setattr(pod_metrics, "DEFAULT_MAX_CONTAINERS", 5)
+    assert list(parse_container_vector(body)) == [("d/p", "c")]

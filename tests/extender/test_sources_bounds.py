@@ -177,3 +177,19 @@ async def test_the_caps_reach_the_source_from_the_config(start: Start, kind: str
     up.tokens = {f"node-{i}": ("1", "1") for i in range(40)}  # over 2 KiB in either shape
     served = await start(up.app(), **{"source.kind": kind, "source.max_response_bytes": 1024})
     await served.readyz("response over 1024 bytes (source.max_response_bytes)", status=503)
+
+
+@pytest.mark.parametrize(
+    ("kind", "default"),
+    [("load-watcher", 6 * MIB), ("prometheus", 16 * MIB), ("metrics-server", 16 * MIB)],
+)
+def test_each_kind_of_source_has_its_own_default_byte_cap(kind: str, default: int) -> None:
+    """load-watcher's nodes are the keys of one object, built before they can be counted:
+    its default is 6 MiB (91 MiB to decode at worst), the others' 16 MiB, which their
+    counting pass makes safe (benchmarks/source_decode_memory.py)."""
+    from loadwise.extender.config import SourceConfig
+    from loadwise.extender.sources.base import WATCHER_MAX_RESPONSE_BYTES
+
+    assert SourceConfig(kind=kind).response_cap == default
+    assert SourceConfig(kind=kind, max_response_bytes=2048).response_cap == 2048
+    assert LoadWatcherSource("http://127.0.0.1:1")._http.max_bytes == WATCHER_MAX_RESPONSE_BYTES
