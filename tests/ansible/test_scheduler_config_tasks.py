@@ -565,6 +565,28 @@ def test_auto_validates_with_the_nodes_own_running_scheduler(tmp_path: Path) -> 
     assert f"own kube-scheduler, Kubernetes v1.36.4 ({proc}/4242/exe)." in out, out
 
 
+@pytest.mark.parametrize(
+    "gates", [["--feature-gates=A=true,B=false"], ["--feature-gates", "A=true,B=false"]]
+)
+def test_auto_validates_with_the_feature_gates_the_scheduler_runs_with(
+    tmp_path: Path, gates: list[str]
+) -> None:
+    """A configuration field behind a feature gate is valid only with that gate on: the
+    check runs with the running scheduler's own --feature-gates, in either spelling."""
+    proc, calls = _own_scheduler(tmp_path)
+    argv = ["kube-scheduler", "--kubeconfig=/etc/kubernetes/scheduler.conf", *gates]
+    (proc / "4242" / "cmdline").write_bytes(b"".join(a.encode() + b"\0" for a in argv))
+    out, record = _validate(tmp_path, "kubeadm", GOOD, loadwise_scheduler_config_proc_dir=str(proc))
+    assert out.startswith("rc=0"), out
+    _config, *rest = calls.read_text().splitlines()[1].split()
+    assert rest == [
+        "--write-config-to=/dev/null",
+        "--secure-port=0",
+        "--feature-gates=A=true,B=false",
+    ]
+    assert record.endswith(f"({proc}/4242/exe), with its --feature-gates\n"), record
+
+
 def test_auto_refuses_what_the_nodes_scheduler_refuses_under_check_too(tmp_path: Path) -> None:
     proc, _calls = _own_scheduler(tmp_path)
     bad = GOOD + "profiles:\n- plugins: {score: {enabled: [{name: LoadwiseUnknown}]}}\n"
