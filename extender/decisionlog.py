@@ -19,13 +19,25 @@ the error measured is the scores' own.
 from __future__ import annotations
 
 import json
+import logging
+import logging.handlers
 from collections.abc import Sequence
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from .estimate import PodFacts, demand_after
 from .model import NodeState
 
-__all__ = ["DecisionLog", "DecisionSink", "decision_record", "predicted_use"]
+__all__ = [
+    "DECISION_LOG_MAX_BYTES",
+    "DecisionLog",
+    "DecisionSink",
+    "decision_record",
+    "predicted_use",
+]
+
+# A decision with 500 candidate nodes is some 12 KB; 64 MiB holds 5,000 of those and
+# hundreds of thousands of a small cluster's.
+DECISION_LOG_MAX_BYTES = 64 * 1024 * 1024
 
 
 class DecisionSink(Protocol):
@@ -65,15 +77,25 @@ def decision_record(
 
 class DecisionLog:
     """Appends records to ``path`` as JSON lines, each flushed as it is written (the
-    benchmark reads the file while the extender may still run)."""
+    benchmark reads the file while the extender may still run). Bounded: past
+    ``max_bytes`` the file becomes ``path.1`` (the one before is dropped) and a new one
+    starts, so a log left on in a long-lived cluster holds at most twice ``max_bytes``.
+    logging's RotatingFileHandler does the rotation; this logger's records go nowhere else."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, max_bytes: int = DECISION_LOG_MAX_BYTES) -> None:
         self.path = path
-        self._file: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close)
+        self._handler = logging.handlers.RotatingFileHandler(
+            path, maxBytes=max_bytes, backupCount=1, encoding="utf-8"
+        )
+        self._handler.setFormatter(logging.Formatter("%(message)s"))
+        self._logger = logging.Logger(f"loadwise.extender.decisions:{path}")  # not registered
+        self._logger.propagate = False
+        self._logger.setLevel(logging.INFO)
+        self._logger.addHandler(self._handler)
 
     def write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
-        self._file.flush()
+        self._logger.info(json.dumps(record, separators=(",", ":")))
 
     def close(self) -> None:
-        self._file.close()
+        self._logger.removeHandler(self._handler)
+        self._handler.close()

@@ -26,6 +26,7 @@ phases the scenario's background changes make.
 from __future__ import annotations
 
 import json
+import os
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -349,18 +350,22 @@ def prediction_error(
 
 
 def read_decisions(path: str) -> list[dict[str, object]]:
-    """The records of a decision log (JSON lines); a line that is not a JSON object is an
-    error naming its number."""
+    """The records of a decision log (JSON lines), its rotated part (``path.1``, the older)
+    first when there is one; a line that is not a JSON object is an error naming its
+    file and number."""
     out: list[dict[str, object]] = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise ValueError(f"{path}:{number}: not a JSON object")
-            out.append(rec)
+    for part in (f"{path}.1", path):
+        if part != path and not os.path.exists(part):
+            continue
+        with open(part, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{part}:{number}: not JSON ({exc.msg})") from None
+                if not isinstance(rec, dict):
+                    raise ValueError(f"{part}:{number}: not a JSON object")
+                out.append(rec)
     return out

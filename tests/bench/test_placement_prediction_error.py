@@ -94,3 +94,21 @@ def test_the_table_shows_each_lag_per_contender():
     rows = error_table(errors)
     assert rows[2] == "| loadwise-least-used | at the binding | 2 | 5.0 | 2.5 |"
     assert rows[3].startswith("| loadwise-least-used | 30 s later | 2 | 30.0 |")
+
+
+def test_the_decision_log_is_bounded_and_read_back_whole_across_its_rotation(tmp_path):
+    """Past its size the log becomes <path>.1 (the one before dropped): a log left on holds
+    at most twice the bound, and the reader joins both parts, the older first."""
+    from loadwise.extender.decisionlog import DecisionLog
+
+    path = tmp_path / "d.jsonl"
+    log = DecisionLog(str(path), max_bytes=400)
+    records = [_record(f"p{i}", a=[float(i), 1.0]) for i in range(40)]
+    for record in records:
+        log.write(record)
+    log.close()
+    assert path.stat().st_size <= 400 and (tmp_path / "d.jsonl.1").stat().st_size <= 400
+    assert not (tmp_path / "d.jsonl.2").exists()
+    kept = read_decisions(str(path))
+    assert 0 < len(kept) < len(records)
+    assert kept == records[-len(kept) :]  # the newest, in order, none twice
