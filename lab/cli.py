@@ -10,7 +10,7 @@ import time
 
 from lab.cluster import Lab
 from lab.components import CORE, PORTS, build_binaries
-from lab.hosts import destroy
+from lab.hosts import destroy_own
 from lab.processes import LabError
 
 
@@ -25,7 +25,9 @@ def cmd_up(lab: Lab, args: argparse.Namespace) -> int:
 
 
 def cmd_down(lab: Lab, args: argparse.Namespace) -> int:
-    destroy()  # a control-plane host left by `demo` would keep scheduling against nothing
+    # a control-plane host this run's `demo` left would keep scheduling against nothing;
+    # only this run's: another lab's, or a test run's, is not this command's to remove
+    destroy_own(lab.run)
     lab.down()
     return 0
 

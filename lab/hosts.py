@@ -121,6 +121,21 @@ def destroy(*names: str) -> None:
                        capture_output=True, timeout=120)  # fmt: skip
 
 
+def destroy_own(run: Path) -> None:
+    """Remove the host containers this lab run made, by the IDs it recorded: another run's
+    container of the same name (a test run beside a demo, a lab in another network
+    namespace) has another ID and stays."""
+    own = run / "hosts"
+    if shutil.which("podman") is None or not own.is_dir():
+        return
+    for record in own.iterdir():
+        container = record.read_text().strip()
+        if container:
+            subprocess.run(["podman", "rm", "--force", "--ignore", "--time", "10", container],
+                           capture_output=True, timeout=120)  # fmt: skip
+        record.unlink()
+
+
 def node_image(env: dict[str, str] | None = None) -> str:
     """Build the node image unless it exists (needs root, podman, debootstrap); its tag.
     A build reports its progress on stderr (lab/prepare.py)."""
@@ -280,11 +295,14 @@ class ControlPlaneHost(AnsibleHost):
 
     def create(self) -> None:
         self.destroy()
-        subprocess.run(
+        made = subprocess.run(
             ["podman", "run", "-d", "--name", self.name, "--hostname", self.name,
              "--network", "host", "--systemd=always", "--privileged", self.image, "/sbin/init"],
             check=True, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
+        own = self.lab.run / "hosts"
+        own.mkdir(exist_ok=True)
+        (own / self.name).write_text(made.stdout.strip() + "\n")  # the container's ID
         self.start_sshd()
 
     def destroy(self) -> None:
