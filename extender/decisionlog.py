@@ -5,7 +5,8 @@ JSON line to that file: when (``at``, unix seconds), the pod (``pod``, namespace
 its own use was estimated (``estimate``: learned or request rule), the estimator mode, the
 extender's favourite (``favourite``), and per candidate node the CPU and memory it predicts
 the node will use with the pod on it, in percent of the node's allocatable (``nodes``:
-name -> [cpu, memory], null where it has no figure). The placement benchmark joins the lines
+name -> [cpu, memory], null where it has no figure), and how old each node's load reading
+was (``age``: name -> seconds, ``reading_ages``). The placement benchmark joins the lines
 with the pods' bindings and compares each prediction with the node's true use
 (benchmarks/placement/steady_measures.py ``prediction_error``).
 
@@ -21,11 +22,11 @@ from __future__ import annotations
 import json
 import logging
 import logging.handlers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from .estimate import PodFacts, demand_after
-from .model import NodeState
+from .model import LoadSnapshot, NodeState
 
 __all__ = [
     "DECISION_LOG_MAX_BYTES",
@@ -33,6 +34,7 @@ __all__ = [
     "DecisionSink",
     "decision_record",
     "predicted_use",
+    "reading_ages",
 ]
 
 # A decision with 500 candidate nodes is some 12 KB; 64 MiB holds 5,000 of those and
@@ -56,6 +58,21 @@ def predicted_use(pod: PodFacts, state: NodeState) -> list[float | None]:
     return out
 
 
+def reading_ages(
+    at: float, snapshot: LoadSnapshot | None, names: Sequence[str]
+) -> dict[str, float]:
+    """Per node of ``names`` the snapshot holds, how old its load measurement was at ``at``
+    (seconds; its own time, else the window's end): the freshness of the view a decision
+    read. A node the snapshot lacks is left out."""
+    if snapshot is None:
+        return {}
+    return {
+        name: round(at - snapshot.measured_at.get(name, snapshot.window_end), 1)
+        for name in names
+        if name in snapshot.nodes
+    }
+
+
 def decision_record(
     at: float,
     pod: PodFacts,
@@ -63,6 +80,7 @@ def decision_record(
     mode: str,
     favourite: str | None,
     states: Sequence[NodeState],
+    ages: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """One line of the log (see the module docstring)."""
     return {
@@ -72,6 +90,7 @@ def decision_record(
         "mode": mode,
         "favourite": favourite,
         "nodes": {s.name: predicted_use(pod, s) for s in states},
+        "age": dict(ages or {}),
     }
 
 

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter
 from .cluster import ClusterView
 from .config import Settings
 from .decide import FilterOutcome, Ranked, best, filter_nodes, prioritize
-from .decisionlog import DecisionLog, DecisionSink, decision_record
+from .decisionlog import DecisionLog, DecisionSink, decision_record, reading_ages
 from .estimate import EstimatorArgs, PodFacts, TLPArgs, demand_after, go_round, pod_facts
 from .events import Decision, EventRecorder, Scored
 from .exemptions import exemption, ignored
@@ -756,7 +756,8 @@ class Extender:
         learned = self.inflight.learned(workload_key(raw), now) is not None
         how = LEARNED if learned else REQUEST_RULE
         mode = self.settings.estimator.mode
-        self.decision_log.write(decision_record(now, pod, how, mode, win, states))
+        ages = reading_ages(now, self.refresher.snapshot, names)
+        self.decision_log.write(decision_record(now, pod, how, mode, win, states, ages))
 
     def _estimates_note(self, raw: Pod, node: str, why: str, now: float) -> str:
         """``why`` with the estimates used: the pod's own (learned or request rule) and

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -239,8 +240,6 @@ class SteadyMeasures:
     memory: Hottest
     phases: tuple[Phase, ...]
     share: float | None
-    # when the load reading each decision used was taken: not recorded by any run yet
-    freshness: None = None
 
     def of(self, resource: str) -> Hottest:
         return self.cpu if resource == "cpu" else self.memory
@@ -369,3 +368,35 @@ def read_decisions(path: str) -> list[dict[str, object]]:
                     raise ValueError(f"{part}:{number}: not a JSON object")
                 out.append(rec)
     return out
+
+
+# A decision read metrics older than this and its run counts as stalled: the extender's own
+# stale_after_seconds default (docs/contracts.md), past which it stops trusting a reading.
+STALLED_SECONDS = 180.0
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """How old the load readings behind one run's decisions were: per decision the oldest
+    reading among its candidate nodes (``age`` in the decision log)."""
+
+    decisions: int
+    median: float | None
+    worst: float | None
+
+    @property
+    def stalled(self) -> bool:
+        return self.worst is not None and self.worst > STALLED_SECONDS
+
+
+def freshness(records: Sequence[Mapping[str, object]]) -> Freshness:
+    """The decisions' ages (decision logs without ``age``, written before it was recorded,
+    give None figures)."""
+    oldest = []
+    for rec in records:
+        ages = rec.get("age")
+        if isinstance(ages, Mapping) and ages:
+            oldest.append(max(float(a) for a in ages.values()))
+    if not oldest:
+        return Freshness(len(records), None, None)
+    return Freshness(len(records), statistics.median(oldest), max(oldest))

@@ -237,7 +237,10 @@ INTRO = """\
   minimising the same time-averaged hottest node (a mixed-integer programme, proven
   optimal or stopped at a time limit with its gap stated). The **gap** is taken per run,
   the contender's figure minus its trace's optimum, in percentage points. The freshness
-  of the load reading behind each decision is not recorded by the runs, so not reported.
+  of the load readings behind the decisions is in the loadwise extender's decision logs
+  (its ``age``, from the runs after 2026-11-28 12:40 UTC on; older logs lack it):
+  `python -m benchmarks.placement.prediction` prints it per run and leaves a stalled run
+  out of its error tables.
   Runs from before 2026-11-28 replay one trace per scenario (their lifetimes seeded by the
   scenario and workload names); later runs draw the ramp's arrivals and the lifetimes from
   the invocation's `--seed` and the round (`benchmarks/placement/trace.py`): the

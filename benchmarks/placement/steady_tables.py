@@ -207,8 +207,8 @@ def lines(
         if proven < len(nms)
         else f"- Optimum without migration: proven optimal in all {len(nms)} programmes "
         "(run x resource).",
-        "- Freshness of the load reading at each decision: not recorded by these runs, so "
-        "not reported.",
+        "- Freshness of the load readings at the decisions: in the loadwise extender's "
+        "decision logs (`python -m benchmarks.placement.prediction`), not in this report.",
     ]
     if legacy:
         out.append(

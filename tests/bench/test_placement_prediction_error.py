@@ -112,3 +112,19 @@ def test_the_decision_log_is_bounded_and_read_back_whole_across_its_rotation(tmp
     kept = read_decisions(str(path))
     assert 0 < len(kept) < len(records)
     assert kept == records[-len(kept) :]  # the newest, in order, none twice
+
+
+def test_freshness_takes_each_decisions_oldest_reading_and_flags_a_stalled_run(tmp_path):
+    from benchmarks.placement.prediction import freshness_table
+    from benchmarks.placement.steady_measures import STALLED_SECONDS, freshness
+
+    fresh = [{"age": {"a": 10.0, "b": 40.0}}, {"age": {"a": 20.0}}, {"age": {"a": 30.0}}]
+    f = freshness(fresh)
+    assert (f.decisions, f.median, f.worst, f.stalled) == (3, 30.0, 40.0, False)
+    stalled = freshness([{"age": {"a": 5.0}}, {"age": {"a": STALLED_SECONDS + 1}}])
+    assert stalled.stalled
+    unknown = freshness([{"nodes": {}}])  # a log from before ages were recorded
+    assert (unknown.median, unknown.worst, unknown.stalled) == (None, None, False)
+    logs = {"x": {tmp_path / "r1" / "x.decisions.jsonl": fresh}}
+    table = freshness_table(logs, tmp_path)
+    assert table[-1] == "| x | r1 | 3 | 30.0 | 40.0 | no |"

@@ -52,7 +52,6 @@ def test_the_hottest_node_per_resource_after_the_warm_up_by_hand():
     assert m.memory.mean == pytest.approx((10 * 0.25 + 30 * 0.5 + 50 * 1.125) / 90)
     assert m.memory.p99 == 1.125
     assert m.memory.over_80_seconds == 50 and m.memory.over_100_seconds == 50
-    assert m.freshness is None  # no run records when its decisions' readings were taken
 
 
 def test_the_warm_up_is_left_out_and_a_longer_one_changes_the_figures():
@@ -176,7 +175,7 @@ def test_the_report_gives_each_contender_both_resources_and_the_gaps_to_the_opti
     assert "| loadwise-least-used | 1 | memory |" in text
     assert "| stock | 1 | 100 |" in text and "| loadwise-least-used | 1 | 50 |" in text
     assert "proven optimal in all 4 programmes" in text
-    assert "Freshness of the load reading at each decision: not recorded" in text
+    assert "Freshness of the load readings at the decisions: in the loadwise extender" in text
     assert "1 of 2 runs predate per-run traces" in text
     assert len(json.loads(cache.read_text())) == 4  # kept for the next render
 

@@ -215,6 +215,8 @@ def test_the_decision_log_records_each_candidates_predicted_use(tmp_path, fast):
     assert second["estimate"] == "learned" and second["at"] == T + 2
     assert second["nodes"][free][0] == pytest.approx(30.0)  # 800 + 400 of 4000
     assert second["nodes"][busy][0] == pytest.approx(40.0)  # 800 + 400 + 400
+    # how old the reading each decision read was: the window ended at T - 5
+    assert first["age"] == {"a": 5.0, "b": 5.0} and second["age"] == {"a": 7.0, "b": 7.0}
 
 
 def test_request_mode_keeps_the_request_rule_for_every_pod(tmp_path):
