@@ -5,7 +5,6 @@ and over several descheduling cycles no pod is evicted back and forth."""
 from __future__ import annotations
 
 import contextlib
-import subprocess
 import time
 
 import pytest
@@ -13,7 +12,7 @@ import yaml
 
 from benchmarks.placement.runner import restart_load_watcher
 from lab import delete, deploy, parse_quantity, placements, rendered
-from lab.processes import LabError, wait_for
+from lab.processes import LabError, start, wait_for
 from tests.lab.e2e import restart_scheduler, scheduler_config
 
 pytestmark = pytest.mark.lab
@@ -72,8 +71,8 @@ def test_hot_node_sheds_pods_and_nothing_comes_back(lab, extender, workdir):
         cfg = workdir / "descheduler-policy.yaml"
         cfg.write_text(yaml.safe_dump(rendered.descheduler_policy(36)))
         binary = lab.binaries(["descheduler"])["descheduler"]
-        log = (workdir / "descheduler.log").open("wb")
-        descheduler = subprocess.Popen(
+        descheduler = start(
+            "descheduler",
             [
                 binary,
                 f"--kubeconfig={lab.kubeconfig}",
@@ -82,8 +81,8 @@ def test_hot_node_sheds_pods_and_nothing_comes_back(lab, extender, workdir):
                 "--secure-port=0",
                 "--v=3",
             ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            log=workdir / "descheduler.log",
+            append=False,
         )
         seen: dict[str, str] = pods_by_uid(lab, "shed")
         gone_from: list[str] = []
@@ -112,8 +111,7 @@ def test_hot_node_sheds_pods_and_nothing_comes_back(lab, extender, workdir):
         assert HOT not in after.values()
     finally:
         if descheduler is not None:
-            descheduler.terminate()
-            descheduler.wait(15)
+            descheduler.stop()
         lab.set_background(HOT, memory=COOL_BACKGROUND)
         t0 = time.monotonic()
         delete(lab, "shed")
