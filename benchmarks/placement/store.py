@@ -207,14 +207,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("sources", type=Path, nargs="+")
         parser.add_argument("--note", action="append", default=[])
         ns = parser.parse_args(args[1:])
-        n = merge(ns.out, ns.sources, ns.note)
+        try:
+            n = merge(ns.out, ns.sources, ns.note)
+        except PlacementError as exc:
+            print(f"placement: {exc}", file=sys.stderr)
+            return 1
         print(f"placement: {ns.out} names {n} runs")
         return 0
-    if len(args) != 1:
+    if len(args) != 1 or args[0].startswith("-"):
         print("usage: python -m benchmarks.placement.store docs/placement/results.json")
         print("       python -m benchmarks.placement.store merge OUT SOURCE... [--note TEXT]")
-        return 2
-    moved = migrate(Path(args[0]))
+        return 0 if args[:1] in (["-h"], ["--help"]) else 2
+    try:
+        moved = migrate(Path(args[0]))
+    except PlacementError as exc:
+        print(f"placement: {exc}", file=sys.stderr)
+        return 1
     print(f"placement: {moved} runs moved into {Path(args[0]).parent / RUNS}")
     return 0
 

@@ -136,3 +136,13 @@ def test_merge_refuses_one_run_name_with_two_contents(tmp_path):
     store.append(b, ib, other)
     with pytest.raises(PlacementError, match="differs between"):
         store.merge(tmp_path / "out" / "results.json", [a, b])
+
+
+def test_the_command_names_a_bad_index_without_a_traceback(tmp_path, capsys):
+    from benchmarks.placement.store import main
+
+    assert main(["--help"]) == 0 and "usage:" in capsys.readouterr().out
+    assert main([str(tmp_path / "none.json")]) == 1
+    assert "cannot read the results index" in capsys.readouterr().err
+    assert main(["merge", str(tmp_path / "out.json"), str(tmp_path / "none.json")]) == 1
+    assert "cannot read the results index" in capsys.readouterr().err
