@@ -159,6 +159,26 @@ class Hottest:
     peak: float
     over_80_seconds: float
     over_100_seconds: float
+    drift: float = 0.0
+    """The mean over the last third of the measured seconds minus the mean over the first
+    third: a placement that worsens as the stream goes on shows it here."""
+
+
+def third_means(hot: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The time-weighted mean of (value, seconds) pieces over the first and over the last
+    third of their seconds, a piece across a boundary split at it."""
+    total = sum(s for _, s in hot)
+    if total <= 0:
+        raise ValueError("no measured seconds")
+    edge = total / 3
+    first = last = 0.0
+    at = 0.0
+    for value, seconds in hot:
+        start, end = at, at + seconds
+        first += value * max(0.0, min(end, edge) - start)
+        last += value * max(0.0, end - max(start, total - edge))
+        at = end
+    return first / edge, last / edge
 
 
 def hottest(parts: Sequence[Slice], resource: str) -> Hottest:
@@ -166,12 +186,14 @@ def hottest(parts: Sequence[Slice], resource: str) -> Hottest:
         raise ValueError("no slices: nothing measured")
     hot = [(max(g.util(resource)), g.seconds) for g in parts]
     total = sum(s for _, s in hot)
+    first, last = third_means(hot)
     return Hottest(
         mean=sum(v * s for v, s in hot) / total,
         p99=weighted_percentile(hot, P_HIGH),
         peak=max(v for v, _ in hot),
         over_80_seconds=sum(s for v, s in hot if v > HOT_THRESHOLD),
         over_100_seconds=sum(s for v, s in hot if v > OVER_CAPACITY),
+        drift=last - first,
     )
 
 

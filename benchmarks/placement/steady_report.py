@@ -225,7 +225,10 @@ INTRO = """\
   the hottest node's CPU and memory apart (CPU over 100 % on a kwok node is demand nothing
   throttles, memory over 100 % what a real node would kill for), its time-weighted mean
   and **p99** over time (the least level it stays at or below for 99 % of the measured
-  seconds), the seconds above 80 % and above 100 %; the hottest node's mean **per phase**
+  seconds), its **drift** (the mean over the last third of the measured seconds minus the
+  mean over the first third, in points: a placement that worsens with time shows here; in a
+  scenario whose backgrounds change it mixes in the phases), the seconds above 80 % and
+  above 100 %; the hottest node's mean **per phase**
   where background changes split the stream (phases with the same backgrounds together);
   and the **largest share of a workload's running pods on one node**, time-averaged over
   the instants where some workload runs at least two (1/n spread over n nodes, 100 % all on

@@ -103,9 +103,9 @@ def figures(
 
 HEADER = [
     "| contender | n | resource | hottest node, mean % | hottest node, p99 % "
-    "| s > 80 % | s > 100 % | optimum per instant, mean % | gap, points "
+    "| drift, points | s > 80 % | s > 100 % | optimum per instant, mean % | gap, points "
     "| optimum without migration, mean % | gap, points |",
-    "|---|---|---|---|---|---|---|---|---|---|---|",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
 ]
 
 
@@ -138,6 +138,7 @@ def _row(name: str, mine: Sequence[RunFigures], res: str) -> str:
             [
                 cell([h.mean for h in hot], pct),
                 cell([h.p99 for h in hot], pct),
+                cell([h.drift for h in hot], pts),
                 cell([h.over_80_seconds for h in hot], one),
                 cell([h.over_100_seconds for h in hot], one),
                 cell(inst, pct),

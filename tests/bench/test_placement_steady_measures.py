@@ -167,10 +167,12 @@ def test_the_report_gives_each_contender_both_resources_and_the_gaps_to_the_opti
     cache = tmp_path / "optima.json"
     text = "\n".join(lines(sc, runs, Settings(warmup=10, optimum_seconds=5), cache))
     assert "after a 10 s warm-up" in text
-    # both on a: CPU 1.0 of 2 cores (50 %); one each: 25 %; the optimum is one each
-    assert "| stock | 1 | CPU | 50.0 | 50.0 | 0 | 0 | 25.0 | 25.0 | 25.0 | 25.0 |" in text
+    # both on a: CPU 1.0 of 2 cores (50 %); one each: 25 %; the optimum is one each; no
+    # drift (the same placement all along)
+    assert "| stock | 1 | CPU | 50.0 | 50.0 | 0.0 | 0 | 0 | 25.0 | 25.0 | 25.0 | 25.0 |" in text
     assert (
-        "| loadwise-least-used | 1 | CPU | 25.0 | 25.0 | 0 | 0 | 25.0 | 0.0 | 25.0 | 0.0 |" in text
+        "| loadwise-least-used | 1 | CPU | 25.0 | 25.0 | 0.0 | 0 | 0 | 25.0 | 0.0 | 25.0 | 0.0 |"
+        in text
     )
     assert "| loadwise-least-used | 1 | memory |" in text
     assert "| stock | 1 | 100 |" in text and "| loadwise-least-used | 1 | 50 |" in text
@@ -195,3 +197,16 @@ def test_a_gap_of_rounding_alone_is_zero_and_a_real_one_stays():
     assert gap(0.19999999999999998, 0.2) == 0.0
     assert gap(0.25, 0.2) == pytest.approx(0.05)
     assert gap(0.15, 0.2) == pytest.approx(-0.05)
+
+
+def test_drift_is_the_last_third_against_the_first_split_at_the_boundaries():
+    from benchmarks.placement.steady_measures import third_means
+
+    # 0-30 s at 0.5, 30-90 s at 0.6: thirds of 30 s, the last one at 0.6 throughout
+    assert third_means([(0.5, 30.0), (0.6, 60.0)]) == pytest.approx((0.5, 0.6))
+    # a piece across both boundaries: 10 s at 0.2 then 80 s at 0.8 -> first third
+    # (30 s) is 10 s at 0.2 and 20 s at 0.8
+    first, last = third_means([(0.2, 10.0), (0.8, 80.0)])
+    assert first == pytest.approx((0.2 * 10 + 0.8 * 20) / 30) and last == pytest.approx(0.8)
+    with pytest.raises(ValueError):
+        third_means([])
