@@ -193,7 +193,7 @@ def hottest(parts: Sequence[Slice], resource: str) -> Hottest:
         peak=max(v for v, _ in hot),
         over_80_seconds=sum(s for v, s in hot if v > HOT_THRESHOLD),
         over_100_seconds=sum(s for v, s in hot if v > OVER_CAPACITY),
-        drift=last - first,
+        drift=0.0 if abs(last - first) < 1e-9 else last - first,  # no "-0.0" for a tie
     )
 
 
