@@ -48,9 +48,10 @@ def _folded(run: subprocess.CompletedProcess[str]) -> str:
 
 
 def _plan_hosts(out: str) -> list[str]:
-    """The hosts the per-host plan task reported on, in order."""
+    """The hosts the per-host plan task reported on, sorted: Ansible's forks report them in
+    whichever order they finish."""
     section = out.split(PLAN, 1)[1].split("\nTASK [", 1)[0]
-    return re.findall(r"(?m)^ok: \[([^\]]+)\]", section)
+    return sorted(re.findall(r"(?m)^ok: \[([^\]]+)\]", section))
 
 
 def _written_by_diff(out: str) -> dict[str, str]:
