@@ -571,11 +571,19 @@ def reset(lab: Lab, scenario: Scenario, log: Callable[[str], None] = log_line) -
         url = start_prometheus(lab, scenario.nodes)
     else:
         lab.stop("prometheus")
+    # load-watcher collects once at start and then every minute (pkg/watcher/watcher.go sleeps
+    # time.Minute per window): a first collection that read metrics.k8s.io on a loaded machine
+    # can miss, and waiting past the next one covers it; three restarts cover a process that
+    # came up broken.
+    watcher_timeout = 75 + len(scenario.nodes) / 5
     for attempt in range(3):
         restart_load_watcher(lab, url)
         try:
             wait_for(
-                "load-watcher at background", lambda: settled_watcher(lab, scenario.nodes), 20, 2
+                "load-watcher at background",
+                lambda: settled_watcher(lab, scenario.nodes),
+                watcher_timeout,
+                2,
             )
             break
         except LabError:
