@@ -106,6 +106,15 @@ class SourceConfig(msgspec.Struct, forbid_unknown_fields=True):
         return DEFAULT_MAX_RESPONSE_BYTES
 
     @property
+    def pod_metrics_cap(self) -> int:
+        """The largest PodMetrics list read beside this source (estimator.pod_usage):
+        ``max_response_bytes``, or 16 MiB whatever the kind; load-watcher's smaller default
+        is for its own document, whose nodes cannot be counted before they are built."""
+        if self.max_response_bytes is not None:
+            return self.max_response_bytes
+        return DEFAULT_MAX_RESPONSE_BYTES
+
+    @property
     def max_stale(self) -> float:
         if self.max_stale_seconds is not None:
             return self.max_stale_seconds

@@ -756,7 +756,7 @@ class Extender:
         learned = self.inflight.learned(workload_key(raw), now) is not None
         how = LEARNED if learned else REQUEST_RULE
         mode = self.settings.estimator.mode
-        ages = reading_ages(now, self.refresher.snapshot, names)
+        ages = reading_ages(now, self._snapshot(), names)
         self.decision_log.write(decision_record(now, pod, how, mode, win, states, ages))
 
     def _estimates_note(self, raw: Pod, node: str, why: str, now: float) -> str:

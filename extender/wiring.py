@@ -25,7 +25,6 @@ from .sources import (
     MetricsServerSource,
     PrometheusSource,
 )
-from .sources.base import DEFAULT_MAX_RESPONSE_BYTES
 from .sources.credentials import Credentials
 from .sources.pod_metrics import PodMetricsSource, PodUsageSource, PrometheusPodUsageSource
 
@@ -122,9 +121,7 @@ def build_pod_usage(settings: Settings, *, api: KubeAPI | None) -> PodUsageSourc
             max_bytes=src.response_cap,
         )
     if src.kind in ("metrics-server", "load-watcher") and api is not None:
-        # load-watcher's smaller default is for its own document, not for the PodMetrics
-        pods_cap = src.max_response_bytes or DEFAULT_MAX_RESPONSE_BYTES
-        return PodMetricsSource(api, max_bytes=pods_cap)
+        return PodMetricsSource(api, max_bytes=src.pod_metrics_cap)
     return None
 
 

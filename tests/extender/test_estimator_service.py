@@ -346,3 +346,22 @@ def test_fast_and_general_paths_agree_with_spreading_among_the_near_best(monkeyp
                 clock.now = T + i
                 ext.inflight.take(PodUsageReading(usage, {}, T + i))
     assert sum(moved) > 10, moved
+
+
+def test_the_decision_log_gives_no_age_for_a_reading_the_scores_refused(tmp_path):
+    """A node whose reading fails the checks the scores apply (here a CPU figure that is not
+    a number) is unknown to the decision, so the log records no freshness for it."""
+    log = tmp_path / "decisions.jsonl"
+    ext = _extender(FakeClock(T), **{"estimator.decision_log": str(log)})
+    good = ResourceLoad(20.0)
+    ext.refresher.snapshot = LoadSnapshot(
+        "s",
+        T - 5,
+        T,
+        {"a": NodeLoad(good, good), "b": NodeLoad(ResourceLoad(float("nan")), good)},
+        settle_seconds=60.0,
+    )
+    ext.prioritize(_args(_pod("web-abc-1")))
+    ext.decision_log.close()
+    (record,) = (json.loads(line) for line in log.read_text().splitlines())
+    assert record["age"] == {"a": 5.0}

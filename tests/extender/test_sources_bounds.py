@@ -193,3 +193,14 @@ def test_each_kind_of_source_has_its_own_default_byte_cap(kind: str, default: in
     assert SourceConfig(kind=kind).response_cap == default
     assert SourceConfig(kind=kind, max_response_bytes=2048).response_cap == 2048
     assert LoadWatcherSource("http://127.0.0.1:1")._http.max_bytes == WATCHER_MAX_RESPONSE_BYTES
+
+
+@pytest.mark.parametrize("kind", ["load-watcher", "prometheus", "metrics-server"])
+def test_the_pod_metrics_read_beside_any_source_keeps_16_mib(kind: str) -> None:
+    """The PodMetrics list is counted before it is built whatever the node source
+    (sources/pod_metrics.py), so load-watcher's smaller default does not shrink it; an
+    operator's own cap applies to both."""
+    from loadwise.extender.config import SourceConfig
+
+    assert SourceConfig(kind=kind).pod_metrics_cap == 16 * MIB
+    assert SourceConfig(kind=kind, max_response_bytes=2048).pod_metrics_cap == 2048
