@@ -132,14 +132,18 @@ class Heartbeat:
                 self.reporter.write_line(self.line(now))  # type: ignore[attr-defined]
 
 
+FILES_SHOWN = 25
+
+
 class GroupTimes:
-    """At the end, the time each xdist group and each worker spent (setup, call and teardown
-    of their tests): the figures to balance the groups by (the module docstring), printed in
-    every CI log. Under --dist loadgroup a test's node id ends in "@<group>"."""
+    """At the end, the time each xdist group, each worker and the costliest test files spent
+    (setup, call and teardown of their tests): the figures to balance the groups by (the
+    module docstring), printed in every CI log. Under --dist loadgroup a test's node id ends in "@<group>"."""
 
     def __init__(self) -> None:
         self.groups: dict[str, list[float]] = {}
         self.workers: dict[str, float] = {}
+        self.files: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # (a test's own parameters may hold an "@" too: a group name is a plain word)
@@ -150,6 +154,8 @@ class GroupTimes:
         node = getattr(report, "node", None)
         worker = node.gateway.id if node is not None else "main"
         self.workers[worker] = self.workers.get(worker, 0.0) + report.duration
+        path = report.nodeid.split("::", 1)[0]
+        self.files[path] = self.files.get(path, 0.0) + report.duration
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         terminalreporter.section("time per xdist group and per worker")
@@ -157,6 +163,10 @@ class GroupTimes:
             terminalreporter.write_line(f"{seconds / 60:6.1f} min  {int(tests):4d} tests  {group}")
         for worker, seconds in sorted(self.workers.items()):
             terminalreporter.write_line(f"{seconds / 60:6.1f} min  worker {worker}")
+        # the ungrouped tests are many small ones: their time shows per file
+        terminalreporter.section(f"the {FILES_SHOWN} costliest test files")
+        for path, seconds in sorted(self.files.items(), key=lambda kv: -kv[1])[:FILES_SHOWN]:
+            terminalreporter.write_line(f"{seconds / 60:6.1f} min  {path}")
 
 
 # trylast: the terminal reporter registers itself in its own pytest_configure
