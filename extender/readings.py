@@ -4,12 +4,21 @@ Every figure in a :class:`~extender.model.LoadSnapshot` is a percentage of the n
 capacity (a mean, or its standard deviation). Each source decodes its own wire format
 into such figures, unchecked, and hands the snapshot to :func:`validated`, which
 
-- refuses a node with any figure that is not a finite number, or is more than
-  ``SLACK`` below 0 or above 100 (for an absolute source: beyond the node's capacity):
+- refuses a node with any figure that is not a finite number, is more than ``SLACK``
+  below 0, or a use above ``SATURATED`` (a standard deviation above 100 + ``SLACK``):
   the node moves from ``nodes`` to ``invalid`` with the reason, and is scored as one
   whose load is unknown (``nodestate``): neutral, never idle, while every other node
   keeps its figures. One node's broken exporter must not switch load-awareness off
   for the cluster, nor may a reading below zero make its node look idler than idle;
+- reads a use between 100 + ``SLACK`` and ``SATURATED`` as a node at its limit,
+  clamped to 100: a source that reports what the pods ask for rather than what the
+  node could give (kwok's simulated kubelets, which sum their pods' declared use) or a
+  node whose capacity shrank under running pods. Refused as unknown, such a node took
+  no departures into account until the next reading (its score is "no data" whatever
+  left it), so the nodes beside it took every pod meanwhile: in the in-process stream
+  of tests/extender/steady_sim.py, seed 21, a node reading 118 % CPU stayed unknown for
+  two minutes after a 2-core pod left it, and the hottest node averaged 123 % against
+  the request-counting scheduler's 100 % (90 % read as saturated);
 - reads a figure within ``SLACK`` of the range as measurement jitter and clamps it
   into 0..100. A usage rate is a counter's increase over a window whose two ends are
   sampled a little apart from their timestamps, so a saturated CPU can read slightly
@@ -51,6 +60,7 @@ __all__ = [
     "NOT_FINITE",
     "OVER_CAPACITY",
     "REASONS",
+    "SATURATED",
     "SLACK",
     "STALE",
     "describe",
@@ -63,7 +73,8 @@ NOT_FINITE = "not_finite"
 """NaN or an infinity (Prometheus answers ``"NaN"`` for 0/0, ``"+Inf"`` for x/0)."""
 NEGATIVE = "negative"
 OVER_CAPACITY = "over_capacity"
-"""Above 100 %: more than the node's capacity."""
+"""A use above ``SATURATED``, a standard deviation above 100 + ``SLACK``: more than the
+node could be asked for, a wrong capacity or unit."""
 MALFORMED = "malformed"
 """Not a number at all (garbage text, a wrong JSON type in the node's entry)."""
 FUTURE = "future"
@@ -83,21 +94,28 @@ it cannot look fresh for much longer than it is."""
 SLACK = 1.0
 """Percentage points outside 0..100 read as jitter and clamped, not refused."""
 
+SATURATED = 200.0
+"""The highest use, in percent of capacity, read as a node at its limit (clamped to 100)
+rather than refused: demand of twice what the node has is as far as a node's own pods
+plausibly ask (steady scenarios of the placement benchmark reach 200 % CPU on kwok
+nodes); more is a wrong capacity or unit, which scored as full would keep the filter
+from the node for as long as the source is wrong."""
+
 _LOW, _HIGH = -SLACK, 100.0 + SLACK
 
 
-def _figure(resource: str, what: str, value: float) -> float | InvalidReading:
-    """``value`` clamped into 0..100, or why it is refused. Called only for a value
-    outside 0..100 (the caller's chained comparison is the fast path)."""
+def _figure(resource: str, what: str, value: float, high: float) -> float | InvalidReading:
+    """``value`` clamped into 0..100, or why it is refused (above ``high``). Called only
+    for a value outside 0..100 (the caller's chained comparison is the fast path)."""
     if math.isnan(value) or math.isinf(value):
         # spelt as Prometheus and Go's strconv write them
         text = "NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf"
         return InvalidReading(NOT_FINITE, f"{resource} {what} is {text}")
     if value < _LOW:
         return InvalidReading(NEGATIVE, f"{resource} {what} {value:.6g}% is negative")
-    if value > _HIGH:
+    if value > high:
         return InvalidReading(
-            OVER_CAPACITY, f"{resource} {what} {value:.6g}% is over 100% of capacity"
+            OVER_CAPACITY, f"{resource} {what} {value:.6g}% is over {high:g}% of capacity"
         )
     return min(max(value, 0.0), 100.0)
 
@@ -107,12 +125,12 @@ def _resource(resource: str, load: ResourceLoad) -> ResourceLoad | InvalidReadin
     if (avg is None or 0.0 <= avg <= 100.0) and (std is None or 0.0 <= std <= 100.0):
         return load  # the usual case: nothing to clamp or refuse (False for NaN)
     if avg is not None and not 0.0 <= avg <= 100.0:
-        checked = _figure(resource, "use", avg)
+        checked = _figure(resource, "use", avg, SATURATED)
         if isinstance(checked, InvalidReading):
             return checked
         avg = checked
     if std is not None and not 0.0 <= std <= 100.0:
-        checked = _figure(resource, "std", std)
+        checked = _figure(resource, "std", std, _HIGH)
         if isinstance(checked, InvalidReading):
             return checked
         std = checked

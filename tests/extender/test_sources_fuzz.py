@@ -29,7 +29,14 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from loadwise.extender.model import InvalidReading, LoadSnapshot, NodeInfo, NodeLoad, ResourceLoad
-from loadwise.extender.readings import CLOCK_SKEW_SECONDS, FUTURE, REASONS, SLACK, validated
+from loadwise.extender.readings import (
+    CLOCK_SKEW_SECONDS,
+    FUTURE,
+    REASONS,
+    SATURATED,
+    SLACK,
+    validated,
+)
 from loadwise.extender.sources import (
     LoadFileSource,
     SourceError,
@@ -47,7 +54,8 @@ NAMES = ["a", "b", "c", "", "node-\n1"]
 # outside it, non-finite values and absurd magnitudes.
 hostile_float = st.one_of(
     st.floats(min_value=-2 * SLACK, max_value=100 + 2 * SLACK),
-    st.sampled_from([0.0, 100.0, -SLACK, 100 + SLACK, 1e308, -1e308, 5e-324]),
+    st.floats(min_value=SATURATED - 1, max_value=SATURATED + 1),
+    st.sampled_from([0.0, 100.0, -SLACK, 100 + SLACK, SATURATED, 1e308, -1e308, 5e-324]),
     st.floats(),  # NaN and the infinities included
 )
 
@@ -147,7 +155,7 @@ def test_watcher_good_node_keeps_its_value_beside_any_bad_one(
     snap = parse_watcher(body.replace('"BAD"', token).encode(), fetched_at=FETCHED)
     assert_checked(snap, FETCHED)
     assert snap.nodes["good"].cpu.avg == good
-    if -SLACK <= bad <= 100 + SLACK:
+    if -SLACK <= bad <= SATURATED:  # a use over capacity, up to SATURATED, is a full node
         kept = snap.nodes["bad"].cpu if resource == "CPU" else snap.nodes["bad"].memory
         assert kept.avg == min(max(bad, 0.0), 100.0)
     else:

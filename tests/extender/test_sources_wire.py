@@ -221,8 +221,8 @@ PROMETHEUS_CASES = [
     ("+Inf", 0, "not_finite", "cpu use is +Inf"),
     ("-Inf", 1, "not_finite", "memory use is -Inf"),
     ("-0.5", 0, "negative", "cpu use -50% is negative"),
-    ("2.5", 1, "over_capacity", "memory use 250% is over 100% of capacity"),
-    ("1e308", 0, "over_capacity", "cpu use 1e+308% is over 100% of capacity"),
+    ("2.5", 1, "over_capacity", "memory use 250% is over 200% of capacity"),
+    ("1e308", 0, "over_capacity", "cpu use 1e+308% is over 200% of capacity"),
     ("lots", 0, "malformed", 'cpu value "lots" is not a number'),
 ]
 
@@ -248,8 +248,8 @@ async def test_prometheus_one_bad_node_leaves_the_others_scored_by_load(
 WATCHER_CASES = [
     # load-watcher documents: cpu, memory tokens for b (percent), reason, detail
     ("-50", "-50", "negative", "cpu use -50% is negative"),
-    ("1e308", "1e308", "over_capacity", "cpu use 1e+308% is over 100% of capacity"),
-    ("250", "40", "over_capacity", "cpu use 250% is over 100% of capacity"),
+    ("1e308", "1e308", "over_capacity", "cpu use 1e+308% is over 200% of capacity"),
+    ("250", "40", "over_capacity", "cpu use 250% is over 200% of capacity"),
     ("1e400", "40", "malformed", "entry unusable: Number out of range - at `$.metrics[0].value`"),
 ]
 
@@ -304,7 +304,7 @@ async def test_metrics_server_usage_beyond_capacity_refuses_that_node_only(
         "events.enabled": False,
     }
     served = await start(None, **settings)
-    await assert_only_b_refused(served, "over_capacity", "cpu use 225% is over 100% of capacity")
+    await assert_only_b_refused(served, "over_capacity", "cpu use 225% is over 200% of capacity")
     # names only (nodeCacheCapable: true): the sizes come from the node watch
     passed, failed = await served.filter(NODES)
     assert passed == ["a", "b"] and list(failed) == ["c"]
