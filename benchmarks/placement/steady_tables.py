@@ -159,12 +159,31 @@ def table(runs: Sequence[RunFigures]) -> list[str]:
     return out
 
 
+# More phases than this are a ramp (a generated background that grows step by step): one
+# column each made a 30-column table no one reads; the drift column and the plot show the
+# course instead.
+MAX_PHASE_COLUMNS = 6
+
+
 def phase_table(runs: Sequence[RunFigures]) -> list[str]:
     """Per contender: the replica share, and per phase the hottest node's mean CPU and
-    memory (only where the scenario has more than one phase)."""
+    memory (only where the scenario has from two to ``MAX_PHASE_COLUMNS`` phases; more
+    are said in a line below the table)."""
     labels = list(dict.fromkeys(p.label for f in runs for p in f.measures.phases))
-    if len(labels) < 2:
-        labels = []
+    ramp = len(labels) > MAX_PHASE_COLUMNS
+    out = _phase_rows(runs, labels if 2 <= len(labels) <= MAX_PHASE_COLUMNS else [])
+    if ramp:
+        out += [
+            "",
+            f"The backgrounds change {len(labels) - 1} times (a ramp): {len(labels)} phases, "
+            f"too many for a column each (at most {MAX_PHASE_COLUMNS}); the drift column "
+            "above and the plot show the course over time.",
+        ]
+    return out
+
+
+def _phase_rows(runs: Sequence[RunFigures], labels: list[str]) -> list[str]:
+    """The table: a row per contender, a column per phase of ``labels``."""
     head = "| contender | n | largest share of a workload on one node, time-averaged % |"
     head += "".join(f" {lab}: hottest CPU / memory, mean % |" for lab in labels)
     out = [head, "|---|---|---|" + "---|" * len(labels)]

@@ -210,3 +210,21 @@ def test_drift_is_the_last_third_against_the_first_split_at_the_boundaries():
     assert first == pytest.approx((0.2 * 10 + 0.8 * 20) / 30) and last == pytest.approx(0.8)
     with pytest.raises(ValueError):
         third_means([])
+
+
+@pytest.mark.parametrize(("count", "columns"), [(1, 0), (2, 2), (6, 6), (7, 0), (31, 0)])
+def test_a_phase_gets_a_column_unless_the_backgrounds_ramp(count, columns):
+    """gen-1201-1's background grows in 30 steps: a column per phase made a 31-column table.
+    From two phases to MAX_PHASE_COLUMNS each has its column; more are said in a line."""
+    from benchmarks.placement.steady_measures import Hottest, Phase, SteadyMeasures
+    from benchmarks.placement.steady_tables import MAX_PHASE_COLUMNS, RunFigures, phase_table
+
+    assert MAX_PHASE_COLUMNS == 6
+    hot = Hottest(0.5, 0.5, 0.0, 0.0, 0.0)
+    phases = tuple(Phase(f"b {i}Gi", 10.0, 0.5, 0.25) for i in range(count))
+    run = RunFigures("stock", SteadyMeasures(10.0 * count, hot, hot, phases, 0.5), {}, {}, True)
+    text = "\n".join(phase_table([run]))
+    assert text.count("hottest CPU / memory, mean %") == columns
+    assert ("a ramp" in text) == (count > MAX_PHASE_COLUMNS)
+    if count > MAX_PHASE_COLUMNS:
+        assert f"change {count - 1} times" in text
