@@ -138,7 +138,8 @@ FILES_SHOWN = 25
 class GroupTimes:
     """At the end, the time each xdist group, each worker and the costliest test files spent
     (setup, call and teardown of their tests): the figures to balance the groups by (the
-    module docstring), printed in every CI log. Under --dist loadgroup a test's node id ends in "@<group>"."""
+    module docstring), printed in every CI log. Under --dist loadgroup a test's node id ends
+    in "@<group>"."""
 
     def __init__(self) -> None:
         self.groups: dict[str, list[float]] = {}
