@@ -182,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument(
         "--worker-memory",
         metavar="QUANTITY",
-        help="up: each worker a node of this much memory (e.g. 2Gi): a cgroup limit, its "
-        "/proc/meminfo and memory eviction (docs/lab.md); default: unlimited",
+        help="up: each worker a node of this much memory (e.g. 2Gi; 3Gi,2Gi gives one size "
+        "per worker): a cgroup limit, its /proc/meminfo and memory eviction (docs/lab.md); "
+        "default: unlimited",
     )
     args = p.parse_args(argv)
     lab = Lab(args.run_dir)

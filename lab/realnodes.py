@@ -26,6 +26,7 @@ import secrets
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -326,6 +327,62 @@ def meminfo(limit: int, host: str) -> str:
     return "\n".join(out) + "\n"
 
 
+# What `up(worker_memory=...)` takes: one quantity for every worker ("2Gi"), one per worker in
+# WORKERS' order (a sequence, or one string with commas: "3Gi,2Gi", as the command line gives
+# it), or a mapping from worker name to quantity naming every worker.
+WorkerMemory = str | Sequence[str] | Mapping[str, str]
+# The least a worker may be given: a worker idles at a working set of 160-430 MiB (the
+# kubelet, containerd, kube-proxy and the imported images' page cache; docs/lab.md "Workers with
+# a memory of their own"), and the kubelet evicts below 100Mi available (MEMORY_EVICTION), so a
+# smaller node would be under MemoryPressure before any pod runs.
+MIN_WORKER_MEMORY = 512 * 2**20
+
+
+def worker_limits(spec: WorkerMemory, workers: Sequence[str] = WORKERS) -> dict[str, int]:
+    """Each worker's memory limit in bytes from `spec` (WorkerMemory); ValueError naming what
+    is wrong: a quantity that is not one or is below MIN_WORKER_MEMORY, a count of sizes other
+    than the count of workers, a mapping naming an unknown worker or leaving one out."""
+    if isinstance(spec, Mapping):
+        unknown = sorted(set(spec) - set(workers))
+        missing = [w for w in workers if w not in spec]
+        if unknown or missing:
+            raise ValueError(
+                f"worker memory must name every worker ({', '.join(workers)}): "
+                + "; ".join(
+                    part
+                    for part in (
+                        f"unknown {', '.join(unknown)}" if unknown else "",
+                        f"missing {', '.join(missing)}" if missing else "",
+                    )
+                    if part
+                )
+            )
+        sizes = [spec[w] for w in workers]
+    else:
+        parts = [p.strip() for p in spec.split(",")] if isinstance(spec, str) else list(spec)
+        if len(parts) == 1:
+            parts *= len(workers)
+        if len(parts) != len(workers):
+            raise ValueError(
+                f"{len(parts)} worker memory sizes for {len(workers)} workers "
+                f"({', '.join(workers)}): give one for all or one each"
+            )
+        sizes = parts
+    out: dict[str, int] = {}
+    for worker, size in zip(workers, sizes, strict=True):
+        try:
+            value = int(parse_quantity(size))
+        except Exception as e:  # QuantityError, or a non-string in a sequence
+            raise ValueError(f"{worker}: {size!r} is not a memory quantity ({e})") from None
+        if value < MIN_WORKER_MEMORY:
+            raise ValueError(
+                f"{worker}: {size!r} is below {MIN_WORKER_MEMORY // 2**20} MiB, less than a "
+                "worker needs idle plus the eviction threshold"
+            )
+        out[worker] = value
+    return out
+
+
 def _memory_args(name: str, limit: int) -> list[str]:
     """podman run's arguments for a node of `limit` bytes: the cgroup limit (no swap: this
     machine has none, and --memory-swap equal to --memory says so to the cgroup), and the
@@ -420,16 +477,17 @@ def up(
     *,
     out: Any = None,
     previous: bool = False,
-    worker_memory: str | None = None,
+    worker_memory: WorkerMemory | None = None,
     control_planes: int = 1,
 ) -> UpResult:
     """Bring the cluster up from scratch; raises LabError naming the step that failed.
     previous: its control plane and kube-proxy at previous_version() (the kubelets stay at
     K8S_VERSION, a patch apart, which Kubernetes' version skew policy allows), every image of
     K8S_VERSION present too, so `kubeadm upgrade apply K8S_VERSION` finds what it needs.
-    worker_memory: each worker a node of that much memory (a quantity, "2Gi"): its
-    container's cgroup limit, its /proc/meminfo (so its capacity) and the kubelets' memory
-    eviction (MEMORY_EVICTION); by default the workers have the machine's memory, unlimited.
+    worker_memory: each worker a node of that much memory (a quantity, "2Gi"; or one per
+    worker, worker_limits): its container's cgroup limit, its /proc/meminfo (so its
+    capacity) and the kubelets' memory eviction (MEMORY_EVICTION); by default the workers have
+    the machine's memory, unlimited.
     control_planes: 2 for two control planes, CONTROL_PLANE and CONTROL_PLANE_2 (stacked
     etcd: the second joins with `kubeadm join --control-plane`), and the worker WORKERS[0]."""
     global _layout
@@ -443,6 +501,9 @@ def up(
         else (CONTROL_PLANE, CONTROL_PLANE_2, WORKERS[0])
     )
     joining = tuple(n for n in nodes() if n != CONTROL_PLANE)
+    # before anything is built or removed: a wrong size is the caller's mistake
+    workers = tuple(n for n in nodes() if n in WORKERS)
+    limits = worker_limits(worker_memory, workers) if worker_memory else {}
     # 32 random bytes, hex: the AES-256 key kubeadm wants (cmd/kubeadm/app/phases/copycerts)
     certificate_key = secrets.token_hex(32) if control_planes == 2 else None
     image = build_image()
@@ -452,10 +513,9 @@ def up(
     run.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     down()
-    limit = int(parse_quantity(worker_memory)) if worker_memory else None
     with ThreadPoolExecutor(len(nodes())) as pool:
         ips = dict(zip(nodes(), pool.map(
-            lambda n: _start_node(n, image, limit if n in WORKERS else None), nodes()
+            lambda n: _start_node(n, image, limits.get(n)), nodes()
         ), strict=True))  # fmt: skip
 
         def prepare(index: int, name: str) -> None:
@@ -466,7 +526,7 @@ def up(
         # list(): map is lazy, and a node's error must surface here
         list(pool.map(prepare, range(len(nodes())), nodes()))
     token = f"{secrets.token_hex(3)}.{secrets.token_hex(8)}"
-    config = kubeadm_config(ips[CONTROL_PLANE], token, version, memory_eviction=bool(limit),
+    config = kubeadm_config(ips[CONTROL_PLANE], token, version, memory_eviction=bool(limits),
                             certificate_key=certificate_key)  # fmt: skip
     sh(CONTROL_PLANE, f"cat > /etc/kubernetes/loadwise-kubeadm.yaml <<'EOF'\n{config}EOF\n")
     sh(
