@@ -2,7 +2,7 @@
 #   make demo   the product's main job; on one machine with no cluster, the lab demo
 #               (first run builds the real control plane from Go modules, ~25 min)
 #   make test   set up everything from scratch and run the whole test suite
-.PHONY: demo demo-offline lab-up lab-down test test-full setup unit lint bench bench-micro bench-placement bench-cost bench-realplacement soak footprint
+.PHONY: demo demo-offline lab-up lab-down test test-full setup unit lint bench bench-micro bench-placement bench-cost bench-realplacement bench-realchurn soak footprint
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -117,6 +117,14 @@ footprint: setup
 # REALPLACEMENT_ARGS="--repeats 1".
 bench-realplacement: setup
 	flock /tmp/loadwise-lab.lock $(PY) -m benchmarks.realplacement $(REALPLACEMENT_ARGS)
+
+# A stream of pods that come and go on the real-node cluster, workers of 3 GiB and 2 GiB, a
+# memory hog on the larger for the stream's first 240 s, every pod deleted after a seeded
+# lifetime and replaced: OOM kills, evictions, MemoryPressure, restarts, start latency per
+# contender (benchmarks/realchurn.py; 5 runs of each, ~100 min; it brings the cluster up and
+# down). REALCHURN_ARGS="--repeats 1 --duration 240 --hog-seconds 160".
+bench-realchurn: setup
+	flock /tmp/loadwise-lab.lock $(PY) -m benchmarks.realchurn $(REALCHURN_ARGS)
 
 demo: setup
 	scripts/demo
