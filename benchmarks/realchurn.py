@@ -192,6 +192,7 @@ class Run:
     kernel_oom: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> task -> kills
     evicted_events: int = 0
     evicted_pods: dict[str, int] = field(default_factory=dict)  # by node
+    api_evicted: dict[str, int] = field(default_factory=dict)  # by node: the descheduler's
     pressure_seconds: dict[str, float] = field(default_factory=dict)
     restarts: int = 0
     startup_seconds: list[float] = field(default_factory=list)  # creation to Ready
@@ -307,6 +308,7 @@ def one_run(
     run.running_at_end = tally(s for uid, s in sampler.seen.items() if uid in last).running_at_end
     run.oom_kills = counted.oom_kills
     run.evicted_pods = counted.evicted_pods
+    run.api_evicted = counted.api_evicted
     run.restarts = counted.restarts
     run.startup_seconds = counted.startup_seconds
     run.never_ready = counted.never_ready
@@ -332,6 +334,7 @@ def columns(workers: Sequence[str] = realnodes.WORKERS) -> list[Column]:
         ("OOM kills", lambda r: sum(r.oom_kills.values())),
         ("kernel OOM kills", lambda r: sum(sum(t.values()) for t in r.kernel_oom.values())),
         ("evicted", lambda r: sum(r.evicted_pods.values())),
+        ("API-evicted", lambda r: sum(r.api_evicted.values())),
         *per_node("pressure s", "pressure_seconds"),
         ("restarts", lambda r: r.restarts),
         ("start p50 s", lambda r: percentile(r.startup_seconds, 50)),

@@ -48,7 +48,8 @@ class Seen:
     created: float = 0.0
     startup: float | None = None  # creation to the first Ready seen, from its condition
     oom_killed: set[str] = field(default_factory=set)  # terminated containers' ids
-    evicted: bool = False
+    evicted: bool = False  # by the kubelet
+    api_evicted: bool = False  # through the Eviction API: the descheduler, a drain
     restarts: int = 0
     running: bool = False
 
@@ -64,6 +65,10 @@ class Seen:
             # exits 0 on SIGTERM (seen here 2026-11-27, Kubernetes 1.36.4)
             if cond.type == "DisruptionTarget" and cond.reason == "TerminationByKubelet":
                 self.evicted = True
+            # the Eviction API's reason (the descheduler evicts through it; a pod the churn
+            # deletes gets no DisruptionTarget): no kubelet eviction, counted apart
+            if cond.type == "DisruptionTarget" and cond.reason == "EvictionByEvictionAPI":
+                self.api_evicted = True
         self.evicted |= pod.status.reason == "Evicted"
         for cs in pod.status.container_statuses or []:
             self.restarts = max(self.restarts, cs.restart_count)
@@ -83,6 +88,7 @@ class Tally:
     running_at_end: dict[str, int]
     oom_kills: dict[str, int]
     evicted_pods: dict[str, int]
+    api_evicted: dict[str, int]
     restarts: int
     startup_seconds: list[float]
     never_ready: int
@@ -97,6 +103,7 @@ def tally(seen: Iterable[Seen], evicted: Iterable[str] = ()) -> Tally:
         running_at_end=dict(Counter(p.node for p in pods if p.running)),
         oom_kills=dict(Counter(p.node for p in pods for _ in p.oom_killed)),
         evicted_pods=dict(Counter(p.node for p in pods if p.evicted or p.name in evicted_names)),
+        api_evicted=dict(Counter(p.node for p in pods if p.api_evicted)),
         restarts=sum(p.restarts for p in pods),
         startup_seconds=[p.startup for p in pods if p.startup is not None],
         never_ready=sum(1 for p in pods if p.startup is None),

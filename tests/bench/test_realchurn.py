@@ -200,6 +200,7 @@ def test_seen_counts_each_oom_killed_container_once_and_the_kubelets_evictions()
     evicted.look(api_pod(conditions=[by_kubelet], phase="Succeeded"))
     deleted.look(api_pod(conditions=[by_api]))
     assert evicted.evicted and not deleted.evicted
+    assert deleted.api_evicted and not evicted.api_evicted
 
 
 def test_tally_counts_per_node_and_takes_evicted_names_from_events() -> None:
@@ -209,13 +210,15 @@ def test_tally_counts_per_node_and_takes_evicted_names_from_events() -> None:
         realcount.Seen("c", node=W2, startup=3.0, running=True),
         realcount.Seen("d", node=W2),  # bound, never Ready
         realcount.Seen("e"),  # never bound
+        realcount.Seen("f", node=W2, startup=1.0, api_evicted=True),
     ]
     t = realcount.tally(pods, {"d", "not-ours"})
-    assert t.bound == {W1: 2, W2: 2}
+    assert t.bound == {W1: 2, W2: 3}
     assert t.oom_kills == {W1: 2}
     assert t.evicted_pods == {W1: 1, W2: 1}
+    assert t.api_evicted == {W2: 1}
     assert t.running_at_end == {W2: 1}
-    assert (t.restarts, sorted(t.startup_seconds), t.never_ready) == (2, [2.0, 3.0, 4.0], 2)
+    assert (t.restarts, sorted(t.startup_seconds), t.never_ready) == (2, [1.0, 2.0, 3.0, 4.0], 2)
 
 
 def test_percentile_is_a_nearest_rank_value() -> None:
