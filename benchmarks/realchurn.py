@@ -8,7 +8,9 @@ consequences counted (day-2 evidence).
 benchmarks/realplacement.py places one burst beside a memory hog. Here the same real-node
 cluster (lab/realnodes.py) gets a stream instead: each worker a node of its own size
 (``--worker-memory``, one size per worker: a cgroup limit on its container, its /proc/meminfo
-saying so, the kubelet evicting at memory.available < 100Mi), and on it
+saying so, the kubelet evicting at memory.available < 100Mi; two workers, WORKERS: a third
+would be a third kubelet and containerd on this 2-core machine, and the layout is a constant
+every real-node test reads), and on it
 
 - a few Deployments (WORKLOADS) of the lab's burner pods, each workload's pods holding more
   memory than they request (2-4x) or less, as real workloads do;
@@ -33,9 +35,9 @@ switch is a playbook run of 3-6 min here (site.yml took 192 s and 381 s in
 docs/placement.md's runs), two per pair. Each run starts from no churn pod, no hog and no
 worker under MemoryPressure.
 
-It is a measurement: the exit code is non-zero only when something is broken (an exception, or
-a run where no pod was bound at all). Each run's record goes to stderr as it ends and to
-``--out``/results.json (written again after every run), the table to stdout.
+It is a measurement: the exit code is non-zero only when something is broken (an exception, a
+run where no pod was bound at all or the churn deleted none). Each run's record goes to stderr
+as it ends and to ``--out``/results.json (written again after every run), the table to stdout.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ def lifetimes(workloads: Sequence[Workload], duration: float, seed: str) -> dict
     range (0.1 s steps) with a generator of its own seeded by `seed` and its name (adding a
     workload leaves the others' draws as they were). Enough for twice the pods that could
     come and go in `duration` if every pod lived its shortest lifetime (evicted or killed pods
-    take lifetimes too); churn.Churn reuses them from the start should a run need more."""
+    take lifetimes too); Churn reuses them from the start should a run need more."""
     out: dict[str, list[float]] = {}
     for w in workloads:
         lo, hi = w.lifetime
