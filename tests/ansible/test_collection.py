@@ -409,3 +409,21 @@ def test_the_installed_default_mode_reads_the_schedulers_config_with_its_filters
     assert "No filter named" not in out, out
     assert "Work out the kube-scheduler-arg list k3s would use" in out, out
     assert "cp-1: k3s 1.31.4, scheduler config kubescheduler.config.k8s.io/v1" in out, out
+
+
+def test_every_placement_record_under_docs_is_left_out_of_lint_and_the_collection() -> None:
+    """A report of the placement benchmark keeps its runs and drawn scenarios (YAML that is
+    not Ansible content) in <report>/placement/: ansible-lint's production profile refused
+    them, and the tarball would carry them, when a new report's directory was missing from
+    .ansible-lint's exclude_paths and galaxy.yml's build_ignore (docs/generated* did)."""
+    lint = {
+        p.rstrip("/") for p in yaml.safe_load((ROOT / ".ansible-lint").read_text())["exclude_paths"]
+    }
+    ignored = set(yaml.safe_load((ROOT / "galaxy.yml").read_text())["build_ignore"])
+    # docs/placement/results.json (docs/placement is the records), docs/<report>/placement/...
+    records = [p.parent.relative_to(ROOT) for p in ROOT.glob("docs/**/placement/results.json")]
+    assert len(records) > 1, "no placement records found under docs/"
+    for record in records:
+        covers = {str(record), str(record.parent)}
+        assert covers & lint, (str(record), ".ansible-lint exclude_paths")
+        assert covers & ignored, (str(record), "galaxy.yml build_ignore")
