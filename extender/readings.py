@@ -97,8 +97,9 @@ SLACK = 1.0
 SATURATED = 200.0
 """The highest use, in percent of capacity, read as a node at its limit (clamped to 100)
 rather than refused: demand of twice what the node has is as far as a node's own pods
-plausibly ask (steady scenarios of the placement benchmark reach 200 % CPU on kwok
-nodes); more is a wrong capacity or unit, which scored as full would keep the filter
+plausibly ask (in tests/extender/steady_sim.py's generated streams placed by requests,
+``heterogeneous(7)``, the hottest node's CPU demand reaches 198 % at its 99th
+percentile); more is a wrong capacity or unit, which scored as full would keep the filter
 from the node for as long as the source is wrong."""
 
 _LOW, _HIGH = -SLACK, 100.0 + SLACK
