@@ -141,7 +141,10 @@ def http_probe(url: str, timeout: float = 2) -> Callable[[], tuple[int, str]]:
 def log_probe(log: Path, needle: str, offset: int = 0) -> Callable[[], str | None]:
     """Ready once a line of the log file from byte `offset` on contains `needle`; returns
     that line. Child.log_probe starts after the child's header, so neither an earlier run's
-    lines in the same log nor the command line can answer for it."""
+    lines in the same log nor the command line can answer for it. Only whole lines count:
+    an unbuffered writer (PYTHONUNBUFFERED, or print with several arguments) writes a line
+    in pieces, and a probe that read "grandchild" before " 4242\n" arrived answered with
+    half a line."""
 
     def probe() -> str | None:
         try:
@@ -150,7 +153,8 @@ def log_probe(log: Path, needle: str, offset: int = 0) -> Callable[[], str | Non
                 text = f.read().decode(errors="replace")
         except FileNotFoundError:
             return None
-        return next((line for line in text.splitlines() if needle in line), None)
+        whole = text.split("\n")[:-1]  # the last piece has no newline yet, or is empty
+        return next((line.rstrip("\r") for line in whole if needle in line), None)
 
     return probe
 

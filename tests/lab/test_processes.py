@@ -211,3 +211,19 @@ def test_a_childs_log_probe_reads_only_its_own_output(tmp_path: Path) -> None:
         assert second.log_probe("serving on")() is None  # an earlier run does not count
     finally:
         second.stop(0)
+
+
+def test_a_log_probe_answers_with_whole_lines_only(tmp_path: Path) -> None:
+    # an unbuffered child (PYTHONUNBUFFERED=1) writes print("grandchild", pid) in pieces;
+    # a probe between the pieces once answered "grandchild" and the test read no pid
+    log = tmp_path / "pieces.log"
+    log.write_text("started\ngrandchild")
+    probe = log_probe(log, "grandchild")
+    assert probe() is None
+    with log.open("a") as f:
+        f.write(" 4242")
+    assert probe() is None
+    with log.open("a") as f:
+        f.write("\r\n")
+    assert probe() == "grandchild 4242"
+
