@@ -59,23 +59,19 @@ from typing import Any
 from benchmarks import realcount
 from benchmarks.realcount import (
     CONTENDERS,
+    HOT,
     MIB,
     Column,
-    Sampler,
+    Counted,
     commit,
-    cpu_ns,
-    evicted_names,
-    kernel_oom_kills,
     markdown_table,
     percentile,
     switch,
     tally,
-    uptime,
 )
 from lab import realnodes
 from lab.workloads import create_deployment
 
-HOT = realnodes.WORKERS[0]
 # every churn pod carries it: one list call finds them all (create_deployment adds app=<name>)
 LABEL = "loadwise-bench"
 PREFIX = "churn-"
@@ -179,7 +175,7 @@ class Churn:
 
 
 @dataclass
-class Run:
+class Run(Counted):
     """One contender's run: what the cluster did with the stream."""
 
     contender: str
@@ -191,20 +187,7 @@ class Run:
     pods: int = 0  # pods seen (the first ones and every replacement)
     deleted: int = 0  # pods the churn deleted
     lifetimes_used: dict[str, int] = field(default_factory=dict)  # by workload
-    bound: dict[str, int] = field(default_factory=dict)  # every pod seen, by node
     bound_by_workload: dict[str, dict[str, int]] = field(default_factory=dict)
-    running_at_end: dict[str, int] = field(default_factory=dict)
-    oom_kills: dict[str, int] = field(default_factory=dict)  # by node
-    kernel_oom: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> task -> kills
-    evicted_events: int = 0
-    evicted_pods: dict[str, int] = field(default_factory=dict)  # by node
-    api_evicted: dict[str, int] = field(default_factory=dict)  # by node: the descheduler's
-    pressure_seconds: dict[str, float] = field(default_factory=dict)
-    restarts: int = 0
-    startup_seconds: list[float] = field(default_factory=list)  # creation to Ready
-    never_ready: int = 0
-    peak_mib: dict[str, float] = field(default_factory=dict)
-    cpu_millicores: dict[str, float] = field(default_factory=dict)
 
 
 def template(w: Workload) -> dict[str, Any]:
@@ -256,14 +239,9 @@ def one_run(
     seed = run_seed(args.seed, repeat)
     churn = Churn(lifetimes(workloads, args.duration, seed))
     quiet(kube, workloads)
-    if args.hog_seconds > 0:
-        base = realnodes.working_set_bytes(HOT)
-        realnodes.start_hog(HOT, cpu=args.hog_cpu, memory=args.hog_memory)
-        if contender == "loadwise":
-            realcount.hog_seen(kube, HOT, args.hog_memory, base, time.time())
-    if contender != "loadwise" or args.hog_seconds <= 0:
-        # the same settling the loadwise runs get at the least (one metrics-server scrape)
-        time.sleep(15)
+    realcount.settle(
+        kube, contender, (args.hog_cpu, args.hog_memory) if args.hog_seconds > 0 else None
+    )
     run = Run(
         contender,
         repeat,
@@ -272,53 +250,34 @@ def one_run(
         os.getloadavg(),
         {n: round(realnodes.working_set_bytes(n) / MIB, 1) for n in realnodes.WORKERS},
     )
-    since, boot_seconds = time.time(), uptime()
-    cpu0 = {n: cpu_ns(n) for n in realnodes.WORKERS}
-    t0 = time.monotonic()
+    window = realcount.Window()
     for w in workloads:
         create_deployment(kube, w.deployment, w.replicas, template(w))
-    sampler = Sampler()
     hog_on = args.hog_seconds > 0
     while True:
-        sampler.sample(kube, f"{LABEL}=realchurn")
-        elapsed = time.monotonic() - t0
+        window.sampler.sample(kube, f"{LABEL}=realchurn")
+        elapsed = window.elapsed()
         if hog_on and elapsed >= args.hog_seconds:
             realnodes.stop_hog(HOT)
             hog_on = False
         if elapsed < args.duration:
-            for pod in churn.due(churn_pods(sampler.pods), time.time()):
+            for pod in churn.due(churn_pods(window.sampler.pods), time.time()):
                 delete_pod(kube, pod.name)
                 run.deleted += 1
         if elapsed >= args.duration + args.tail:
             break
         time.sleep(args.every)
-    elapsed = time.monotonic() - t0
-    run.cpu_millicores = {
-        n: round((cpu_ns(n) - cpu0[n]) / 1e6 / elapsed, 1) for n in realnodes.WORKERS
-    }
-    run.peak_mib = sampler.peak_mib()
-    run.pressure_seconds = sampler.pressure_seconds()
-    pods = sorted(sampler.seen.values(), key=lambda p: p.created)
-    evicted = evicted_names(kube, since, pods)
-    run.evicted_events = len(evicted)
-    counted = tally(pods, evicted)
+    pods = window.count(kube, run)
     run.pods = len(pods)
     run.lifetimes_used = dict(churn.used)
-    run.bound = counted.bound
     run.bound_by_workload = {
         w.name: tally(p for p in pods if p.name.startswith(w.deployment + "-")).bound
         for w in workloads
     }
     # from the last sample: a pod the churn deleted was Running when last seen
-    last = {p.metadata.uid for p in sampler.pods if p.metadata.deletion_timestamp is None}
-    run.running_at_end = tally(s for uid, s in sampler.seen.items() if uid in last).running_at_end
-    run.oom_kills = counted.oom_kills
-    run.evicted_pods = counted.evicted_pods
-    run.api_evicted = counted.api_evicted
-    run.restarts = counted.restarts
-    run.startup_seconds = counted.startup_seconds
-    run.never_ready = counted.never_ready
-    run.kernel_oom = kernel_oom_kills(boot_seconds)
+    last = {p.metadata.uid for p in window.sampler.pods if p.metadata.deletion_timestamp is None}
+    seen = window.sampler.seen
+    run.running_at_end = tally(s for uid, s in seen.items() if uid in last).running_at_end
     realcount.clear(kube, [w.deployment for w in workloads])
     return run
 

@@ -37,6 +37,7 @@ from lab.workloads import delete
 
 MIB = 2**20
 CONTENDERS = ("stock", "loadwise")
+HOT = realnodes.WORKERS[0]  # the worker the hog runs on
 
 
 @dataclass
@@ -152,6 +153,78 @@ class Sampler:
 
     def pressure_seconds(self) -> dict[str, float]:
         return {n: round(v, 1) for n, v in self.pressure.items()}
+
+
+@dataclass(kw_only=True)
+class Counted:
+    """What one run's window did on the workers, as each benchmark's Run records it (a Run
+    derives from this; keyword-only, so a Run's own fields come first in its constructor)."""
+
+    bound: dict[str, int] = field(default_factory=dict)  # every pod seen, by node
+    running_at_end: dict[str, int] = field(default_factory=dict)
+    oom_kills: dict[str, int] = field(default_factory=dict)  # by node
+    kernel_oom: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> task -> kills
+    evicted_events: int = 0
+    evicted_pods: dict[str, int] = field(default_factory=dict)  # by node: the kubelet's
+    api_evicted: dict[str, int] = field(default_factory=dict)  # by node: the descheduler's
+    pressure_seconds: dict[str, float] = field(default_factory=dict)
+    restarts: int = 0
+    startup_seconds: list[float] = field(default_factory=list)  # creation to Ready
+    never_ready: int = 0
+    peak_mib: dict[str, float] = field(default_factory=dict)
+    cpu_millicores: dict[str, float] = field(default_factory=dict)
+
+
+class Window:
+    """One run's measuring window on the workers: opened just before the run creates its
+    pods, sampled once per interval, counted into the run's Counted fields at the end."""
+
+    def __init__(self, workers: Sequence[str] = realnodes.WORKERS) -> None:
+        self.workers = tuple(workers)
+        self.since, self.boot_seconds = time.time(), uptime()
+        self.cpu0 = {n: cpu_ns(n) for n in self.workers}
+        self.t0 = time.monotonic()
+        self.sampler = Sampler(self.workers)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def count(self, kube: realnodes.Cluster, run: Counted) -> list[Seen]:
+        """Fill `run`'s Counted fields from the samples, the kubelet's Events and this
+        machine's kernel log; returns the pods seen, oldest first."""
+        elapsed = self.elapsed()
+        run.cpu_millicores = {
+            n: round((cpu_ns(n) - self.cpu0[n]) / 1e6 / elapsed, 1) for n in self.workers
+        }
+        run.peak_mib = self.sampler.peak_mib()
+        run.pressure_seconds = self.sampler.pressure_seconds()
+        pods = sorted(self.sampler.seen.values(), key=lambda p: p.created)
+        evicted = evicted_names(kube, self.since, pods)
+        run.evicted_events = len(evicted)
+        counted = tally(pods, evicted)
+        run.bound = counted.bound
+        run.running_at_end = counted.running_at_end
+        run.oom_kills = counted.oom_kills
+        run.evicted_pods = counted.evicted_pods
+        run.api_evicted = counted.api_evicted
+        run.restarts = counted.restarts
+        run.startup_seconds = counted.startup_seconds
+        run.never_ready = counted.never_ready
+        run.kernel_oom = kernel_oom_kills(self.boot_seconds)
+        return pods
+
+
+def settle(kube: realnodes.Cluster, contender: str, hog: tuple[int, int] | None) -> None:
+    """Start the hog on HOT (`hog`: millicores, MiB; None: no hog) and settle: loadwise waits
+    until the extender holds a load with the hog in it, stock gets the same settling at the
+    least (one metrics-server scrape)."""
+    if hog is not None:
+        base = realnodes.working_set_bytes(HOT)
+        realnodes.start_hog(HOT, cpu=hog[0], memory=hog[1])
+        if contender == "loadwise":
+            hog_seen(kube, HOT, hog[1], base, time.time())
+            return
+    time.sleep(15)
 
 
 def cgroup_file(node: str, controller: str, name: str) -> Path:

@@ -53,15 +53,11 @@ from benchmarks.realcount import (
     CONTENDERS,
     MIB,
     Column,
-    Sampler,
+    Counted,
     commit,
-    cpu_ns,
-    evicted_names,
-    kernel_oom_kills,
     markdown_table,
     switch,
     tally,
-    uptime,
 )
 from lab import realnodes
 from lab.workloads import create_deployment, scored_events
@@ -71,7 +67,7 @@ NAME = "realplace"
 
 
 @dataclass
-class Run:
+class Run(Counted):
     """One contender's run: what the cluster did with the burst."""
 
     contender: str
@@ -79,19 +75,7 @@ class Run:
     started: str  # UTC
     load_average: tuple[float, float, float]
     before_mib: dict[str, float]  # each worker's working set just before the burst
-    bound: dict[str, int] = field(default_factory=dict)  # every pod seen, by node
     first_bound: dict[str, int] = field(default_factory=dict)  # the burst's own pods
-    running_at_end: dict[str, int] = field(default_factory=dict)
-    oom_kills: dict[str, int] = field(default_factory=dict)  # by node
-    kernel_oom: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> task -> kills
-    evicted_events: int = 0
-    evicted_pods: dict[str, int] = field(default_factory=dict)  # by node
-    pressure_seconds: dict[str, float] = field(default_factory=dict)
-    restarts: int = 0
-    startup_seconds: list[float] = field(default_factory=list)  # creation to Ready
-    never_ready: int = 0
-    peak_mib: dict[str, float] = field(default_factory=dict)
-    cpu_millicores: dict[str, float] = field(default_factory=dict)
     why_hot: list[str] = field(default_factory=list)  # the extender's Events, pods on HOT
 
 
@@ -113,13 +97,7 @@ def quiet(kube: realnodes.Cluster) -> None:
 
 def one_run(kube: realnodes.Cluster, contender: str, repeat: int, args: argparse.Namespace) -> Run:
     quiet(kube)
-    base = realnodes.working_set_bytes(HOT)
-    realnodes.start_hog(HOT, cpu=args.hog_cpu, memory=args.hog_memory)
-    if contender == "loadwise":
-        realcount.hog_seen(kube, HOT, args.hog_memory, base, time.time())
-    else:
-        # the same settling the loadwise runs get at the least (one metrics-server scrape)
-        time.sleep(15)
+    realcount.settle(kube, contender, (args.hog_cpu, args.hog_memory))
     run = Run(
         contender,
         repeat,
@@ -127,40 +105,20 @@ def one_run(kube: realnodes.Cluster, contender: str, repeat: int, args: argparse
         os.getloadavg(),
         {n: round(realnodes.working_set_bytes(n) / MIB, 1) for n in realnodes.WORKERS},
     )
-    since, boot_seconds = time.time(), uptime()
-    cpu0 = {n: cpu_ns(n) for n in realnodes.WORKERS}
-    t0 = time.monotonic()
+    window = realcount.Window()
     create_deployment(kube, NAME, args.pods, burst_template(args))
-    sampler = Sampler()
     while True:
-        sampler.sample(kube, f"app={NAME}")
-        if time.monotonic() - t0 >= args.window:
+        window.sampler.sample(kube, f"app={NAME}")
+        if window.elapsed() >= args.window:
             break
         time.sleep(args.every)
-    elapsed = time.monotonic() - t0
-    run.cpu_millicores = {
-        n: round((cpu_ns(n) - cpu0[n]) / 1e6 / elapsed, 1) for n in realnodes.WORKERS
-    }
-    run.peak_mib = sampler.peak_mib()
-    run.pressure_seconds = sampler.pressure_seconds()
-    pods = sorted(sampler.seen.values(), key=lambda p: p.created)
-    evicted = evicted_names(kube, since, pods)
-    run.evicted_events = len(evicted)
-    counted = tally(pods, evicted)
-    run.bound = counted.bound
+    pods = window.count(kube, run)
     run.first_bound = tally(pods[: args.pods]).bound
-    run.running_at_end = counted.running_at_end
-    run.oom_kills = counted.oom_kills
-    run.evicted_pods = counted.evicted_pods
-    run.restarts = counted.restarts
-    run.startup_seconds = counted.startup_seconds
-    run.never_ready = counted.never_ready
-    run.kernel_oom = kernel_oom_kills(boot_seconds)
     if contender == "loadwise":
         on_hot = {p.name for p in pods if p.node == HOT}
         run.why_hot = [
             e.message
-            for e in scored_events(kube, NAME, since=since, at_least=0, timeout=0)
+            for e in scored_events(kube, NAME, since=window.since, at_least=0, timeout=0)
             if e.involved_object.name in on_hot
         ]
     clear(kube)
