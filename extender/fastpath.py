@@ -31,7 +31,7 @@ general path. Equality with the general path is tested
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, filterfalse, islice, repeat
 from operator import attrgetter, eq, getitem, itemgetter, not_
@@ -73,7 +73,7 @@ class FastAnswer:
     """One request's result, in the request's node order."""
 
     fine: Sequence[int]
-    """Every node's 0..100 score."""
+    """Every node's score: 0..100, below 0 over capacity (``least_used``)."""
     win: int | None
     body: bytes
     """The JSON answer, ``[{"Host":..,"Score":..},..]``, ready to send."""
@@ -87,7 +87,8 @@ class FastAnswer:
         Event recorder reads them, and the body is joined without them."""
         if self.win is None:
             return []
-        return _stepped(self.fine, self.win, PRIORITY_OF[self.fine[self.win]])
+        held = [s if s > 0 else 0 for s in self.fine]  # the tables index 0..100
+        return _stepped(held, self.win, PRIORITY_OF[held[self.win]])
 
 
 def _scorer(policy: LeastUsed) -> Callable[[int, float, int, float], int]:
@@ -282,11 +283,14 @@ class _Synced:
 class _View(_Synced):
     """Every table node's score for one pod shape, with the pending totals in it."""
 
-    __slots__ = ("parts", "scores")
+    __slots__ = ("over", "parts", "scores")
 
     def __init__(self, table: _Table, pc: float, pm: float) -> None:
         super().__init__(pc, pm)
         self.scores: list[int] = []
+        """0..100: a node over capacity (``least_used`` below 0) is held at 0 here."""
+        self.over: dict[int, int] = {}
+        """The nodes ``least_used`` scores below 0 (over capacity), with that score."""
         self.parts: dict[int, list[bytes]] = {}
         """Per top step: every node's answer piece for its score (``parts_for``)."""
         self.grow(table)
@@ -298,9 +302,11 @@ class _View(_Synced):
         # the same sums, in the same order, as estimate.demand_after (pending 0.0)
         cpu = [used_after(b, 0.0, pc) for b in table.cpu_base[start:]]
         mem = [used_after(b, 0.0, pm) for b in table.mem_base[start:]]
-        scores = list(map(table.score, table.cpu_alloc[start:], cpu, table.mem_alloc[start:], mem))
-        if scores and (min(scores) < 0 or max(scores) > MAX_SCORE):
-            raise ValueError("least-used scored outside 0..100")  # _priorities relies on it
+        raw = list(map(table.score, table.cpu_alloc[start:], cpu, table.mem_alloc[start:], mem))
+        if raw and max(raw) > MAX_SCORE:
+            raise ValueError("least-used scored above 100")  # _priorities relies on it
+        self.over.update((start + k, r) for k, r in enumerate(raw) if r < 0)
+        scores = [r if r > 0 else 0 for r in raw]
         self.scores.extend(scores)
         for step, parts in self.parts.items():
             parts.extend(
@@ -314,8 +320,13 @@ class _View(_Synced):
         cu = self.cpu_used[i] = used_after(table.cpu_base[i], cpu_pending, self.pc)
         mu = self.mem_used[i] = used_after(table.mem_base[i], mem_pending, self.pm)
         score = table.score(table.cpu_alloc[i], cu, table.mem_alloc[i], mu)
-        if not 0 <= score <= MAX_SCORE:
+        if score > MAX_SCORE:
             raise ValueError(f"least-used scored {score}")  # _priorities relies on 0..100
+        if score < 0:
+            self.over[i] = score
+            score = 0
+        else:
+            self.over.pop(i, None)
         self.scores[i] = score
         for step, parts in self.parts.items():
             parts[i] = table.pieces[i][_STEP_TABLES[step][score]]
@@ -546,7 +557,7 @@ class _Positions:
     """A request's node list mapped onto the table (kept for the next request:
     the scheduler often sends the same list again)."""
 
-    __slots__ = ("get", "get_infos", "held", "names", "positions", "table", "version")
+    __slots__ = ("_where", "get", "get_infos", "held", "names", "positions", "table", "version")
 
     def __init__(self, table: _Table, names: list[str], positions: list[int]) -> None:
         self.table = table
@@ -558,6 +569,14 @@ class _Positions:
         """Table-indexed list -> the request's items, in its order."""
         # looked up by the table's own name strings: their hashes are cached
         self.get_infos = _gather(list(map(table.names.__getitem__, positions)))
+        self._where: dict[int, int] | None = None
+
+    def among(self, indices: Iterable[int]) -> list[int]:
+        """The request's positions (its order) of those of the table's ``indices`` it names."""
+        if self._where is None:
+            self._where = dict(zip(self.positions, range(len(self.positions)), strict=True))
+        where = self._where
+        return [where[i] for i in indices if i in where]
 
 
 def _percent(used: float, allocatable: int, known: bool) -> int | None:
@@ -669,6 +688,12 @@ class LeastUsedFastPath:
             return list(map(_PODS, map(recent.get, tied, repeat(_NOTHING))))
 
         top = max(scores)  # the view keeps scores within 0..100 (_View.rescore)
+        over = known.among(view.over) if view.over else []
+        if over and top <= band:
+            # nodes over capacity (held at 0 here) and the best within the spreading band
+            # of 0: how far over each is can change the winner or the band's set, which
+            # the general path works out from their own scores
+            return None
         # the ledger's totals drop a node with no entries, so every busy one is in it
         busy = recent if isinstance(recent, NodeTotals) else None
         win = _winner(known.names, scores, top, counts, busy)
@@ -695,6 +720,10 @@ class LeastUsedFastPath:
                     _percent(mem[k], mem_alloc[k], flags[1][i]),
                 )
 
+        if over:  # their own scores, for the Event, as the general path gives them
+            scores = list(scores)
+            for k in over:
+                scores[k] = view.over[positions[k]]
         return FastAnswer(scores, win, body, look)
 
     def filter(

@@ -15,10 +15,11 @@ into such figures, unchecked, and hands the snapshot to :func:`validated`, which
   node could give (kwok's simulated kubelets, which sum their pods' declared use) or a
   node whose capacity shrank under running pods. Refused as unknown, such a node took
   no departures into account until the next reading (its score is "no data" whatever
-  left it), so the nodes beside it took every pod meanwhile: in the in-process stream
-  of tests/extender/steady_sim.py, seed 21, a node reading 118 % CPU stayed unknown for
-  two minutes after a 2-core pod left it, and the hottest node averaged 123 % against
-  the request-counting scheduler's 100 % (90 % read as saturated);
+  left it), so the nodes beside it took every pod meanwhile: in the in-process streams
+  of tests/extender/steady_sim.py (het-21: a node reading 118 % CPU stayed unknown for
+  two minutes after a 2-core pod left it) least-used's hottest node ran up to 38 points
+  above the request-counting scheduler's on one of 60 drawn streams, read as full at
+  most 2.7 (test_steady_sim.py);
 - reads a figure within ``SLACK`` of the range as measurement jitter and clamps it
   into 0..100. A usage rate is a counter's increase over a window whose two ends are
   sampled a little apart from their timestamps, so a saturated CPU can read slightly

@@ -52,11 +52,13 @@ def near_best(scores: Sequence[int], same: Sequence[int], band: int = SPREAD_BAN
     for i in near:
         extra = same[i] - fewest
         if extra > 0:
-            out[i] = max(floor, 0, scores[i] - band * extra)
+            # never below the band's floor, nor below 0 from above it (a node over
+            # capacity, least_used below 0, stays where it is)
+            out[i] = max(floor, min(scores[i], 0), scores[i] - band * extra)
     holders = [i for i, n in enumerate(same) if n > 0]
     if len(holders) == 1:
         # every pod of the set on one node: it comes just below the best other node that
-        # has data and room (a node over capacity or unmeasured scores 0)
+        # has data and room (a node over capacity or unmeasured scores 0 or below)
         only = holders[0]
         others = [s for i, s in enumerate(out) if i != only and s > 0]
         if others and out[only] >= max(others):
@@ -74,6 +76,7 @@ def spread_factor(same_owner: int, owner_pods: int, weight: float) -> float:
 
 
 def spread_score(score: int, same_owner: int, owner_pods: int, weight: float) -> int:
-    """``score`` (0..100) times ``spread_factor``, rounded down."""
+    """``score`` times ``spread_factor``, rounded down; a score at or below 0 as it is."""
     factor = spread_factor(same_owner, owner_pods, weight)
-    return score if factor >= 1.0 else int(score * factor)
+    # a score below 0 (over capacity) times a factor would rise towards 0
+    return score if factor >= 1.0 or score <= 0 else int(score * factor)

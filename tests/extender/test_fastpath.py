@@ -113,7 +113,10 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
                     f"gone{i}", names[3 * i % 37], PodLoad(Usage(3000, 6 * GI), Usage(), 0), now
                 )
     assert len(fast.ledger) == len(general.ledger)
-    assert sum(taken) >= 250 and not all(taken)  # both paths were exercised
+    # both paths were exercised (the general path also takes a request whose best node is
+    # within the spreading band of 0 while some node is over capacity: 167 of 400 with CPU
+    # alone, whose bursts fill the small nodes)
+    assert sum(taken) >= 200 and not all(taken)
 
 
 def test_a_pending_total_that_moves_in_one_resource_only_is_rescored():

@@ -8,6 +8,7 @@ from loadwise.extender.decide import best, prioritize
 from loadwise.extender.estimate import TLPArgs, pod_facts
 from loadwise.extender.model import Usage
 from loadwise.extender.policies import (
+    MAX_SCORE,
     LeastUsed,
     LoadVariationRiskBalancing,
     PolicyError,
@@ -15,8 +16,9 @@ from loadwise.extender.policies import (
     make_policy,
     to_extender_priority,
 )
+from loadwise.extender.policies.least_used import least_used
 from loadwise.extender.policies.load_variation import compute_score
-from loadwise.extender.policies.spread import near_best
+from loadwise.extender.policies.spread import near_best, spread_score
 from loadwise.extender.policies.target_load_packing import tlp_score
 
 from .helpers import GI, container, node_info, pod, state
@@ -160,10 +162,30 @@ def test_least_used_without_node_size_uses_percentages():
     assert LeastUsed().score(EMPTY, state(None, 30, 50)).score == 60
 
 
-def test_least_used_over_capacity_is_zero_and_lowest_without_data():
+def test_least_used_over_capacity_scores_below_0_by_how_far_and_no_data_lowest():
     info = node_info(cpu="1", memory="1Gi")
-    assert LeastUsed({"cpu": 1}).score(EMPTY, state(info, 150, 10)).score == 0
-    assert LeastUsed({"pods": 1}).score(EMPTY, state(info, 1, 1)).score == 0  # no pod count
+    cpu = LeastUsed({"cpu": 1})  # the pod counts at 250m: 25 points of this node
+    assert cpu.score(EMPTY, state(info, 150, 10)).score == -75
+    assert cpu.score(EMPTY, state(info, 75, 10)).score == 0
+    assert least_used(1000, 2000) == least_used(1000, 5000) == -MAX_SCORE  # twice and more
+    # no data at all: below every measured node, even one far over capacity
+    no_data = LeastUsed({"pods": 1}).score(EMPTY, state(info, 1, 1)).score  # no pod count
+    assert no_data < cpu.score(EMPTY, state(info, 199, 10)).score
+    assert no_data < 0
+
+
+def test_a_node_further_over_capacity_loses_to_one_less_over_whatever_its_free_memory():
+    """150 % CPU with 20 % memory used against 110 % with 30 %: both over on CPU. Scored 0
+    over capacity, as Koordinator's leastUsedScore, the free memory decided and the node
+    further over won (0 + 78 against 0 + 68, the pod's 250m and 200 MiB on them)."""
+    info = node_info(cpu="4", memory="8Gi")
+    far = state(info, 150.0, 20.0)
+    near = state(msgspec.structs.replace(info, name="near"), 110.0, 30.0)
+    for policy in (LeastUsed(), LeastUsed(dominant_weight=0)):
+        assert policy.score(EMPTY, near).score > policy.score(EMPTY, far).score
+        ranked = prioritize(EMPTY, [far, near], policy)
+        assert best(ranked).node == "near"
+        assert ranked[1].priority > ranked[0].priority
 
 
 def test_extender_priority_mapping():
@@ -265,7 +287,7 @@ def test_near_best_lowers_only_near_best_nodes_holding_more_and_never_past_the_b
     assert near_best([80, 70, 60], [4, 1, 0]) == [80, 70, 60]
     # but a node holding every pod of the set comes just below the best other node ...
     assert near_best([80, 70, 60], [4, 0, 0]) == [69, 70, 60]
-    # ... that has data and room (0: over capacity, or unmeasured)
+    # ... that has data and room (0 or below: full, over capacity, or unmeasured)
     assert near_best([80, 0], [2, 0]) == [80, 0]
     assert near_best([80], [2]) == [80]
     # the fewest within the band decides, not the fewest anywhere
@@ -275,6 +297,9 @@ def test_near_best_lowers_only_near_best_nodes_holding_more_and_never_past_the_b
     assert near_best([80, 79], [3, 0], band=0) == [80, 79]
     # never below 0
     assert near_best([3, 2, 1], [5, 0, 1]) == [0, 2, 0]
+    # a node over capacity (below 0) in the band stays where it is, not lifted to 0
+    assert near_best([3, -1, 2], [0, 4, 1]) == [3, -1, 0]
+    assert spread_score(-20, 3, 4, 1.0) == -20 and spread_score(40, 2, 4, 1.0) == 20
 
 
 def test_two_replicas_on_near_equal_nodes_go_to_two_nodes():

@@ -13,6 +13,7 @@ ones looked at while building it; these are others.
 
 from __future__ import annotations
 
+import functools
 import statistics
 
 import pytest
@@ -101,20 +102,66 @@ def test_the_stream_is_reproducible_from_its_seed():
     assert sim.heterogeneous(5) == sim.heterogeneous(5) != sim.heterogeneous(6)
 
 
-def test_a_node_read_over_its_capacity_is_full_and_its_departures_count(monkeypatch):
-    """het-21: two-core pods that use 4x their request on 4-core nodes, so a node's demand
-    reads 118 % CPU at times (kwok's nodes report demand). Refused as unknown, that node
-    was scored "no data" until the next reading, whatever left it, and everything went
-    beside it. Read as full, the hottest node is cooler by more than 5 points over the run
-    seeds (measured when written: 103.3 % against 121.2 %, means of seeds 31-34).
+# Drawn streams, some more loaded than their nodes (het-144: 7 % more CPU use than the
+# nodes have): the ones looked at while building the order of nodes over capacity
+# (least_used below 0) and while choosing to read a node over capacity as full.
+WIDE = range(101, 161)
 
-    Still hotter than stock's 94.8 % on this stream: once every node is within a pod of
-    full, least-used scores them all 0 (an extender's priority is 0..10, a tenth of the
-    range each), and the request-counting plugins decide alone."""
+
+def _hottest(make) -> dict[int, float]:
+    """Per stream of WIDE, the hottest node's mean CPU after the warm-up (run seed = the
+    stream's, 900 s)."""
+    out = {}
+    for seed in WIDE:
+        out[seed] = sim.run(make(seed, sim.heterogeneous(seed)), seed, duration=900).hottest_cpu
+    return out
+
+
+@functools.cache
+def _stock() -> dict[int, float]:
+    return _hottest(sim.request_placer)
+
+
+@functools.cache
+def _least_used() -> dict[int, float]:
+    return _hottest(sim.new_extender)
+
+
+def _worse(mine: dict[int, float]) -> list[float]:
+    """Points hotter than stock, per stream, worst first."""
+    stock = _stock()
+    return sorted((mine[s] - stock[s] for s in WIDE), reverse=True)
+
+
+def test_least_used_ranks_nodes_over_capacity_by_how_far_over(monkeypatch):
+    """Measured when written: at most 2.7 points hotter than stock on any of the 60
+    streams, 12.7 cooler on average. Scored 0 over capacity (Koordinator's leastUsedScore),
+    a node far over with free memory outscored one just over (policies/least_used.py):
+    het-144 ran 184 % against stock's 118 %, 65 points."""
+    from loadwise.extender import fastpath
+    from loadwise.extender.policies import least_used as module
+
+    worse = _worse(_least_used())
+    assert worse[0] <= 5.0, worse[:3]
+    assert statistics.mean(worse) <= -8.0
+
+    original = module.least_used
+
+    def koordinator(allocatable: float, used: float) -> int:
+        return max(0, original(allocatable, used))
+
+    monkeypatch.setattr(module, "least_used", koordinator)
+    monkeypatch.setattr(fastpath, "least_used", koordinator)
+    assert _worse(_hottest(sim.new_extender))[0] > 20.0
+
+
+def test_a_node_read_over_its_capacity_is_full_and_its_departures_count(monkeypatch):
+    """A node whose reading is over its capacity (kwok's nodes report demand: 118 % CPU at
+    times in het-21) is read as full. Refused as unknown, that node scored "no data" until
+    the next reading, whatever left it, and everything went beside it: 38 points hotter
+    than stock on one of the 60 streams, against at most 2.7 read as full (when written)."""
     from loadwise.extender import readings
 
-    stream = sim.heterogeneous(21)
-    full = statistics.mean(r.hottest_cpu for r in _runs(sim.new_extender, stream))
+    assert _worse(_least_used())[0] <= 5.0
     monkeypatch.setattr(readings, "SATURATED", 100.0 + readings.SLACK)
-    refused = statistics.mean(r.hottest_cpu for r in _runs(sim.new_extender, stream))
-    assert full < refused - 5.0, (full, refused)
+    assert _worse(_hottest(sim.new_extender))[0] > 20.0
