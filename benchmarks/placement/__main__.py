@@ -193,10 +193,19 @@ def main(argv: list[str] | None = None) -> int:
         help="also run N scenarios drawn from --seed (gen-<seed>-1 .. gen-<seed>-N; only "
         "those unless --scenarios is given)",
     )
+    ap.add_argument(
+        "--generated-seed",
+        type=int,
+        metavar="S",
+        help="draw the --generated scenarios from S instead of --seed: rounds with seeds of "
+        "their own (run order, traces) of the same drawn scenarios",
+    )
     a = ap.parse_args(argv)
     try:
         if a.warmup < 0 or a.optimum_seconds <= 0:
             raise PlacementError("--warmup must be >= 0 and --optimum-seconds > 0")
+        if a.generated_seed is not None and not a.generated:
+            raise PlacementError("--generated-seed needs --generated N")
         gen_dir = a.out / "placement" / "generated"
         # generated scenarios: the report's own copies first, then the development set
         found = [gen_dir, generator.DEV_DIR]
@@ -212,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
                 scenarios = scenario.select(a.scenarios, also=found)
             if a.duration is not None:
                 scenarios = [s.with_duration(a.duration) if s.steady else s for s in scenarios]
-            scenarios += _generated(a.generated, seed, a.duration, gen_dir)
+            drawn_from = seed if a.generated_seed is None else a.generated_seed
+            scenarios += _generated(a.generated, drawn_from, a.duration, gen_dir)
             _, notes, results = measure(
                 scenarios,
                 a.contenders,

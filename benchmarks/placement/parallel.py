@@ -10,6 +10,10 @@ comparison paired, and the machine's load lands on both sides of a pair alike.
         --contenders stock loadwise-least-used --out docs/steady -- \\
         --scenarios steady-mix --duration 600
 
+Rounds of one freshly drawn scenario (each round its own trace, all the same nodes and
+workloads): `-- --generated 1 --generated-seed 1201 --duration 1800` runs gen-1201-1 in
+every round.
+
 Everything after `--` goes to every `python -m benchmarks.placement` run as it is (each
 run adds `--contenders C --repeats 1 --seed S --out DIR --workdir DIR/work`). Needs root
 (`ip netns`). The exit status is non-zero when a run failed; the others are still gathered

@@ -172,3 +172,26 @@ def test_a_generated_scenario_s_heading_names_where_its_file_is():
     assert "`placement/generated/gen-3-1.yaml` beside this report" in gen
     (mix,) = select(["steady-mix"])
     assert "facts; file `benchmarks/scenarios/steady-mix.yaml`." in heading(mix, "facts")
+
+
+def test_rounds_of_one_drawn_scenario_each_with_a_seed_of_its_own(tmp_path: Path, monkeypatch):
+    """--generated-seed fixes the drawn scenarios, --seed the round (run order, traces)."""
+    import benchmarks.placement.__main__ as cli
+
+    seen: list[tuple[list[str], int]] = []
+
+    def measure(scenarios, contenders, index, **kw):
+        seen.append(([s.name for s in scenarios], kw["seed"]))
+        return None, [], []
+
+    monkeypatch.setattr(cli, "measure", measure)
+    monkeypatch.setattr(cli.report, "write", lambda out, *a, **kw: out / "placement.md")
+    monkeypatch.setattr(cli.report, "cost_table", lambda *a: [])
+    for round_seed in (11, 12):
+        out = tmp_path / str(round_seed)
+        argv = ["--generated", "1", "--generated-seed", "77", "--seed", str(round_seed)]
+        assert cli.main([*argv, "--out", str(out), "--duration", "600"]) == 0
+        drawn = (out / "placement" / "generated" / "gen-77-1.yaml").read_text()
+        assert drawn == generator.generate(77, 1, duration=600).text
+    assert seen == [(["gen-77-1"], 11), (["gen-77-1"], 12)]
+    assert cli.main(["--generated-seed", "77", "--out", str(tmp_path / "x")]) == 2
