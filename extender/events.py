@@ -103,7 +103,8 @@ class Scored:
     priorities: Sequence[int]
     """0..10, what the scheduler was told."""
     fine: Sequence[int]
-    """0..100, the ranking behind the priorities (highest first, then name)."""
+    """The ranking behind the priorities (highest first, then name): 0..100, least-used's
+    below 0 for a node over capacity or without data."""
     figures: Callable[[int], tuple[int | None, int | None, bool]]
     """index -> (cpu %, memory % after placement, estimated?), from the scored sums."""
 
