@@ -226,4 +226,3 @@ def test_a_log_probe_answers_with_whole_lines_only(tmp_path: Path) -> None:
     with log.open("a") as f:
         f.write("\r\n")
     assert probe() == "grandchild 4242"
-
