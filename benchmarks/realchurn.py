@@ -2,7 +2,7 @@
 """A stream of pods that come and go on real kubelets, workers of different sizes, with the
 consequences counted (day-2 evidence).
 
-    make bench-realchurn          # about 100 min with the defaults (5 runs of each contender)
+    make bench-realchurn          # about 80 min with the defaults (5 runs of each contender)
     flock /tmp/loadwise-lab.lock .venv/bin/python -m benchmarks.realchurn --help
 
 benchmarks/realplacement.py places one burst beside a memory hog. Here the same real-node
