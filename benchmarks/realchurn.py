@@ -66,7 +66,6 @@ from benchmarks.realcount import (
     commit,
     markdown_table,
     percentile,
-    switch,
     tally,
 )
 from lab import realnodes
@@ -362,13 +361,11 @@ def run(args: argparse.Namespace) -> int:
             Path(tempfile.mkdtemp(prefix="loadwise-realchurn-")), kubeconfig
         )
         kube = realnodes.Cluster(kubeconfig)
-        for contender in args.contenders:
-            switch(host, contender)
-            for i in range(args.repeats):
-                r = one_run(kube, contender, i + 1, args)
-                runs.append(r)
-                print(json.dumps(asdict(r)), file=sys.stderr)
-                write(out, meta, runs)
+        realcount.in_blocks(
+            host, kube, args.contenders, args.repeats,
+            lambda k, c, i: one_run(k, c, i, args), runs,
+            lambda done: write(out, meta, done),
+        )  # fmt: skip
         quiet(kube, WORKLOADS)
     finally:
         write(out, meta, runs)

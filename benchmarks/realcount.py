@@ -16,6 +16,7 @@ summary, markdown_table) take plain values; the rest reads the cluster or this m
 from __future__ import annotations
 
 import calendar
+import json
 import math
 import statistics
 import subprocess
@@ -23,7 +24,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -350,6 +351,28 @@ def switch(host: Any, contender: str) -> None:
     if result.rc != 0:
         raise RuntimeError(f"{playbook} failed:\n{result.tail()}")
     print(f"{playbook} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+
+
+def in_blocks(
+    host: Any,
+    kube: realnodes.Cluster,
+    contenders: Sequence[str],
+    repeats: int,
+    one_run: Callable[[realnodes.Cluster, str, int], Any],
+    runs: list[Any],
+    recorded: Callable[[list[Any]], None] | None = None,
+) -> None:
+    """Each contender's `repeats` runs in a block, after switch(host, contender). Each run
+    goes into `runs` (the caller's list, so that what ran is kept if a run fails), its
+    record to stderr, and then `recorded(runs)` is called."""
+    for contender in contenders:
+        switch(host, contender)
+        for i in range(repeats):
+            r = one_run(kube, contender, i + 1)
+            runs.append(r)
+            print(json.dumps(asdict(r)), file=sys.stderr)
+            if recorded is not None:
+                recorded(runs)
 
 
 def commit() -> str:

@@ -56,7 +56,6 @@ from benchmarks.realcount import (
     Counted,
     commit,
     markdown_table,
-    switch,
     tally,
 )
 from lab import realnodes
@@ -171,12 +170,10 @@ def run(args: argparse.Namespace) -> int:
             Path(tempfile.mkdtemp(prefix="loadwise-realplace-")), kubeconfig
         )
         kube = realnodes.Cluster(kubeconfig)
-        for contender in args.contenders:
-            switch(host, contender)
-            for i in range(args.repeats):
-                r = one_run(kube, contender, i + 1, args)
-                runs.append(r)
-                print(json.dumps(asdict(r)), file=sys.stderr)
+        realcount.in_blocks(
+            host, kube, args.contenders, args.repeats,
+            lambda k, c, i: one_run(k, c, i, args), runs,
+        )  # fmt: skip
         quiet(kube)
     finally:
         out = Path(args.out)

@@ -280,3 +280,24 @@ def test_a_run_that_bound_nothing_or_deleted_nothing_is_broken() -> None:
     assert realchurn.broken(RUNS) == []
     problems = realchurn.broken([run("stock", 1), run("loadwise", 1, bound={W2: 12})])
     assert problems == ["stock run 1: no pod bound", "loadwise run 1: the churn deleted no pod"]
+
+
+def test_runs_go_in_blocks_per_contender_and_each_is_kept_before_the_next(monkeypatch) -> None:
+    switched: list[str] = []
+    monkeypatch.setattr(realcount, "switch", lambda host, contender: switched.append(contender))
+    runs: list[Run] = []
+    saved: list[int] = []
+
+    def one(kube: object, contender: str, repeat: int) -> Run:
+        if (contender, repeat) == ("loadwise", 2):
+            raise RuntimeError("the second loadwise run failed")
+        return run(contender, repeat)
+
+    with pytest.raises(RuntimeError, match="second loadwise"):
+        realcount.in_blocks(
+            "host", None, ["stock", "loadwise"], 2, one, runs,  # type: ignore[arg-type]
+            lambda done: saved.append(len(done)),
+        )  # fmt: skip
+    assert switched == ["stock", "loadwise"]
+    assert [(r.contender, r.repeat) for r in runs] == [("stock", 1), ("stock", 2), ("loadwise", 1)]
+    assert saved == [1, 2, 3]
