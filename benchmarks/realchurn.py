@@ -332,6 +332,12 @@ def write(out: Path, meta: dict[str, Any], runs: Sequence[Run]) -> None:
     (out / "results.json").write_text(json.dumps(doc, indent=1))
 
 
+def recorded(path: Path) -> list[Run]:
+    """The runs a results.json (``write``) holds."""
+    doc = json.loads(path.read_text())
+    return [Run(**r) for r in doc["runs"]]
+
+
 def run(args: argparse.Namespace) -> int:
     # the tree the runs used: read before them, not after (a commit made meanwhile)
     started, at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit()
@@ -429,12 +435,21 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="/tmp/loadwise-realchurn")
     parser.add_argument("--reuse", action="store_true", help="use the cluster that is up")
     parser.add_argument("--keep", action="store_true", help="leave the cluster up")
+    parser.add_argument(
+        "--table",
+        type=Path,
+        metavar="RESULTS",
+        help="print the table of a results.json and stop (no cluster)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
+    if args.table is not None:
+        print(markdown_table(recorded(args.table), columns()))
+        return 0
     hot_mib = realnodes.worker_limits(args.worker_memory)[HOT] // MIB
     if args.hog_seconds > 0 and args.hog_memory >= hot_mib:
         p.error(f"--hog-memory {args.hog_memory} MiB does not fit on {HOT} ({hot_mib} MiB)")

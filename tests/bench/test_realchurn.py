@@ -301,3 +301,19 @@ def test_runs_go_in_blocks_per_contender_and_each_is_kept_before_the_next(monkey
     assert switched == ["stock", "loadwise"]
     assert [(r.contender, r.repeat) for r in runs] == [("stock", 1), ("stock", 2), ("loadwise", 1)]
     assert saved == [1, 2, 3]
+
+
+def test_the_table_is_printed_again_from_a_results_file(tmp_path, capsys) -> None:
+    runs = [
+        run("stock", 1, bound={W1: 9, W2: 5}, oom_kills={W1: 2}),
+        run("loadwise", 1, bound={W2: 14}, pods=14, deleted=10),
+    ]
+    realchurn.write(tmp_path, {"commit": "abc1234"}, runs)
+    assert realchurn.recorded(tmp_path / "results.json") == [
+        dataclasses.replace(r, load_average=list(r.load_average)) for r in runs
+    ]
+    assert realchurn.main(["--table", str(tmp_path / "results.json")]) == 0
+    assert (
+        capsys.readouterr().out.strip()
+        == realcount.markdown_table(runs, realchurn.columns()).strip()
+    )
