@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -278,6 +279,20 @@ def terminate(
 def _sender(pid: int, group: bool) -> Callable[[int], None]:
     """Signals to one process, or to the process group it leads (start_new_session)."""
     return (lambda sig: os.killpg(pid, sig)) if group else (lambda sig: os.kill(pid, sig))
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """For Popen's preexec_fn: the child gets `sig` when the thread that started it ends (a
+    test run killed, or a pytest worker that exits hard), so nothing it started outlives it
+    holding a port. libc is loaded here, in the parent; the child only makes the system
+    call (prctl(2), PR_SET_PDEATHSIG)."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+
+    def child() -> None:
+        prctl(pr_set_pdeathsig, sig)
+
+    return child
 
 
 def stop_child(proc: subprocess.Popen[Any], timeout: float = 15.0, *, group: bool = False) -> int:

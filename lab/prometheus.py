@@ -33,11 +33,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import ipaddress
 import json
 import shutil
-import signal
 import subprocess
 import time
 import urllib.error
@@ -52,7 +50,7 @@ import yaml
 
 from lab import realnodes
 from lab.components import PORTS
-from lab.processes import HOST, LabError, Processes, stop_child, wait_for
+from lab.processes import HOST, LabError, Processes, die_with_parent, stop_child, wait_for
 
 # Away from Prometheus' default 9090, like the lab's other ports (lab/components.py).
 PORT = 19090
@@ -237,19 +235,6 @@ def _argv(
     ]
 
 
-def _die_with_parent() -> Callable[[], None]:
-    """For Popen's preexec_fn: the child gets SIGTERM when the thread that started it ends (a
-    killed test run), so no Prometheus outlives it holding the port. libc is loaded here, in
-    the parent; the child only makes the system call."""
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    pr_set_pdeathsig = 1  # <linux/prctl.h>
-
-    def child() -> None:
-        prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-    return child
-
-
 @dataclass
 class Api:
     """A Prometheus server's HTTP API at `url`."""
@@ -361,7 +346,7 @@ def start(
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=workdir,
-            preexec_fn=_die_with_parent(),
+            preexec_fn=die_with_parent(),
         )
     prom = Prometheus(url, workdir, log, process)
 

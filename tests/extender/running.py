@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from lab.processes import stop_child
+from lab.processes import die_with_parent, stop_child
 
 
 def watcher_document(use: dict[str, tuple[float, float]]) -> str:
@@ -88,13 +88,19 @@ class Running:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, **(env or {})},
+            # SIGKILL when the test process ends without a teardown (a worker's hard exit)
+            preexec_fn=die_with_parent(signal.SIGKILL),
         )
         self.lines: list[str] = []
         self._changed = threading.Condition()
         self._ended = False
         threading.Thread(target=self._read, daemon=True).start()
         if wait:
-            self.wait_for_line("serving on")
+            try:
+                self.wait_for_line("serving on")
+            except BaseException:
+                self.stop()  # nobody holds it yet to stop it later
+                raise
 
     def _read(self) -> None:
         assert self.proc.stderr is not None

@@ -5,6 +5,7 @@ No cluster: nothing here asks for the `lab` fixture."""
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -136,6 +137,36 @@ def test_a_new_session_is_stopped_as_a_whole(tmp_path: Path) -> None:
     assert alive(grandchild, None)
     assert child.stop(5) == -15
     # SIGTERM went to the group: the grandchild got it too (a zombie counts as gone)
+    deadline = time.monotonic() + 10
+    while alive(grandchild, None) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild, None)
+
+
+def test_a_child_started_to_die_with_its_parent_goes_when_the_parent_exits_hard(
+    tmp_path: Path,
+) -> None:
+    # the parent ends without stopping anything (os._exit: no finally, no atexit), as a
+    # pytest worker killed by faulthandler does
+    code = (
+        "import os, subprocess, sys, time\n"
+        "from lab.processes import die_with_parent\n"
+        "import signal\n"
+        "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+        "                     preexec_fn=die_with_parent(signal.SIGKILL))\n"
+        "print('grandchild', g.pid, flush=True)\n"
+        "sys.stdin.readline()\n"
+        "os._exit(0)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdout is not None and parent.stdin is not None
+    grandchild = int(parent.stdout.readline().split()[1])
+    assert alive(grandchild, None)
+    parent.stdin.write("\n")
+    parent.stdin.flush()
+    assert parent.wait(10) == 0
     deadline = time.monotonic() + 10
     while alive(grandchild, None) and time.monotonic() < deadline:
         time.sleep(0.05)
