@@ -188,6 +188,22 @@ def test_a_node_further_over_capacity_loses_to_one_less_over_whatever_its_free_m
         assert ranked[1].priority > ranked[0].priority
 
 
+def test_a_node_the_pod_takes_over_capacity_loses_to_any_it_fits_whatever_else_is_free():
+    """A pod counted at 2.2 cores (a 2600m limit x 0.85): on a 2-core node with its memory
+    nearly free it takes CPU to 118 %; on a busy 8-core node it fits at 98 % CPU and 71 %
+    memory. In the mean of free shares the small node won (-18 and 90: 36, against 15);
+    over capacity is throttling or OOM kills, so no free memory makes up for it."""
+    shape = {"cpu": "2600m", "memory": "256Mi"}
+    p = pod_facts(pod(container(shape, shape)))
+    small = state(node_info("small", cpu="2", memory="4Gi"), 7.0, 5.0)
+    big = state(node_info("big", cpu="8", memory="16Gi"), 70.0, 70.0)
+    assert (LeastUsed().score(p, small).score, LeastUsed().score(p, big).score) == (-18, 15)
+    for policy in (LeastUsed(), LeastUsed(dominant_weight=2)):
+        ranked = prioritize(p, [small, big], policy)
+        assert best(ranked).node == "big"
+        assert ranked[0].priority == 0 < ranked[1].priority
+
+
 def test_extender_priority_mapping():
     assert [to_extender_priority(s) for s in (0, 4, 5, 44, 45, 95, 100, 150, -3)] == [
         0,

@@ -106,43 +106,51 @@ def test_the_stream_is_reproducible_from_its_seed():
 # nodes have): the ones looked at while building the order of nodes over capacity
 # (least_used below 0) and while choosing to read a node over capacity as full.
 WIDE = range(101, 161)
+# Drawn afterwards, first run with the rule that a node the pod takes over capacity scores
+# that resource alone (LeastUsed.combine): het-241, a pod of 2.2 cores and 2-core nodes.
+FRESH = range(201, 261)
 
 
-def _hottest(make) -> dict[int, float]:
-    """Per stream of WIDE, the hottest node's mean CPU after the warm-up (run seed = the
-    stream's, 900 s)."""
-    out = {}
-    for seed in WIDE:
-        out[seed] = sim.run(make(seed, sim.heterogeneous(seed)), seed, duration=900).hottest_cpu
-    return out
-
-
-@functools.cache
-def _stock() -> dict[int, float]:
-    return _hottest(sim.request_placer)
+def _hottest(make, seeds: range = WIDE) -> dict[int, sim.Result]:
+    """Per stream of ``seeds``, its run after the warm-up (run seed = the stream's, 900 s)."""
+    return {
+        seed: sim.run(make(seed, sim.heterogeneous(seed)), seed, duration=900) for seed in seeds
+    }
 
 
 @functools.cache
-def _least_used() -> dict[int, float]:
-    return _hottest(sim.new_extender)
+def _stock(seeds: range = WIDE) -> dict[int, sim.Result]:
+    return _hottest(sim.request_placer, seeds)
 
 
-def _worse(mine: dict[int, float]) -> list[float]:
-    """Points hotter than stock, per stream, worst first."""
-    stock = _stock()
-    return sorted((mine[s] - stock[s] for s in WIDE), reverse=True)
+@functools.cache
+def _least_used(seeds: range = WIDE) -> dict[int, sim.Result]:
+    return _hottest(sim.new_extender, seeds)
+
+
+def _worse(mine: dict[int, sim.Result], measure: str = "hottest_cpu") -> list[float]:
+    """Points hotter than stock on ``measure`` (the hottest node's mean CPU, or its p99:
+    ``hottest_cpu_p99``), per stream, worst first."""
+    stock = _stock(range(min(mine), max(mine) + 1))
+    return sorted(
+        (getattr(mine[s], measure) - getattr(stock[s], measure) for s in mine), reverse=True
+    )
 
 
 def test_least_used_ranks_nodes_over_capacity_by_how_far_over(monkeypatch):
     """Measured when written: at most 2.7 points hotter than stock on any of the 60
-    streams, 12.7 cooler on average. Scored 0 over capacity (Koordinator's leastUsedScore),
-    a node far over with free memory outscored one just over (policies/least_used.py):
-    het-144 ran 184 % against stock's 118 %, 65 points."""
+    streams, 12.7 cooler on average; at most 8.3 hotter and 12.5 cooler on average once a
+    node the pod takes over capacity scores that resource alone (het-144: four pods of 3
+    cores, one 8-core node, the two 4-core ones busy with small pods: a packing that
+    placing one pod at a time on the emptiest node does not find). Scored 0
+    over capacity (Koordinator's leastUsedScore), a node far over with free memory
+    outscored one just over (policies/least_used.py): het-144 ran 184 % against stock's
+    118 %, 65 points."""
     from loadwise.extender import fastpath
     from loadwise.extender.policies import least_used as module
 
     worse = _worse(_least_used())
-    assert worse[0] <= 5.0, worse[:3]
+    assert worse[0] <= 10.0, worse[:3]
     assert statistics.mean(worse) <= -8.0
 
     original = module.least_used
@@ -159,9 +167,39 @@ def test_a_node_read_over_its_capacity_is_full_and_its_departures_count(monkeypa
     """A node whose reading is over its capacity (kwok's nodes report demand: 118 % CPU at
     times in het-21) is read as full. Refused as unknown, that node scored "no data" until
     the next reading, whatever left it, and everything went beside it: 38 points hotter
-    than stock on one of the 60 streams, against at most 2.7 read as full (when written)."""
+    than stock on one of the 60 streams, against at most 2.7 read as full (when written).
+    Since a node the pod takes over capacity scores that resource alone, the means come
+    closer (8.3 read as full, 6.7 refused), but the spikes do not: the hottest node's p99
+    at most 16.2 points above stock's read as full, 51.5 refused."""
     from loadwise.extender import readings
 
-    assert _worse(_least_used())[0] <= 5.0
+    assert _worse(_least_used(), "hottest_cpu_p99")[0] <= 25.0
     monkeypatch.setattr(readings, "SATURATED", 100.0 + readings.SLACK)
-    assert _worse(_hottest(sim.new_extender))[0] > 20.0
+    assert _worse(_hottest(sim.new_extender), "hottest_cpu_p99")[0] > 40.0
+
+
+def test_a_node_the_pod_takes_over_capacity_loses_to_one_it_fits_on(monkeypatch):
+    """On streams drawn after the rule was made (``FRESH``): a node the pod would take over
+    capacity scores that resource alone, below every node the pod fits on (LeastUsed.combine).
+    Measured when written: at most 0.6 points hotter than stock, 12.2 cooler on average. In
+    the mean of free shares, free memory made up for being over on CPU: het-241's 2-core
+    node took pods of 2.2 cores and ran at 125 % for the whole stream, 17.6 points above
+    stock's hottest node."""
+    from loadwise.extender.policies.least_used import LeastUsed
+
+    worse = _worse(_least_used(FRESH))
+    assert worse[0] <= 2.0, worse[:3]
+    assert statistics.mean(worse) <= -8.0
+
+    def mean_only(self, cpu, memory, pods):  # the weighted mean alone, as before the rule
+        parts = [
+            (score, self.weights.get(name, 0))
+            for name, score in (("cpu", cpu), ("memory", memory), ("pods", pods))
+            if score is not None and self.weights.get(name, 0)
+        ]
+        if not parts:
+            return None
+        return int(sum(score * weight for score, weight in parts) // sum(w for _, w in parts))
+
+    monkeypatch.setattr(LeastUsed, "combine", mean_only)
+    assert _worse(_hottest(sim.new_extender, FRESH))[0] > 10.0
