@@ -83,6 +83,11 @@ def test_the_draws_cover_what_a_homelab_has(drawn):
     assert min(ratios) < 0.5 and max(ratios) > 3
     assert any(w.limits is None for sc in scs for w in sc.workloads)
     assert any(w.limits is not None for sc in scs for w in sc.workloads)
+    # a container never uses more than its limits (throttled on CPU, OOM-killed on memory)
+    for sc in scs:
+        for w in sc.workloads:
+            if w.limits is not None:
+                assert w.usage.cpu <= w.limits.cpu and w.usage.memory <= w.limits.memory, w
     assert any(sc.steady and sc.steady.changes for sc in scs)
     assert any(sc.steady and not sc.steady.changes for sc in scs)
     assert {sc.steady.source for sc in scs if sc.steady} == {"metrics-server", "prometheus"}
