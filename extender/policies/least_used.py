@@ -85,8 +85,9 @@ class LeastUsed:
         score alone (below 0), whatever is free of the others, so it ranks below every
         node the pod fits on: over capacity is throttling or OOM kills, not a little less
         room. In the mean, free memory made up for it: a pod counted at 2.2 cores on an
-        idle 2-core node (CPU -18, memory 90: 36) outscored a busy 8-core node it fitted
-        on at 98 % (15). In tests/extender/steady_sim.py's heterogeneous(241), pods of 2.2
+        idle 2-core node (CPU -18, memory 90: 36, or 18 with the worst counted again at
+        dominantResourceWeight 1) outscored a busy 8-core node it fitted on at 98 % (15,
+        or 10). In tests/extender/steady_sim.py's heterogeneous(241), pods of 2.2
         cores kept going to a 2-core node, which ran at 125 % for the whole stream,
         least-used's hottest node 17.6 points above stock's; with this rule 9.1 below."""
         total = weights = 0.0
