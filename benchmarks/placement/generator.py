@@ -13,8 +13,8 @@ is judged over many clusters it was not tuned on. Scenario `gen-<seed>-<index>` 
 * two to four workloads, each with requests, a usage/request ratio per resource drawn
   log-uniformly from 0.2 to 6 (a fifth of the request up to six times it), limits on
   about half of them (usage then at most the limits), a lifetime range and a ramp rate;
-  replicas sized so that the pods
-  and the backgrounds use 45-80 % of the cluster's scarcer resource;
+  replicas sized so that the pods and the backgrounds use 45-80 % of the cluster's scarcer
+  resource;
 * its load read from metrics-server, or one time in four from the lab's Prometheus (the
   window's average and deviation, which LoadVariationRiskBalancing and loadwise-lvrb read).
 

@@ -143,15 +143,12 @@ def test_a_new_session_is_stopped_as_a_whole(tmp_path: Path) -> None:
     assert not alive(grandchild, None)
 
 
-def test_a_child_started_to_die_with_its_parent_goes_when_the_parent_exits_hard(
-    tmp_path: Path,
-) -> None:
+def test_a_child_started_to_die_with_its_parent_goes_when_the_parent_exits_hard() -> None:
     # the parent ends without stopping anything (os._exit: no finally, no atexit), as a
     # pytest worker killed by faulthandler does
     code = (
-        "import os, subprocess, sys, time\n"
+        "import os, signal, subprocess, sys\n"
         "from lab.processes import die_with_parent\n"
-        "import signal\n"
         "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
         "                     preexec_fn=die_with_parent(signal.SIGKILL))\n"
         "print('grandchild', g.pid, flush=True)\n"
