@@ -133,6 +133,7 @@ def test_a_new_session_is_stopped_as_a_whole(tmp_path: Path) -> None:
     )
     child = start("parent", python(code), log=tmp_path / "parent.log", new_session=True)
     line = child.wait_ready(child.log_probe("grandchild"), 20, interval=0.05)
+    assert line is not None
     grandchild = int(line.split()[1])
     assert alive(grandchild, None)
     assert child.stop(5) == -15
