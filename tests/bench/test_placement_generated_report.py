@@ -4,19 +4,22 @@ scheduler's release."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from benchmarks.placement import generated_report as gr
-from benchmarks.placement import generator, versions
+from benchmarks.placement import generator, scenario, versions
 from benchmarks.placement.__main__ import _generated
 from benchmarks.placement.contenders import CONTENDERS, FAIR_TRIMARAN_WEIGHT, scheduler_config
 from benchmarks.placement.exceptions import PlacementError
 from benchmarks.placement.runner import RunResult
-from benchmarks.placement.scenario import Node, Resources
+from benchmarks.placement.scenario import Node, Resources, select
 from benchmarks.placement.steady_measures import Settings, Timeline
 from benchmarks.placement.timeline import Stay
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def test_the_distribution_is_of_observed_values():
@@ -152,7 +155,6 @@ def test_the_fair_peers_render_their_plugin_at_the_fair_weight(name: str, plugin
 
 
 def test_every_steady_scenario_runs_the_three_loadwise_policies_and_both_peer_weights():
-    from benchmarks.placement.scenario import select
 
     wanted = {"loadwise-least-used", "loadwise-tlp", "loadwise-lvrb"}
     for sc in [*select(None), *(g.scenario for g in generator.dev_set())]:
@@ -166,7 +168,6 @@ def test_every_steady_scenario_runs_the_three_loadwise_policies_and_both_peer_we
 
 def test_a_generated_scenario_s_heading_names_where_its_file_is():
     from benchmarks.placement.formatting import heading
-    from benchmarks.placement.scenario import select
 
     gen = "\n".join(heading(generator.generate(3, 1).scenario, "facts"))
     assert "`placement/generated/gen-3-1.yaml` beside this report" in gen
@@ -195,3 +196,33 @@ def test_rounds_of_one_drawn_scenario_each_with_a_seed_of_its_own(tmp_path: Path
         assert drawn == generator.generate(77, 1, duration=600).text
     assert seen == [(["gen-77-1"], 11), (["gen-77-1"], 12)]
     assert cli.main(["--generated-seed", "77", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_workloads_given_more_than_their_limits_are_counted_by_scenario():
+    drawn = [generator.generate(seed, 1).scenario for seed in range(1, 13)]
+    limited = [(i, w) for i, sc in enumerate(drawn) for w in sc.workloads if w.limits]
+    assert limited, "no draw with limits among twelve"
+    assert gr.over_limits(drawn) == (len(limited), [])  # the generator caps usage
+    assert gr.limits_line(drawn)[0].startswith("No generated workload uses more than its limits")
+    i, w = limited[0]
+    assert w.limits is not None
+    over = replace(w, usage=Resources(w.usage.cpu, w.limits.memory + 1))
+    drawn[i] = replace(drawn[i], workloads=tuple(over if x is w else x for x in drawn[i].workloads))
+    assert gr.over_limits(drawn) == (len(limited), [(drawn[i].name, w.name)])
+    assert f"1 of the {len(limited)} workloads with limits" in gr.limits_line(drawn)[0]
+    assert gr.over_limits(select(["steady-mix"])) == (0, [])  # not generated: not counted
+
+
+@pytest.mark.parametrize(
+    ("report", "counted"),
+    [("generated-001a13a", (32, 15, 12)), ("generated-dac55ad", (37, 24, 15))],
+)
+def test_the_readme_s_over_limit_counts_are_the_reports_own(
+    report: str, counted: tuple[int, int, int]
+):
+    files = sorted((DOCS / report / "placement" / "generated").glob("gen-*.yaml"))
+    limited, over = gr.over_limits([scenario.load(f) for f in files])
+    assert (limited, len(over), len({s for s, _ in over})) == counted
+    readme = " ".join((DOCS.parent / "README.md").read_text().split())
+    assert f"{counted[1]} of {counted[0]} " in readme
+    assert f"(in {counted[2]}" in readme
