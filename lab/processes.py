@@ -403,6 +403,9 @@ def start(
     a session and process group of its own, which stop() signals as a whole, and a terminal's
     Ctrl-C does not reach it."""
     with _log_file(log, argv, append) as out:
+        # before the child runs: it shares this file description, so once it writes, tell()
+        # would count its first lines as header and a probe would never see them
+        offset = 0 if isinstance(out, int) else out.tell()
         popen = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -413,7 +416,6 @@ def start(
             start_new_session=new_session,
             close_fds=True,
         )
-        offset = 0 if isinstance(out, int) else out.tell()
     return Child(name, popen, log, new_session, offset)
 
 
@@ -473,6 +475,7 @@ async def start_async(
 ) -> AsyncChild:
     """start() for an event loop's caller (asyncio.create_subprocess_exec)."""
     with _log_file(log, argv, append) as out:
+        offset = 0 if isinstance(out, int) else out.tell()  # before the child runs, as in start()
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=subprocess.DEVNULL,
@@ -481,7 +484,6 @@ async def start_async(
             cwd=cwd,
             env=env,
         )
-        offset = 0 if isinstance(out, int) else out.tell()
     return AsyncChild(name, process, log, offset)
 
 

@@ -4,11 +4,13 @@ No cluster: nothing here asks for the `lab` fixture."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -208,6 +210,38 @@ async def test_an_async_child_waits_and_is_killed_after_the_grace_period(tmp_pat
     began = time.monotonic()
     assert await child.stop(0.5) == -9
     assert time.monotonic() - began >= 0.5
+
+
+def test_output_written_before_start_returns_is_the_childs_not_the_headers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The child shares the log's file description: a child quicker than its parent moves the
+    # parent's offset. Make it always quicker (Popen returns once the child has exited).
+    real_popen = subprocess.Popen
+
+    def finished_popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        popen: subprocess.Popen[bytes] = real_popen(*args, **kwargs)  # type: ignore[call-overload]
+        popen.wait(20)
+        return popen
+
+    monkeypatch.setattr(subprocess, "Popen", finished_popen)
+    child = start("quick", python("print('armed', flush=True)"), log=tmp_path / "quick.log")
+    assert child.log_probe("armed")() == "armed"
+
+
+async def test_an_async_childs_first_output_is_seen_however_quick_the_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_exec = asyncio.create_subprocess_exec
+
+    async def finished_exec(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        process = await real_exec(*args, **kwargs)
+        await process.wait()
+        return process
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", finished_exec)
+    child = await start_async("quick", python("print('armed', flush=True)"), log=tmp_path / "q.log")
+    assert await child.log_probe("armed")() == "armed"
 
 
 async def test_an_async_child_that_exits_early_fails_the_wait(tmp_path: Path) -> None:
