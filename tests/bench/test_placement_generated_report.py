@@ -155,7 +155,6 @@ def test_the_fair_peers_render_their_plugin_at_the_fair_weight(name: str, plugin
 
 
 def test_every_steady_scenario_runs_the_three_loadwise_policies_and_both_peer_weights():
-
     wanted = {"loadwise-least-used", "loadwise-tlp", "loadwise-lvrb"}
     for sc in [*select(None), *(g.scenario for g in generator.dev_set())]:
         if sc.steady is None:
