@@ -9,6 +9,7 @@ import msgspec
 from .estimate import PodFacts, demand_after, go_round
 from .model import NodeInfo, NodeState
 from .policies.base import MAX_SCORE, PRIORITY_OF, NodeScore, Policy, to_extender_priority
+from .policies.least_used import LeastUsed, hottest_raises, less_for_raising, raised_note
 from .policies.spread import near_best
 
 __all__ = [
@@ -202,6 +203,15 @@ def prioritize(
     names = [n.name for n in nodes]
     pending = {n.name: n.pending_pods for n in nodes}
     scores = [d.score for d in details]
+    raised: dict[int, str] = {}  # the nodes the hottest-node term lowered, and why
+    if isinstance(policy, LeastUsed) and policy.hottest_weight:
+        raises = hottest_raises([policy.uses(pod, n) for n in nodes])
+        for i, (score, by) in enumerate(zip(scores, raises, strict=True)):
+            lowered = less_for_raising(score, by, policy.hottest_weight)
+            if lowered != score:
+                raised[i] = raised_note(by)
+                details[i] = NodeScore(lowered, details[i].why + raised[i])
+                scores[i] = lowered
     band: int = getattr(policy, "spread_band", 0)
     if band:  # the spreading term among the near-best (policies.spread.near_best)
         spread = near_best(scores, [n.same_owner for n in nodes], band)
@@ -212,7 +222,7 @@ def prioritize(
         scores = spread
     priorities, win = to_priorities(names, scores, pending.__getitem__)
     if win is not None and not explain:
-        why = policy.score(pod, nodes[win], True).why
+        why = policy.score(pod, nodes[win], True).why + raised.get(win, "")
         details[win] = NodeScore(scores[win], why)
     return [Ranked(n, p, d) for n, p, d in zip(names, priorities, details, strict=True)]
 

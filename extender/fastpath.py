@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, filterfalse, islice, repeat
-from operator import attrgetter, eq, getitem, itemgetter, not_
+from operator import attrgetter, eq, getitem, gt, itemgetter, mul, not_, sub, truediv
 from typing import Any
 
 import msgspec
@@ -53,7 +53,7 @@ from .ledger import NodeTotals, Pending
 from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
-from .policies.least_used import least_used
+from .policies.least_used import least_used, less_for_raising
 from .policies.spread import near_best, spread_score
 
 __all__ = ["FastAnswer", "LeastUsedFastPath"]
@@ -80,6 +80,8 @@ class FastAnswer:
     figures: Figures | None = None
     """With ``figures=True``: request position -> [cpu, memory] percent of
     allocatable after placement, from the very sums that were scored (None: no data)."""
+    win_raised: float = 0.0
+    """Points by which the winner raises the hottest node, when that lowered its score."""
 
     @property
     def priorities(self) -> list[int]:
@@ -579,6 +581,39 @@ class _Positions:
         return [where[i] for i in indices if i in where]
 
 
+def _less_for_raising(
+    table: _Table, view: _View, known: _Positions, scores: Sequence[int], weight: float
+) -> tuple[dict[int, int], dict[int, float]] | None:
+    """``decide.prioritize``'s hottest-node term (``least_used.hottest_raises``) over the
+    request's nodes: the positions whose score it lowers, with the lowered score and by
+    how much each raised the hottest; None when a weighed resource has an allocatable of
+    0 (the general path leaves it out).
+    The percentages are the general path's expressions (``LeastUsed.uses``), so equal to
+    the bit; the per-node work is C-level maps but for the few nodes above the top."""
+    raised: dict[int, float] = {}
+    for w, used_all, alloc_all, own in (
+        (table.wc, view.cpu_used, table.cpu_alloc, view.pc),
+        (table.wm, view.mem_used, table.mem_alloc, view.pm),
+    ):
+        if not w:
+            continue
+        allocs = known.get(alloc_all)
+        if 0 in allocs:
+            return None
+        used = known.get(used_all)
+        after = list(map(truediv, map(mul, repeat(100), used), allocs))
+        before = map(truediv, map(mul, repeat(100), map(sub, used, repeat(own))), allocs)
+        top = max(before, default=0.0)
+        for k in compress(range(len(after)), map(gt, after, repeat(top))):
+            raised[k] = raised.get(k, 0.0) + (after[k] - top)
+    lowered: dict[int, int] = {}
+    for k, by in raised.items():
+        score = less_for_raising(scores[k], by, weight)
+        if score != scores[k]:
+            lowered[k] = score
+    return lowered, {k: raised[k] for k in lowered}
+
+
 def _percent(used: float, allocatable: int, known: bool) -> int | None:
     # estimate.Demand.percent, rounded as the filter rounds it (go_round)
     if not known:
@@ -673,6 +708,18 @@ class LeastUsedFastPath:
                 for name, k in where.items():
                     scores[k] = spread_score(scores[k], spread[name], total, spread_weight)
                 crowded = list(where.values())
+        weight = self.policy.hottest_weight
+        raised: dict[int, float] = {}
+        if weight:
+            got = _less_for_raising(table, view, known, scores, weight)
+            if got is None:
+                return None  # a node of no size for a weighed resource: the general path's
+            lowered, raised = got
+            if lowered:
+                scores = list(scores)
+                for k, score in lowered.items():
+                    scores[k] = score
+                crowded = sorted({*crowded, *lowered})
         band = self.policy.spread_band
         if spread and band:
             # then among the near-best, as ``decide.prioritize`` (``spread.near_best``)
@@ -724,7 +771,7 @@ class LeastUsedFastPath:
             scores = list(scores)
             for k in over:
                 scores[k] = view.over[positions[k]]
-        return FastAnswer(scores, win, body, look)
+        return FastAnswer(scores, win, body, look, raised.get(win, 0.0))
 
     def filter(
         self,

@@ -35,6 +35,7 @@ from .nodesizes import SEEN_NODES_MAX, NodeSizes
 from .nodestate import build_states
 from .podusage import PodUsageStore
 from .policies import MAX_SCORE, Policy, to_extender_priority
+from .policies.least_used import raised_note
 from .readings import describe, validated
 from .sources import LoadSource, Refresher, SourceError
 from .sources.pod_metrics import PodUsageSource
@@ -710,6 +711,8 @@ class Extender:
                 if win is not None:
                     state = self._states([win], infos, owner_key(args.pod))[0][0]
                     why = self.policy.score(pod, state, True).why
+                    if answer.win_raised:
+                        why += raised_note(answer.win_raised)
                 scored = self._fast_scored(answer, names)
         else:
             names, infos = self._infos(args)

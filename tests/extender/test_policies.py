@@ -16,7 +16,12 @@ from loadwise.extender.policies import (
     make_policy,
     to_extender_priority,
 )
-from loadwise.extender.policies.least_used import least_used
+from loadwise.extender.policies.least_used import (
+    HOTTEST_FLOOR,
+    hottest_raises,
+    least_used,
+    less_for_raising,
+)
 from loadwise.extender.policies.load_variation import compute_score
 from loadwise.extender.policies.spread import near_best, spread_score
 from loadwise.extender.policies.target_load_packing import tlp_score
@@ -332,3 +337,34 @@ def test_two_replicas_on_near_equal_nodes_go_to_two_nodes():
     ranked = prioritize(facts, second, LeastUsed())
     assert best(ranked).node == "b"
     assert "spread: 1 of its set here" in ranked[0].detail.why
+
+
+def test_hottest_raises_counts_only_what_goes_above_the_hottest_before_placement():
+    # (after, before) per resource; the hottest before placement: CPU 70, memory 60
+    uses = [((80.0, 70.0), (40.0, 30.0)), ((75.0, 50.0), (65.0, 60.0)), (None, (20.0, 10.0))]
+    assert hottest_raises(uses) == [10.0, 5.0 + 5.0, 0.0]
+    assert hottest_raises([]) == []
+
+
+def test_less_for_raising_keeps_a_node_that_fits_above_every_node_over_capacity():
+    assert less_for_raising(60, 0.0) == 60
+    assert less_for_raising(60, 4.0, 3.0) == 48
+    assert less_for_raising(60, 30.0, 3.0) == HOTTEST_FLOOR  # never below min(score, 10)
+    assert less_for_raising(6, 30.0, 3.0) == 6
+    assert less_for_raising(-20, 30.0, 3.0) == -20  # over capacity: ordered as it was
+    assert less_for_raising(60, 30.0, 0.0) == 60  # the term off
+
+
+def test_free_memory_does_not_buy_a_placement_that_raises_the_hottest_cpu():
+    """A cluster hot on CPU, cool on memory. ``busy`` holds the hottest CPU (70 %) and
+    little memory; ``roomy`` has CPU to spare and its memory half used. The mean of free
+    shares prefers ``busy`` (its free memory outweighs the CPU it lacks), which takes the
+    hottest node to 81 %; with the term the pod goes where no node gets hotter."""
+    p = pod_facts(pod(container({"cpu": "500m", "memory": "256Mi"})))
+    busy = state(node_info("busy"), 70.0, 5.0)
+    roomy = state(node_info("roomy"), 45.0, 55.0)
+    plain = LeastUsed(hottest_weight=0)
+    assert best(prioritize(p, [busy, roomy], plain)).node == "busy"
+    ranked = prioritize(p, [busy, roomy], LeastUsed(), explain=True)
+    assert best(ranked).node == "roomy"
+    assert "raises the hottest node by" in ranked[0].detail.why

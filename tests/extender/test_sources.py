@@ -304,8 +304,8 @@ def test_a_saturated_node_reading_just_over_full_stays_full():
     # A rate over a window reads a saturated CPU a little above capacity (and an idle
     # one a little below zero): within SLACK that is jitter, read as 100 % and 0 %, so
     # the busiest node is not mistaken for one of unknown load. A use up to SATURATED
-    # (demand over capacity, as kwok's nodes report it) is a node at its limit too;
-    # beyond it, refused.
+    # (demand over capacity, as kwok's nodes report it) is kept as read, so a departure
+    # comes off what the node really held; beyond it, refused.
     doc = json.loads(WATCHER_METRICS_SERVER)
     metrics = doc["data"]["NodeMetricsMap"]["n1"]["metrics"]
     metrics[0]["value"], metrics[1]["value"] = 100.6, -0.4
@@ -313,7 +313,10 @@ def test_a_saturated_node_reading_just_over_full_stays_full():
     assert (n1.cpu.avg, n1.memory.avg) == (100.0, 0.0)
     metrics[0]["value"] = 118.0
     n1 = parse_watcher(json.dumps(doc).encode(), fetched_at=2e9).nodes["n1"]
-    assert n1.cpu.avg == 100.0
+    assert n1.cpu.avg == 118.0
+    metrics[0]["value"] = 200.0
+    n1 = parse_watcher(json.dumps(doc).encode(), fetched_at=2e9).nodes["n1"]
+    assert n1.cpu.avg == 200.0
     metrics[0]["value"] = 200.5
     snap = parse_watcher(json.dumps(doc).encode(), fetched_at=2e9)
     assert snap.nodes == {} and snap.invalid["n1"].reason == "over_capacity"
