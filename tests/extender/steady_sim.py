@@ -34,7 +34,7 @@ import json
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -138,6 +138,29 @@ def heterogeneous(seed: int) -> Stream:
             Workload(f"w{k}", replicas, req, use, rng.choice((0.25, 0.5)), drift=drift)
         )
     return Stream(f"het-{seed}", tuple(nodes), tuple(workloads))
+
+
+def equal_sizes(seed: int) -> Stream:
+    """``heterogeneous(seed)`` with every node the median node's size (backgrounds scaled
+    with it) and the replicas scaled by the change in total CPU: the class where the
+    scores' trade between CPU and memory, not the nodes' sizes, decides."""
+    drawn = heterogeneous(seed)
+    cores = [n.cpu for n in drawn.nodes]
+    size = sorted(cores)[len(cores) // 2]
+    nodes = tuple(
+        replace(
+            n,
+            cpu=size,
+            memory=2 * size // 1000 * GI,
+            background=(int(n.background[0] * size / n.cpu), int(n.background[1] * size / n.cpu)),
+        )
+        for n in drawn.nodes
+    )
+    total, before = sum(n.cpu for n in nodes), sum(cores)
+    workloads = tuple(
+        replace(w, replicas=max(2, int(w.replicas * total / before))) for w in drawn.workloads
+    )
+    return Stream(f"eq-{seed}", nodes, workloads)
 
 
 @dataclass
@@ -604,3 +627,94 @@ def request_rule_extender(seed: int, stream: Stream = STEADY_MIX, **overrides: A
 def new_extender(seed: int, stream: Stream = STEADY_MIX, **overrides: Any) -> Placer:
     """The extender at its defaults (``overrides`` on top)."""
     return ExtenderPlacer(stream, random.Random(seed * 7919 + 3), overrides, pod_usage=True)
+
+
+def _worse_than_stock(
+    make_stream: Callable[[int], Stream], seeds: range
+) -> dict[str, list[tuple[float, int]]]:
+    """Per measure (the hottest node's mean CPU and memory after the warm-up), least-used
+    minus stock on each stream of ``seeds``, (points, seed)."""
+    out: dict[str, list[tuple[float, int]]] = {"cpu": [], "memory": []}
+    for seed in seeds:
+        stream = make_stream(seed)
+        stock = run(request_placer(seed, stream), seed, duration=900)
+        mine = run(new_extender(seed, stream), seed, duration=900)
+        out["cpu"].append((mine.hottest_cpu - stock.hottest_cpu, seed))
+        out["memory"].append((mine.hottest_memory - stock.hottest_memory, seed))
+    return out
+
+
+def _hottest_weight(weight: float) -> None:
+    """least-used's hottest-node term at ``weight`` (0: off) instead of its default."""
+    from loadwise.extender import decide, fastpath
+    from loadwise.extender.policies.least_used import less_for_raising
+
+    def at_weight(score: int, raised: float, _default: float = 0.0) -> int:
+        return less_for_raising(score, raised, weight)
+
+    for module in (decide, fastpath):
+        setattr(module, "less_for_raising", at_weight)  # noqa: B010 - not re-exported
+
+
+def _readings_clamped_at_capacity() -> None:
+    from loadwise.extender import readings
+
+    kept = readings._resource
+
+    def clamped(resource: str, load: ResourceLoad) -> ResourceLoad | Any:
+        out = kept(resource, load)
+        if isinstance(out, ResourceLoad) and out.avg is not None and out.avg > 100.0:
+            return ResourceLoad(100.0, out.std)
+        return out
+
+    readings._resource = clamped
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Least-used against stock on drawn streams, per class of cluster: how many streams
+    it leaves more than 2 points hotter, the worst, the mean. The figures in
+    extender/policies/least_used.py (``HOTTEST_WEIGHT``) come from here:
+    ``python tests/extender/steady_sim.py 101 161`` and the same with
+    ``--hottest-weight 0 --clamp-readings`` (the rules before it)."""
+    import argparse
+    import statistics
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("first", type=int)
+    parser.add_argument("end", type=int, help="one past the last seed")
+    parser.add_argument("--hottest-weight", type=float, help="the term's weight (0: off)")
+    parser.add_argument("--steady-mix", action="store_true", help="steady-mix, run seeds 31-34")
+    parser.add_argument(
+        "--clamp-readings", action="store_true", help="uses over 100 %% read as 100"
+    )
+    args = parser.parse_args(argv)
+    if args.hottest_weight is not None:
+        _hottest_weight(args.hottest_weight)
+    if args.clamp_readings:
+        _readings_clamped_at_capacity()
+    if args.steady_mix:
+        for seed in (31, 32, 33, 34):
+            stock = run(request_placer(seed), seed)
+            mine = run(new_extender(seed), seed)
+            print(
+                f"steady-mix seed {seed}: CPU {mine.hottest_cpu:.1f}"
+                f" against {stock.hottest_cpu:.1f}, memory {mine.hottest_memory:.1f}"
+                f" against {stock.hottest_memory:.1f},"
+                f" {mine.above_80} s above 80 %",
+                flush=True,
+            )
+    seeds = range(args.first, args.end)
+    for name, make in (("heterogeneous", heterogeneous), ("equal sizes", equal_sizes)):
+        for measure, rows in _worse_than_stock(make, seeds).items():
+            worst, seed = max(rows)
+            over = sum(d > 2.0 for d, _ in rows)
+            mean = statistics.mean(d for d, _ in rows)
+            print(
+                f"{name:13} {measure:6} streams {len(rows)}: more than 2 points hotter {over}, "
+                f"worst {worst:+.1f} (seed {seed}), mean {mean:+.1f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

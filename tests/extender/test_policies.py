@@ -18,6 +18,7 @@ from loadwise.extender.policies import (
 )
 from loadwise.extender.policies.least_used import (
     HOTTEST_FLOOR,
+    HOTTEST_WEIGHT,
     hottest_raises,
     least_used,
     less_for_raising,
@@ -349,6 +350,7 @@ def test_hottest_raises_counts_only_what_goes_above_the_hottest_before_placement
 def test_less_for_raising_keeps_a_node_that_fits_above_every_node_over_capacity():
     assert less_for_raising(60, 0.0) == 60
     assert less_for_raising(60, 4.0, 3.0) == 48
+    assert less_for_raising(60, 4.0) == 60 - 4 * HOTTEST_WEIGHT
     assert less_for_raising(60, 30.0, 3.0) == HOTTEST_FLOOR  # never below min(score, 10)
     assert less_for_raising(6, 30.0, 3.0) == 6
     assert less_for_raising(-20, 30.0, 3.0) == -20  # over capacity: ordered as it was
