@@ -163,14 +163,39 @@ def test_least_used_ranks_nodes_over_capacity_by_how_far_over(monkeypatch):
     assert _worse(_hottest(sim.new_extender))[0] > 20.0
 
 
-def test_a_node_read_over_its_capacity_is_full_and_its_departures_count(monkeypatch):
+def test_a_placement_that_raises_the_hottest_node_loses_to_one_that_does_not(monkeypatch):
+    """least-used's hottest-node term (``least_used.HOTTEST_WEIGHT``). Without it the mean
+    of free shares let free memory buy placements that made the hottest node hotter: measured
+    when written, on ``WIDE``, more than 2 points hotter than stock on memory in 8 streams (worst
+    11.4) and on CPU in 2; with it in 3 and 1, and 1.9 points cooler on CPU on average."""
+    from loadwise.extender import decide, fastpath
+
+    def count(worse: list[float]) -> int:
+        return sum(d > 2.0 for d in worse)
+
+    cpu, memory = _worse(_least_used()), _worse(_least_used(), "hottest_memory")
+    assert count(cpu) <= 2, cpu[:3]
+    assert count(memory) <= 4, memory[:5]
+
+    def unchanged(score: int, raised: float, weight: float = 0.0) -> int:
+        return score
+
+    for module in (decide, fastpath):
+        monkeypatch.setattr(module, "less_for_raising", unchanged)
+    without = _hottest(sim.new_extender)
+    assert count(_worse(without, "hottest_memory")) >= 6
+    assert statistics.mean(cpu) < statistics.mean(_worse(without)) - 1.0
+
+
+def test_a_node_read_over_its_capacity_keeps_its_reading_and_its_departures_count(monkeypatch):
     """A node whose reading is over its capacity (kwok's nodes report demand: 118 % CPU at
-    times in het-21) is read as full. Refused as unknown, that node scored "no data" until
-    the next reading, whatever left it, and everything went beside it: 38 points hotter
-    than stock on one of the 60 streams, against at most 2.7 read as full (when written).
-    Since a node the pod takes over capacity scores that resource alone, the means come
-    closer (8.3 read as full, 6.7 refused), but the spikes do not: the hottest node's p99
-    at most 16.2 points above stock's read as full, 51.5 refused."""
+    times in het-21) keeps that reading (it was read as 100 % until the hottest-node term:
+    ``readings.SATURATED``). Refused as unknown, that node scored "no data" until the next
+    reading, whatever left it, and everything went beside it: 38 points hotter than stock
+    on one of the 60 streams, against at most 2.7 read as full (when written). Since a node
+    the pod takes over capacity scores that resource alone, the means come closer (8.3 read
+    as full, 6.7 refused), but the spikes do not: the hottest node's p99 at most 16.2 points
+    above stock's read as full, 51.5 refused."""
     from loadwise.extender import readings
 
     assert _worse(_least_used(), "hottest_cpu_p99")[0] <= 25.0
@@ -181,14 +206,15 @@ def test_a_node_read_over_its_capacity_is_full_and_its_departures_count(monkeypa
 def test_a_node_the_pod_takes_over_capacity_loses_to_one_it_fits_on(monkeypatch):
     """On streams drawn after the rule was made (``FRESH``): a node the pod would take over
     capacity scores that resource alone, below every node the pod fits on (LeastUsed.combine).
-    Measured when written: at most 0.6 points hotter than stock, 12.2 cooler on average. In
+    Measured when written: at most 0.6 points hotter than stock, 12.2 cooler on average
+    (2.1 hotter at most with the hottest-node term, ``least_used.HOTTEST_WEIGHT``). In
     the mean of free shares, free memory made up for being over on CPU: het-241's 2-core
     node took pods of 2.2 cores and ran at 125 % for the whole stream, 17.6 points above
     stock's hottest node."""
     from loadwise.extender.policies.least_used import LeastUsed
 
     worse = _worse(_least_used(FRESH))
-    assert worse[0] <= 2.0, worse[:3]
+    assert worse[0] <= 2.5, worse[:3]
     assert statistics.mean(worse) <= -8.0
 
     def mean_only(self, cpu, memory, pods):  # combine as it was before the rule
