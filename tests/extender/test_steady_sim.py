@@ -233,4 +233,5 @@ def test_a_node_the_pod_takes_over_capacity_loses_to_one_it_fits_on(monkeypatch)
         return int(total // weights)
 
     monkeypatch.setattr(LeastUsed, "combine", mean_only)
-    assert _worse(_hottest(sim.new_extender, FRESH))[0] > 10.0
+    # 17.6 before the hottest-node term; 8.4 with it (the term alone mends some of it)
+    assert _worse(_hottest(sim.new_extender, FRESH))[0] > 5.0
