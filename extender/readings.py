@@ -22,7 +22,8 @@ into such figures, unchecked, and hands the snapshot to :func:`validated`, which
   how far over it was, and a departure then came off the clamped figure: a node at
   159 % whose 72 % pod left looked 28 % used where 87 % was, and took the next big pod
   (least-used's hottest node 10.5 points above that scheduler's in the simulator's
-  ``equal(145)``, tests/extender/test_steady_sim.py; 1.1 kept as read);
+  ``equal_sizes(145)``, tests/extender/steady_sim.py; 1.1 kept as read, both before
+  least-used's hottest-node term);
 - reads a figure within ``SLACK`` of the range as measurement jitter and clamps it
   into 0..100. A usage rate is a counter's increase over a window whose two ends are
   sampled a little apart from their timestamps, so a saturated CPU can read slightly
@@ -110,9 +111,9 @@ _LOW, _HIGH = -SLACK, 100.0 + SLACK
 
 
 def _figure(resource: str, what: str, value: float, high: float) -> float | InvalidReading:
-    """``value`` within ``SLACK`` of 0..100 clamped into it, a higher one up to ``high``
-    kept, or why it is refused (above ``high``). Called only for a value outside 0..100
-    (the caller's chained comparison is the fast path)."""
+    """``value`` clamped into 0..100, or why it is refused (above ``high``). Called only
+    for a value outside what ``_resource`` keeps as it is (0..100, and a use over
+    100 + ``SLACK`` up to ``SATURATED``)."""
     if math.isnan(value) or math.isinf(value):
         # spelt as Prometheus and Go's strconv write them
         text = "NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf"
@@ -123,8 +124,6 @@ def _figure(resource: str, what: str, value: float, high: float) -> float | Inva
         return InvalidReading(
             OVER_CAPACITY, f"{resource} {what} {value:.6g}% is over {high:g}% of capacity"
         )
-    if value > _HIGH:
-        return value  # over capacity (a use up to SATURATED): how far over counts
     return min(max(value, 0.0), 100.0)
 
 
