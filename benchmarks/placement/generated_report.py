@@ -36,6 +36,10 @@ from loadwise.extender.estimate import TLP_TARGET_UTILIZATION
 
 TLP_TARGET = TLP_TARGET_UTILIZATION / 100
 BASELINE = "stock"
+# The estimator issue's bars: never more than 2 points worse than stock; on clusters of
+# equal nodes, the replica share within 10 points of stock's.
+WORSE_BY = 0.02
+SHARE_WITHIN = 0.10
 
 
 def lower_median(values: Sequence[float]) -> float:
@@ -83,12 +87,15 @@ class Versus:
     compared: int
     beats: int
     diffs: Distribution | None
+    worse: int = 0
+    """Scenarios where its median is more than ``worse_by`` above the baseline's."""
 
 
 def versus(
     figures: Mapping[str, Mapping[str, Sequence[float]]],
     resource: str,
     baseline: str = BASELINE,
+    worse_by: float = WORSE_BY,
 ) -> list[Versus]:
     """`figures`: scenario -> contender -> the runs' figures (lower is better). For every
     contender but the baseline, in order of first appearance, the paired comparison."""
@@ -109,6 +116,7 @@ def versus(
                 len(diffs),
                 sum(1 for d in diffs if d < -1e-9),
                 Distribution.of(diffs) if diffs else None,
+                sum(1 for d in diffs if d > worse_by + 1e-9),
             )
         )
     return out
@@ -134,6 +142,9 @@ class RunSummary:
     mean: dict[str, float]  # the hottest node's mean per resource (fraction)
     gap: dict[str, float]  # minus the no-migration optimum of the run's trace
     over_target: tuple[float, float]  # seconds, share: hottest CPU above TLP_TARGET
+    share: float | None = None  # steady_measures.mean_share
+    piled_seconds: float = 0.0  # steady_measures.piled
+    equal_nodes: bool = False  # every node of the cluster the same size
 
 
 def summaries(
@@ -159,8 +170,18 @@ def summaries(
             gap = {
                 res: steady_tables.gap(mean[res], f.no_migration[res].value) for res in RESOURCES
             }
+            equal = len({(n.capacity.cpu, n.capacity.memory) for n in sc.nodes}) == 1
             out.append(
-                RunSummary(sc.name, r.contender, mean, gap, above(tl, settings.warmup, TLP_TARGET))
+                RunSummary(
+                    sc.name,
+                    r.contender,
+                    mean,
+                    gap,
+                    above(tl, settings.warmup, TLP_TARGET),
+                    f.measures.share,
+                    f.measures.piled_seconds,
+                    equal,
+                )
             )
     return out
 
@@ -187,12 +208,14 @@ def lines(runs: Sequence[RunSummary], warmup: float) -> list[str]:
         f"stock on the hottest node's mean after the {warmup:g} s warm-up: in how many of the "
         "scenarios both ran its median is lower, and the distribution of its median minus "
         "stock's, in percentage points (min / q1 / median / q3 / max; negative is better); "
+        f"in how many it is more than {100 * WORSE_BY:g} points worse; "
         "the gap to each run's optimum without migration, in points, the median over its "
         "runs (min-max).",
         "",
-        "| contender | resource | beats stock | difference to stock, points "
+        "| contender | resource | beats stock | more than "
+        f"{100 * WORSE_BY:g} points worse | difference to stock, points "
         "| gap to the optimum, points |",
-        "|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
     ]
     for res in RESOURCES:
         figs: dict[str, dict[str, list[float]]] = {}
@@ -204,11 +227,11 @@ def lines(runs: Sequence[RunSummary], warmup: float) -> list[str]:
         for v in versus(figs, res):
             dist = v.diffs.cells() if v.diffs is not None else "not compared"
             out.append(
-                f"| {v.contender} | {res} | {v.beats} of {v.compared} | {dist} "
+                f"| {v.contender} | {res} | {v.beats} of {v.compared} | {v.worse} | {dist} "
                 f"| {_spread(gaps[v.contender])} |"
             )
         if BASELINE in gaps:
-            out.append(f"| {BASELINE} | {res} | | | {_spread(gaps[BASELINE])} |")
+            out.append(f"| {BASELINE} | {res} | | | | {_spread(gaps[BASELINE])} |")
     out += [
         "",
         f"Judged on TargetLoadPacking's own target ({TLP_TARGET_UTILIZATION:g} % CPU): the "
@@ -223,6 +246,44 @@ def lines(runs: Sequence[RunSummary], warmup: float) -> list[str]:
         by.setdefault(r.contender, []).append(r.over_target[1])
     for name, shares in by.items():
         out.append(f"| {name} | {len(shares)} | {_spread(shares)} |")
+    return [*out, *spreading(runs)]
+
+
+def spreading(runs: Sequence[RunSummary]) -> list[str]:
+    """What placing by load costs a workload's failure domains: per contender the largest
+    share of a workload's running pods on one node (steady_measures.mean_share), its
+    median minus stock's per scenario of equal nodes, and the seconds a workload's pods
+    were all on one node while another had room (steady_measures.piled)."""
+    shares: dict[str, dict[str, list[float]]] = {}
+    for r in runs:
+        if r.equal_nodes and r.share is not None:
+            shares.setdefault(r.scenario, {}).setdefault(r.contender, []).append(r.share)
+    equal = {v.contender: v for v in versus(shares, "share", worse_by=SHARE_WITHIN)}
+    out = [
+        "",
+        "Spreading: the largest share of one workload's running pods on one node, "
+        "time-averaged, in %, the median over each contender's runs (min-max); on the "
+        "clusters of equal nodes, the scenarios where its median is more than "
+        f"{100 * SHARE_WITHIN:g} points above stock's; and the seconds during which some "
+        "workload's pods, two or more, were all on one node while another node would have "
+        "stayed at or under 80 % with one more of them (median over runs, max).",
+        "",
+        "| contender | runs | largest share, % | equal nodes: more than "
+        f"{100 * SHARE_WITHIN:g} points above stock | s all on one node, another with room |",
+        "|---|---|---|---|---|",
+    ]
+    by: dict[str, list[RunSummary]] = {}
+    for r in runs:
+        by.setdefault(r.contender, []).append(r)
+    for name, mine in by.items():
+        values = [r.share for r in mine if r.share is not None]
+        piled = [r.piled_seconds for r in mine]
+        v = equal.get(name)
+        above_stock = f"{v.worse} of {v.compared}" if v is not None and v.compared else ""
+        out.append(
+            f"| {name} | {len(mine)} | {_spread(values) if values else 'none'} | {above_stock} "
+            f"| {lower_median(piled):.0f} ({max(piled):.0f}) |"
+        )
     return [*out, ""]
 
 

@@ -19,6 +19,10 @@ phases the scenario's background changes make.
   largest part of its running pods on one node (1/n spread over n nodes, 1.0 all on one:
   what losing that node takes from the workload); time-averaged over the instants where
   some workload has two.
+* piled: the seconds during which some workload's running pods, two or more, are all on one
+  node while another node would stay at or under 80 % CPU and memory with one more of them
+  (the bar the estimator issue sets for clusters of unequal nodes: more may go to a big
+  node, never all while another has room).
 * freshness of the load reading at each decision: the runs do not record when the
   reading a decision used was taken, so there is no such figure (the report says so).
 """
@@ -255,6 +259,23 @@ def mean_share(parts: Sequence[Slice]) -> float | None:
     return num / den if den > 0 else None
 
 
+def piled(g: Slice, nodes: Sequence[Node], usage: Mapping[str, Resources]) -> bool:
+    """Whether in `g` some workload runs two or more pods, all on one node, while another
+    node would stay at or under HOT_THRESHOLD in CPU and memory with one more of them."""
+    running = g.running()
+    for w, k, count in g.counts:
+        if count < 2 or count != running[w]:
+            continue
+        u = usage[w]
+        for j, n in enumerate(nodes):
+            if j != k and (
+                g.cpu[j] + u.cpu / n.capacity.cpu <= HOT_THRESHOLD
+                and g.memory[j] + u.memory / n.capacity.memory <= HOT_THRESHOLD
+            ):
+                return True
+    return False
+
+
 @dataclass(frozen=True)
 class SteadyMeasures:
     seconds: float  # measured: from the warm-up to the end
@@ -262,6 +283,8 @@ class SteadyMeasures:
     memory: Hottest
     phases: tuple[Phase, ...]
     share: float | None
+    piled_seconds: float = 0.0
+    """Seconds some workload's pods were all on one node while another had room (`piled`)."""
 
     def of(self, resource: str) -> Hottest:
         return self.cpu if resource == "cpu" else self.memory
@@ -277,6 +300,7 @@ def measure(tl: Timeline, warmup: float = WARMUP) -> SteadyMeasures:
         memory=hottest(parts, "memory"),
         phases=tuple(phases(tl, parts)),
         share=mean_share(parts),
+        piled_seconds=sum(g.seconds for g in parts if piled(g, tl.nodes, tl.usage)),
     )
 
 

@@ -184,13 +184,19 @@ def phase_table(runs: Sequence[RunFigures]) -> list[str]:
 
 def _phase_rows(runs: Sequence[RunFigures], labels: list[str]) -> list[str]:
     """The table: a row per contender, a column per phase of ``labels``."""
-    head = "| contender | n | largest share of a workload on one node, time-averaged % |"
+    head = (
+        "| contender | n | largest share of a workload on one node, time-averaged % "
+        "| s all on one node, another with room |"
+    )
     head += "".join(f" {lab}: hottest CPU / memory, mean % |" for lab in labels)
-    out = [head, "|---|---|---|" + "---|" * len(labels)]
+    out = [head, "|---|---|---|---|" + "---|" * len(labels)]
     pct = num()
     for name, mine in _by(runs).items():
         shares = [f.measures.share for f in mine if f.measures.share is not None]
-        cells = [spread(shares, num(100, "{:.0f}"))]
+        cells = [
+            spread(shares, num(100, "{:.0f}")),
+            spread([f.measures.piled_seconds for f in mine], num(1, "{:.0f}")),
+        ]
         for lab in labels:
             ph = [p for f in mine for p in f.measures.phases if p.label == lab]
             cpu, mem = spread([p.cpu for p in ph], pct), spread([p.memory for p in ph], pct)

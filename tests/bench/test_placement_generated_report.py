@@ -49,6 +49,8 @@ def test_a_contender_is_compared_with_stock_scenario_by_scenario():
         0.05,
     ]
     assert (b.compared, b.beats) == (2, 0)  # a tie is not a win
+    assert (a.worse, b.worse) == (1, 1)  # a +5 on gen-1-2, b +20 on gen-1-1
+    assert gr.versus(figs, "cpu", worse_by=0.05)[0].worse == 0  # +5 is not more than 5
     assert b.diffs is not None and round(b.diffs.maximum, 9) == 0.2
     (c,) = gr.versus({"gen-1-1": {"c": [0.5]}}, "memory")
     assert (c.compared, c.beats, c.diffs) == (0, 0, None)
@@ -88,11 +90,30 @@ def test_the_section_reads_like_the_numbers():
     ]  # fmt: skip
     text = "\n".join(gr.lines(runs, 120))
     assert "## Generated scenarios: 1 (gen-1-1)" in text
-    assert "| loadwise-least-used | cpu | 1 of 1 | -20.0 / -20.0 / -20.0 / -20.0 / -20.0 |" in text
-    assert "| loadwise-least-used | memory | 0 of 1 | +5.0 / +5.0 / +5.0 / +5.0 / +5.0 |" in text
-    assert "| stock | cpu | | | 20.0 |" in text
+    cpu, memory = "-20.0 / -20.0 / -20.0 / -20.0 / -20.0", "+5.0 / +5.0 / +5.0 / +5.0 / +5.0"
+    assert f"| loadwise-least-used | cpu | 1 of 1 | 0 | {cpu} |" in text
+    assert f"| loadwise-least-used | memory | 0 of 1 | 1 | {memory} |" in text
+    assert "| stock | cpu | | | | 20.0 |" in text
     assert "| loadwise-least-used | 1 | 10.0 |" in text and "| stock | 1 | 25.0 |" in text
     assert gr.lines([], 120) == []
+
+
+def test_spreading_is_judged_against_stock_on_equal_nodes_only():
+    def run(scenario: str, contender: str, share: float, piled: float, equal: bool):
+        cpu = {"cpu": 0.5, "memory": 0.5}
+        return gr.RunSummary(scenario, contender, cpu, cpu, (0.0, 0.0), share, piled, equal)
+
+    runs = [
+        run("gen-1-1", "stock", 0.30, 0, True),
+        run("gen-1-1", "loadwise-least-used", 0.45, 12, True),  # +15 on equal nodes
+        run("gen-1-2", "stock", 0.30, 0, True),
+        run("gen-1-2", "loadwise-least-used", 0.40, 0, True),  # +10: within
+        run("gen-1-3", "stock", 0.30, 0, False),
+        run("gen-1-3", "loadwise-least-used", 0.60, 30, False),  # a mini PC: not judged
+    ]
+    text = "\n".join(gr.spreading(runs))
+    assert "| loadwise-least-used | 3 | 45.0 (40.0-60.0) | 1 of 2 | 12 (30) |" in text
+    assert "| stock | 3 | 30.0 (30.0-30.0) |  | 0 (0) |" in text
 
 
 def test_the_section_is_empty_without_generated_runs():

@@ -11,6 +11,7 @@ from benchmarks.placement.scenario import Change, Node, Resources, loads
 from benchmarks.placement.steady_measures import (
     Timeline,
     measure,
+    piled,
     share,
     slices,
     weighted_percentile,
@@ -100,6 +101,22 @@ def test_a_second_workload_counts_on_its_own():
     stays = (*TL.stays, Stay("q1", "db", "b", 0, 100), Stay("q2", "db", "b", 0, 100))
     m = measure(Timeline(NODES, stays, usage, TL.changes, 100), warmup=10)
     assert m.share == pytest.approx(1.0)
+
+
+def test_a_workload_all_on_one_node_counts_as_piled_only_while_another_node_has_room():
+    # 20-40 s both web pods are on a, and b (0 cores, 1 GiB of 4 used) would hold one more
+    # at 50 % CPU and memory: piled; 40-60 s one is on b, 60-100 s one pod each
+    assert measure(TL, warmup=10).piled_seconds == 20
+    # b full from the start (3.5 GiB nobody requests: 112.5 % with one more): no room
+    full = Node("b", Resources(2, 4 * GI), Resources(0, 3.5 * GI))
+    tl = Timeline((NODES[0], full), TL.stays, TL.usage, (), 100)
+    assert measure(tl, warmup=10).piled_seconds == 0
+    # room at exactly 80 % counts as room; just above it does not
+    for memory, room in ((2.2 * GI, True), (2.3 * GI, False)):
+        b = Node("b", Resources(2, 4 * GI), Resources(0, memory))
+        tl = Timeline((NODES[0], b), TL.stays, TL.usage, (), 100)
+        g = next(g for g in slices(tl) if g.start == 20)
+        assert piled(g, (NODES[0], b), TL.usage) is room, memory
 
 
 def test_weighted_percentile_is_nearest_rank_over_time():
