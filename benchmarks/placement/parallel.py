@@ -65,6 +65,23 @@ def command(
     ]  # fmt: skip
 
 
+# What the runs were told about measuring, not running: the gathered report is measured
+# the same way (a run's own report at --optimum-seconds 3 and the gathered one at the
+# default 20 s took over 14 min for 44 generated runs).
+REPORT_SETTINGS = ("--warmup", "--optimum-seconds")
+
+
+def report_settings(passthrough: Sequence[str]) -> list[str]:
+    """The options of ``passthrough`` that say how to measure (REPORT_SETTINGS), with
+    their values, for rendering the gathered index."""
+    out: list[str] = []
+    for i, arg in enumerate(passthrough):
+        name = arg.split("=", 1)[0]
+        if name in REPORT_SETTINGS:
+            out += [arg] if "=" in arg else [arg, *passthrough[i + 1 : i + 2]]
+    return out
+
+
 def _namespace(slot: int, prefix: str) -> None:
     ns = f"{prefix}{slot}"
     have = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
@@ -151,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     store.merge(index, indexes, [*ns.note, note])
     render = [sys.executable, "-m", "benchmarks.placement", "--from-results", str(index)]
+    render += report_settings(passthrough)
     subprocess.run([*render, "--out", str(ns.out)], cwd=ROOT, check=True)
     failed = {k: v for k, v in codes.items() if v != 0}
     if failed:

@@ -25,3 +25,9 @@ def test_fewer_than_one_lab_is_refused(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):
         parallel.main(["--labs", "0", "--seeds", "1", "--contenders", "stock", "--out", "x"])
     assert "--labs must be at least 1" in capsys.readouterr().err
+
+
+def test_the_gathered_report_is_measured_as_the_runs_were_told() -> None:
+    passthrough = ["--scenarios", "steady-mix", "--optimum-seconds", "3", "--warmup=60"]
+    assert parallel.report_settings(passthrough) == ["--optimum-seconds", "3", "--warmup=60"]
+    assert parallel.report_settings(["--generated", "1", "--duration", "600"]) == []
