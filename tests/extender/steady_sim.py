@@ -163,6 +163,38 @@ def equal_sizes(seed: int) -> Stream:
     return Stream(f"eq-{seed}", nodes, workloads)
 
 
+def generated(seed: int) -> Stream:
+    """The placement benchmark's generated scenario gen-<seed>-1
+    (benchmarks/placement/generator.py) as a stream: its nodes, their backgrounds as they
+    start (the memory backgrounds that change during the lab's stream hold here), its
+    workloads with their rates and lifetimes. The class the lab's generated reports judge,
+    here in seconds instead of a lab's minutes."""
+    from benchmarks.placement.generator import generate
+
+    sc = generate(seed, 1).scenario
+    nodes = tuple(
+        SimNode(
+            n.name,
+            round(n.capacity.cpu * 1000),
+            round(n.capacity.memory),
+            (round(n.background.cpu * 1000), round(n.background.memory)),
+        )
+        for n in sc.nodes
+    )
+    workloads = tuple(
+        Workload(
+            w.name,
+            w.replicas,
+            (round(w.requests.cpu * 1000), round(w.requests.memory)),
+            (round(w.usage.cpu * 1000), round(w.usage.memory)),
+            w.rate or 0.25,
+            w.lifetime or (60.0, 180.0),
+        )
+        for w in sc.workloads
+    )
+    return Stream(sc.name, nodes, workloads)
+
+
 @dataclass
 class Running:
     workload: Workload
@@ -630,17 +662,21 @@ def new_extender(seed: int, stream: Stream = STEADY_MIX, **overrides: Any) -> Pl
 
 
 def _worse_than_stock(
-    make_stream: Callable[[int], Stream], seeds: range
+    make_stream: Callable[[int], Stream], seeds: range, duration: float = 900.0
 ) -> dict[str, list[tuple[float, int]]]:
-    """Per measure (the hottest node's mean CPU and memory after the warm-up), least-used
-    minus stock on each stream of ``seeds``, (points, seed)."""
-    out: dict[str, list[tuple[float, int]]] = {"cpu": [], "memory": []}
+    """Per measure (the hottest node's mean CPU and memory after the warm-up, the largest
+    share of a workload on one node, the seconds a workload sat all on one node while
+    another had room), least-used minus stock on each stream of ``seeds``, (points or
+    seconds, seed)."""
+    out: dict[str, list[tuple[float, int]]] = {"cpu": [], "memory": [], "share": [], "piled": []}
     for seed in seeds:
         stream = make_stream(seed)
-        stock = run(request_placer(seed, stream), seed, duration=900)
-        mine = run(new_extender(seed, stream), seed, duration=900)
+        stock = run(request_placer(seed, stream), seed, duration=duration)
+        mine = run(new_extender(seed, stream), seed, duration=duration)
         out["cpu"].append((mine.hottest_cpu - stock.hottest_cpu, seed))
         out["memory"].append((mine.hottest_memory - stock.hottest_memory, seed))
+        out["share"].append((100 * (mine.largest_share - stock.largest_share), seed))
+        out["piled"].append((float(mine.all_on_one - stock.all_on_one), seed))
     return out
 
 
@@ -672,7 +708,9 @@ def _readings_clamped_at_capacity() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Least-used against stock on drawn streams, per class of cluster: how many streams
-    it leaves more than 2 points hotter, the worst, the mean. The figures in
+    it leaves more than 2 points hotter (CPU, memory), more than 10 points more of a
+    workload on one node (share), or longer with a workload all on one node while another
+    had room (piled, seconds); the worst, the mean. The figures in
     extender/policies/least_used.py (``HOTTEST_WEIGHT``) come from here:
     ``python tests/extender/steady_sim.py 101 161`` and the same with
     ``--hottest-weight 0 --clamp-readings`` (the rules before it)."""
@@ -686,6 +724,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steady-mix", action="store_true", help="steady-mix, run seeds 31-34")
     parser.add_argument(
         "--clamp-readings", action="store_true", help="uses over 100 %% read as 100"
+    )
+    parser.add_argument(
+        "--classes",
+        nargs="+",
+        choices=("heterogeneous", "equal sizes", "generated"),
+        default=["heterogeneous", "equal sizes"],
+        help="which streams: heterogeneous(seed), equal_sizes(seed), generated(seed)",
     )
     args = parser.parse_args(argv)
     if args.hottest_weight is not None:
@@ -704,14 +749,21 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
     seeds = range(args.first, args.end)
-    for name, make in (("heterogeneous", heterogeneous), ("equal sizes", equal_sizes)):
-        for measure, rows in _worse_than_stock(make, seeds).items():
+    classes = {
+        "heterogeneous": (heterogeneous, 900.0),
+        "equal sizes": (equal_sizes, 900.0),
+        "generated": (generated, 360.0),  # the lab's generated scenarios' length
+    }
+    for name in args.classes:
+        make, duration = classes[name]
+        for measure, rows in _worse_than_stock(make, seeds, duration).items():
             worst, seed = max(rows)
-            over = sum(d > 2.0 for d, _ in rows)
+            bar = 10.0 if measure == "share" else 0.0 if measure == "piled" else 2.0
+            over = sum(d > bar for d, _ in rows)
             mean = statistics.mean(d for d, _ in rows)
             print(
-                f"{name:13} {measure:6} streams {len(rows)}: more than 2 points hotter {over}, "
-                f"worst {worst:+.1f} (seed {seed}), mean {mean:+.1f}",
+                f"{name:13} {measure:6} streams {len(rows)}: more than {bar:g} above stock "
+                f"{over}, worst {worst:+.1f} (seed {seed}), mean {mean:+.1f}",
                 flush=True,
             )
 
