@@ -312,12 +312,12 @@ def _still_open(sock: socket.socket) -> bool:
         return False
 
 
-# In `make test-full` only: with three CPU burners beside it on two cores, no holder was
-# closed within 1.5 s of the fifth connect in 3 of 4 runs (each passes on an idle machine), so
-# in the default run, which shares the machine with the lab, its verdict would be the load's.
-# The default run keeps the policy's parts: the TCP_INFO reading (the two tests above) and the
-# scheduler's calls under 300 held connections (test_a_kept_alive_scheduler_connection_...).
-@pytest.mark.full
+# Once in `make test-full` only (no holder closed in 3 of 4 runs beside CPU burners, 7 of 10
+# on an idle machine, and now and then a hang): two defects of the test, not of the
+# listener. The scheduler's reply came within the kernel's clock tick of the server's flight,
+# which reads as the server's turn, so the scheduler, the oldest, was the one closed; and
+# the read loop below spun on the b"" an SSLObject returns after close_notify. Both mended:
+# 10 of 10 passed beside six lab runs (load 5-7 on the two cores).
 def test_the_opening_connection_that_keeps_the_extender_waiting_longest_is_closed(pki, tmp_path):
     # Every call below has a timeout, yet once under two busy xdist workers this test did not
     # end for 8 minutes: a hang is turned into a crash with every thread's traceback.
@@ -340,6 +340,12 @@ def test_the_opening_connection_that_keeps_the_extender_waiting_longest_is_close
         honest.sendall(outgoing.read())
         _server_flight(honest, obj, incoming)
         answer = outgoing.read()
+        # The kernel dates each direction's last data in clock ticks (1/HZ, 4 ms at HZ=250),
+        # so a reply within the tick of the server's flight ties with it, which
+        # listener.peer_wait_ms reads as the server having answered last: the peer's turn.
+        # A scheduler that then stalls is indistinguishable from a holder; one that replies
+        # a tick later (as it does after verifying the chain, or here) is not.
+        time.sleep(0.02)
         honest.sendall(answer[:5])
         # three holders, younger: a ClientHello, the server's flight, then nothing
         hello = _client_hello()
@@ -376,8 +382,12 @@ def test_the_opening_connection_that_keeps_the_extender_waiting_longest_is_close
             assert data, plain
             incoming.write(data)
             try:
-                while True:
-                    plain += obj.read(65536)
+                # b"" once the server's close_notify is in: an SSLObject then returns it on
+                # every read instead of raising (CPython's _ssl, SSL_RECEIVED_SHUTDOWN);
+                # looping on it hung this test whenever the answer and the close_notify
+                # came in one segment
+                while chunk := obj.read(65536):
+                    plain += chunk
             except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
                 pass
         assert plain.startswith(b"HTTP/1.1 200"), plain
