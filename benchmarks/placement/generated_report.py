@@ -28,6 +28,7 @@ from pathlib import Path
 
 from benchmarks.placement import steady_tables
 from benchmarks.placement.generator import parse_name
+from benchmarks.placement.measures import HOT_THRESHOLD
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Scenario
 from benchmarks.placement.steady_measures import RESOURCES, Settings, Timeline, slices
@@ -266,7 +267,8 @@ def spreading(runs: Sequence[RunSummary]) -> list[str]:
         "clusters of equal nodes, the scenarios where its median is more than "
         f"{100 * SHARE_WITHIN:g} points above stock's; and the seconds during which some "
         "workload's pods, two or more, were all on one node while another node would have "
-        "stayed at or under 80 % with one more of them (median over runs, max).",
+        f"stayed at or under {100 * HOT_THRESHOLD:g} % with one more of them (median over "
+        "runs, max).",
         "",
         "| contender | runs | largest share, % | equal nodes: more than "
         f"{100 * SHARE_WITHIN:g} points above stock | s all on one node, another with room |",
