@@ -134,7 +134,7 @@ class Metrics:
         )
         self.connections_refused = Counter(
             "loadwise_extender_connections_refused_total",
-            "Connections closed on arrival: max_connections were open on that listener.",
+            "Connections closed unserved: max_connections were open on that listener.",
             registry=r,
         )
         self.handshake_failures = Counter(

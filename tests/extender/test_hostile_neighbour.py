@@ -494,3 +494,29 @@ def test_the_health_listener_answers_while_flooded_with_idle_connections(ext):
         )
         > 0
     )
+
+
+def test_callers_right_behind_a_closing_flood_are_served_not_reset(ext):
+    # The 128 connections still opening see their peers' EOF in one turn and are handed
+    # over together: for a turn or two more than max_connections count as served. The
+    # callers queued behind them were refused (reset, request unread) before
+    # FULL_GRACE_SECONDS: 20 of 20 on this listener.
+    host, port = ext.health.removeprefix("http://").split(":")  # type: ignore[attr-defined]
+    refused = _metric(ext, "loadwise_extender_connections_refused_total")
+    held = [socket.create_connection((host, int(port)), timeout=5) for _ in range(400)]
+    for sock in held:
+        sock.close()
+    callers = []
+    for _ in range(20):
+        sock = socket.create_connection((host, int(port)), timeout=5)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: loadwise\r\nConnection: close\r\n\r\n")
+        callers.append(sock)
+    answers = []
+    for sock in callers:
+        with sock:
+            try:
+                answers.append(sock.recv(4096).split(b"\r\n", 1)[0])
+            except OSError as exc:
+                answers.append(repr(exc).encode())
+    assert answers == [b"HTTP/1.1 200 OK"] * 20, answers
+    assert _metric(ext, "loadwise_extender_connections_refused_total") == refused
