@@ -53,7 +53,7 @@ from .ledger import NodeTotals, Pending
 from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
-from .policies.least_used import least_used, less_for_raising
+from .policies.least_used import least_used, less_for_raising, level_weights
 from .policies.spread import near_best, spread_score
 
 __all__ = ["FastAnswer", "LeastUsedFastPath"]
@@ -590,7 +590,7 @@ def _less_for_raising(
     0 (the general path leaves it out).
     The percentages are the general path's expressions (``LeastUsed.uses``), so equal to
     the bit; the per-node work is C-level maps but for the few nodes above the top."""
-    raised: dict[int, float] = {}
+    measured: list[tuple[list[float], float]] = []  # per weighed resource: after, top
     for w, used_all, alloc_all, own in (
         (table.wc, view.cpu_used, table.cpu_alloc, view.pc),
         (table.wm, view.mem_used, table.mem_alloc, view.pm),
@@ -603,9 +603,12 @@ def _less_for_raising(
         used = known.get(used_all)
         after = list(map(truediv, map(mul, repeat(100), used), allocs))
         before = map(truediv, map(mul, repeat(100), map(sub, used, repeat(own))), allocs)
-        top = max(before, default=0.0)
+        measured.append((after, max(before, default=0.0)))
+    raised: dict[int, float] = {}
+    weights = level_weights([top for _, top in measured])
+    for (after, top), level in zip(measured, weights, strict=True):
         for k in compress(range(len(after)), map(gt, after, repeat(top))):
-            raised[k] = raised.get(k, 0.0) + (after[k] - top)
+            raised[k] = raised.get(k, 0.0) + (after[k] - top) * level
     lowered: dict[int, int] = {}
     for k, by in raised.items():
         score = less_for_raising(scores[k], by, weight)

@@ -163,6 +163,23 @@ def equal_sizes(seed: int) -> Stream:
     return Stream(f"eq-{seed}", nodes, workloads)
 
 
+def hogged(seed: int) -> Stream:
+    """``equal_sizes(seed)`` with a memory hog: on one node drawn from ``seed`` something
+    no pod requests holds 65-80 % of the memory (a database outside Kubernetes, a leaking
+    daemon), its CPU background kept. The class of the one-shot hog scenario
+    (benchmarks/scenarios/hog.yaml) as a stream: the term that keeps the hottest CPU
+    cool must not buy it with pods beside the hog."""
+    drawn = equal_sizes(seed)
+    rng = random.Random(seed * 7_919 + 5)
+    at = rng.randrange(len(drawn.nodes))
+    nodes = list(drawn.nodes)
+    hog = nodes[at]
+    nodes[at] = replace(
+        hog, background=(hog.background[0], int(hog.memory * rng.uniform(0.65, 0.8)))
+    )
+    return Stream(f"hog-{seed}", tuple(nodes), drawn.workloads)
+
+
 def generated(seed: int) -> Stream:
     """The placement benchmark's generated scenario gen-<seed>-1
     (benchmarks/placement/generator.py) as a stream: its nodes, their backgrounds as they
@@ -728,9 +745,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--classes",
         nargs="+",
-        choices=("heterogeneous", "equal sizes", "generated"),
+        choices=("heterogeneous", "equal sizes", "hogged", "generated"),
         default=["heterogeneous", "equal sizes"],
-        help="which streams: heterogeneous(seed), equal_sizes(seed), generated(seed)",
+        help="which streams: heterogeneous(seed), equal_sizes(seed), hogged(seed), generated(seed)",
     )
     args = parser.parse_args(argv)
     if args.hottest_weight is not None:
@@ -752,6 +769,7 @@ def main(argv: list[str] | None = None) -> None:
     classes = {
         "heterogeneous": (heterogeneous, 900.0),
         "equal sizes": (equal_sizes, 900.0),
+        "hogged": (hogged, 900.0),
         "generated": (generated, 360.0),  # the lab's generated scenarios' length
     }
     for name in args.classes:

@@ -18,10 +18,12 @@ from loadwise.extender.policies import (
 )
 from loadwise.extender.policies.least_used import (
     HOTTEST_FLOOR,
+    HOTTEST_LEVEL_POWER,
     HOTTEST_WEIGHT,
     hottest_raises,
     least_used,
     less_for_raising,
+    level_weights,
 )
 from loadwise.extender.policies.load_variation import compute_score
 from loadwise.extender.policies.spread import near_best, spread_score
@@ -343,8 +345,31 @@ def test_two_replicas_on_near_equal_nodes_go_to_two_nodes():
 def test_hottest_raises_counts_only_what_goes_above_the_hottest_before_placement():
     # (after, before) per resource; the hottest before placement: CPU 70, memory 60
     uses = [((80.0, 70.0), (40.0, 30.0)), ((75.0, 50.0), (65.0, 60.0)), (None, (20.0, 10.0))]
-    assert hottest_raises(uses) == [10.0, 5.0 + 5.0, 0.0]
+    memory = (60 / 70) ** HOTTEST_LEVEL_POWER  # a point of memory, the cooler resource
+    assert hottest_raises(uses) == [10.0, 5.0 + 5.0 * memory, 0.0]
     assert hottest_raises([]) == []
+
+
+def test_level_weights_count_a_cooler_resource_s_points_for_less():
+    assert level_weights([62.0, 77.0], 2.0) == [(62 / 77) ** 2, 1.0]
+    assert level_weights([62.0, 77.0], 0.0) == [1.0, 1.0]  # off: one currency
+    assert level_weights([0.0, 0.0]) == [1.0, 1.0]  # nothing in use yet
+    assert level_weights([]) == []
+
+
+def test_the_term_does_not_send_pods_beside_a_memory_hog_to_keep_cpu_cool():
+    """The one-shot hog scenario's decision (docs/oneshot-cf91784/): two nodes at 62 % CPU,
+    a node whose memory a process nobody requested holds at 77 %. The pod raises the
+    hottest CPU by 4.3 points on a node of the two, the hog's memory by 2.2 on the hog.
+    Summed as one currency the hog's node lost fewer points and took the pod."""
+    p = pod_facts(pod(container({"cpu": "200m", "memory": "256Mi"})))
+    nodes = [
+        state(node_info("a"), 62.0, 30.0),
+        state(node_info("b"), 62.0, 35.0),
+        state(node_info("hog"), 21.0, 77.0),
+    ]
+    for policy in (LeastUsed(), LeastUsed(dominant_weight=1)):
+        assert best(prioritize(p, nodes, policy)).node == "a"
 
 
 def test_less_for_raising_keeps_a_node_that_fits_above_every_node_over_capacity():

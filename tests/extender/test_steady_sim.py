@@ -100,6 +100,20 @@ def test_on_the_generator_s_clusters_least_used_is_cooler_and_never_piles_a_work
     assert all(d <= 0 for d, _ in rows["piled"]), rows["piled"]
 
 
+def test_beside_a_memory_hog_least_used_keeps_the_hog_cool_without_heating_cpu():
+    """Streams with a memory hog (``steady_sim.hogged``: equal nodes, one holding 65-80 %
+    of its memory for processes no pod requests), hog-101..130, 900 s. Least-used keeps
+    pods off the hog (the hottest memory 12 points below stock's on average) and may not
+    buy it with CPU: no stream more than 2 points hotter on CPU than stock. With a point of
+    CPU and a point of memory one currency in the hottest-node term
+    (``least_used.level_weights`` at power 0) hog-115 ran 7.3 points hotter on CPU; at
+    power 2, 4 and 8 the worst was +1.1, +1.6 and +2.8 (``python -c "from tests.extender
+    import steady_sim as s; s.main(['101', '131', '--classes', 'hogged'])"``)."""
+    rows = sim._worse_than_stock(sim.hogged, range(101, 131))
+    assert statistics.mean(d for d, _ in rows["memory"]) <= -8.0, rows["memory"]
+    assert all(d <= 2.0 for d, _ in rows["cpu"]), rows["cpu"]
+
+
 def test_the_request_rule_alone_overshoots_on_steady_mix():
     """The baseline the estimator is judged against: without per-pod use, "over" pods (4x
     their request) count at 85m and pile up; the simulator must show it, or it cannot tell
@@ -211,26 +225,29 @@ def test_a_node_read_over_its_capacity_keeps_its_reading_and_its_departures_coun
     on one of the 60 streams, against at most 2.7 read as full (when written). Since a node
     the pod takes over capacity scores that resource alone, the means come closer (8.3 read
     as full, 6.7 refused), but the spikes do not: the hottest node's p99 at most 16.2 points
-    above stock's read as full, 51.5 refused."""
+    above stock's read as full, 51.5 refused. With ``least_used.level_weights`` at power
+    2: 12.6 kept, 33.1 refused (44.2 refused at power 0)."""
     from loadwise.extender import readings
 
     assert _worse(_least_used(), "hottest_cpu_p99")[0] <= 25.0
     monkeypatch.setattr(readings, "SATURATED", 100.0 + readings.SLACK)
-    assert _worse(_hottest(sim.new_extender), "hottest_cpu_p99")[0] > 40.0
+    assert _worse(_hottest(sim.new_extender), "hottest_cpu_p99")[0] > 30.0
 
 
 def test_a_node_the_pod_takes_over_capacity_loses_to_one_it_fits_on(monkeypatch):
     """On streams drawn after the rule was made (``FRESH``): a node the pod would take over
     capacity scores that resource alone, below every node the pod fits on (LeastUsed.combine).
     Measured when written: at most 0.6 points hotter than stock, 12.2 cooler on average
-    (2.1 hotter at most with the hottest-node term, ``least_used.HOTTEST_WEIGHT``). In
+    (2.1 hotter at most with the hottest-node term, ``least_used.HOTTEST_WEIGHT``; 2.8
+    once its points count at ``least_used.level_weights``, power 2, and 10.6 at power 3,
+    which is why the power is not higher). In
     the mean of free shares, free memory made up for being over on CPU: het-241's 2-core
     node took pods of 2.2 cores and ran at 125 % for the whole stream, 17.6 points above
     stock's hottest node."""
     from loadwise.extender.policies.least_used import LeastUsed
 
     worse = _worse(_least_used(FRESH))
-    assert worse[0] <= 2.5, worse[:3]
+    assert worse[0] <= 3.0, worse[:3]
     assert statistics.mean(worse) <= -8.0
 
     def mean_only(self, cpu, memory, pods):  # combine as it was before the rule
