@@ -83,7 +83,7 @@ HOTTEST_LEVEL_POWER = 2.0
 """A resource's raise counts (its hottest / the hottest of all resources) ** this
 (``level_weights``). Lab, one-shot scenarios, 5 rounds (docs/oneshot-5fc1985-p2/): hog
 79.9 % with 2 of 30 pods beside the hog at power 0, 77.4 % with 1 at 2, 75.0 % with none
-at 4 (the last pod's scores then tie and the ledger's order decides); burst 72.9, 67.2,
+at 4 (the last pod's scores then tie and the ledger's order decides); burst 68.9, 67.2,
 67.2. Simulator (tests/extender/steady_sim.py): at 3 and above a stream of nodes run over
 capacity (seeds 201-260) goes from 2.1 points hotter than stock at 0, 2.8 at 2, to 10.6,
 and at 4 the hottest CPU's p99 from 12.6 to 45.6 points above stock's; on 30 streams per

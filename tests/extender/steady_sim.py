@@ -40,6 +40,9 @@ from typing import Any
 
 import msgspec
 
+from benchmarks.placement.generator import DURATION as GENERATED_SECONDS
+from benchmarks.placement.generator import generate
+from benchmarks.placement.measures import HOT_THRESHOLD
 from loadwise.extender import kubeobjects
 from loadwise.extender.cluster import ClusterWatch
 from loadwise.extender.config import load_settings
@@ -186,8 +189,6 @@ def generated(seed: int) -> Stream:
     start (the memory backgrounds that change during the lab's stream hold here), its
     workloads with their rates and lifetimes. The class the lab's generated reports judge,
     here in seconds instead of a lab's minutes."""
-    from benchmarks.placement.generator import generate
-
     sc = generate(seed, 1).scenario
     nodes = tuple(
         SimNode(
@@ -242,7 +243,8 @@ class Result:
     resource: ``cpu@0``, ``memory@60``, ...); empty for the stock placer."""
     all_on_one: int = 0
     """Seconds after the warm-up with some workload's running pods (two or more) all on one
-    node while another node would stay under 90 % CPU and memory with one more of them."""
+    node while another node would stay at or under ``HOT_THRESHOLD`` in CPU and memory with
+    one more of them (``_room``)."""
     bias: dict[int, float] = field(default_factory=dict)
     """Per minute of the run (its first second: 0, 60, ...), the mean signed error of the
     predicted CPU of the node a pod went to at its binding (points; above 0: over)."""
@@ -471,9 +473,12 @@ class ExtenderPlacer(Placer):
 
 
 def _room(node: SimNode, use: tuple[float, float], pod: tuple[int, int]) -> bool:
-    """Whether ``node`` (at ``use``, percent) stays under 90 % CPU and memory with ``pod``."""
+    """Whether ``node`` (at ``use``, percent) stays at or under the placement benchmark's
+    room threshold (``measures.HOT_THRESHOLD``, as its ``steady_measures.piled``) in CPU
+    and memory with ``pod``."""
+    room = 100.0 * HOT_THRESHOLD
     return (
-        use[0] + 100.0 * pod[0] / node.cpu < 90.0 and use[1] + 100.0 * pod[1] / node.memory < 90.0
+        use[0] + 100.0 * pod[0] / node.cpu <= room and use[1] + 100.0 * pod[1] / node.memory <= room
     )
 
 
@@ -678,6 +683,15 @@ def new_extender(seed: int, stream: Stream = STEADY_MIX, **overrides: Any) -> Pl
     return ExtenderPlacer(stream, random.Random(seed * 7919 + 3), overrides, pod_usage=True)
 
 
+# The classes of stream ``main`` compares on, each with its length in seconds.
+CLASSES: dict[str, tuple[Callable[[int], Stream], float]] = {
+    "heterogeneous": (heterogeneous, 900.0),
+    "equal sizes": (equal_sizes, 900.0),
+    "hogged": (hogged, 900.0),
+    "generated": (generated, GENERATED_SECONDS),
+}
+
+
 def _worse_than_stock(
     make_stream: Callable[[int], Stream], seeds: range, duration: float = 900.0
 ) -> dict[str, list[tuple[float, int]]]:
@@ -745,7 +759,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--classes",
         nargs="+",
-        choices=("heterogeneous", "equal sizes", "hogged", "generated"),
+        choices=tuple(CLASSES),
         default=["heterogeneous", "equal sizes"],
         help="which streams: heterogeneous(seed), equal_sizes(seed), hogged(seed), generated(seed)",
     )
@@ -766,14 +780,8 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
     seeds = range(args.first, args.end)
-    classes = {
-        "heterogeneous": (heterogeneous, 900.0),
-        "equal sizes": (equal_sizes, 900.0),
-        "hogged": (hogged, 900.0),
-        "generated": (generated, 360.0),  # the lab's generated scenarios' length
-    }
     for name in args.classes:
-        make, duration = classes[name]
+        make, duration = CLASSES[name]
         for measure, rows in _worse_than_stock(make, seeds, duration).items():
             worst, seed = max(rows)
             bar = 10.0 if measure == "share" else 0.0 if measure == "piled" else 2.0

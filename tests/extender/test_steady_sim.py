@@ -92,7 +92,7 @@ def test_on_the_generator_s_clusters_least_used_is_cooler_and_never_piles_a_work
     -9.6), at most 3 streams more than 2 points hotter (0 on CPU, 2 on memory), and no
     workload ever with all of its pods on one node while another node has room for one more
     (the bar for clusters of unequal nodes, where more may go to the big node)."""
-    rows = sim._worse_than_stock(sim.generated, range(1601, 1631), 360.0)
+    rows = sim._worse_than_stock(sim.generated, range(1601, 1631), sim.GENERATED_SECONDS)
     for resource in ("cpu", "memory"):
         diffs = [d for d, _ in rows[resource]]
         assert statistics.mean(diffs) <= -3.0, (resource, rows[resource])
