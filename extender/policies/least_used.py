@@ -99,10 +99,10 @@ def level_weights(tops: Sequence[float], power: float = HOTTEST_LEVEL_POWER) -> 
 
     Summed unweighted, the points of CPU and memory were one currency, and the term chose
     the memory hog's node: in the one-shot hog scenario (a node at 77 % memory nobody
-    requested, 30 pods in a burst) filling the other nodes raised the hottest CPU from 62
-    to 66 % (4.3 points) and the hog's node raised the hottest memory by 2.2, so 2 of 30
-    pods went beside the hog in every run and it reached 99 % (docs/oneshot-cf91784/;
-    75 % with no pod there without the term)."""
+    requested, 30 pods in a burst), late in the burst a pod on either other node raised
+    the hottest CPU, at 66 %, by 4.2 points and on the hog's node the hottest memory by
+    2.2, so 2 of 30 pods went beside the hog in every run (79.9 %, docs/oneshot-cf91784/;
+    75.0 % with none there without the term)."""
     highest = max(tops, default=0.0)
     if highest <= 0.0 or not power:
         return [1.0 for _ in tops]
