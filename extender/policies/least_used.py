@@ -89,7 +89,8 @@ capacity (seeds 201-260) goes from 2.1 points hotter than stock at 0, 2.8 at 2, 
 and at 4 the hottest CPU's p99 from 12.6 to 45.6 points above stock's; on 30 streams per
 class (heterogeneous, equal sizes, generated, beside a memory hog: seeds 101-130) 0 and 2
 differ by at most 2 streams more than 2 points hotter, and beside a memory hog the worst
-CPU stream goes from +7.3 to +1.1."""
+CPU stream goes from +7.3 to +1.1 (``python -c "from tests.extender import steady_sim as s;
+s.main(['101', '131', '--classes', 'hogged', '--level-power', '0'])"``)."""
 
 
 def level_weights(tops: Sequence[float], power: float = HOTTEST_LEVEL_POWER) -> list[float]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -723,6 +723,21 @@ def _hottest_weight(weight: float) -> None:
         setattr(module, "less_for_raising", at_weight)  # noqa: B010 - not re-exported
 
 
+def _level_power(power: float) -> None:
+    """least-used's hottest-node term with each resource's points at ``level_weights``'
+    ``power`` (0: one currency) instead of ``HOTTEST_LEVEL_POWER``."""
+    from loadwise.extender import fastpath
+    from loadwise.extender.policies import least_used
+
+    kept = least_used.level_weights
+
+    def at_power(tops: Sequence[float], _default: float = 0.0) -> list[float]:
+        return kept(tops, power)
+
+    for module in (least_used, fastpath):
+        setattr(module, "level_weights", at_power)  # noqa: B010 - not re-exported
+
+
 def _readings_clamped_at_capacity() -> None:
     from loadwise.extender import readings
 
@@ -752,6 +767,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("first", type=int)
     parser.add_argument("end", type=int, help="one past the last seed")
     parser.add_argument("--hottest-weight", type=float, help="the term's weight (0: off)")
+    parser.add_argument(
+        "--level-power", type=float, help="the term's level_weights power (0: one currency)"
+    )
     parser.add_argument("--steady-mix", action="store_true", help="steady-mix, run seeds 31-34")
     parser.add_argument(
         "--clamp-readings", action="store_true", help="uses over 100 %% read as 100"
@@ -761,11 +779,13 @@ def main(argv: list[str] | None = None) -> None:
         nargs="+",
         choices=tuple(CLASSES),
         default=["heterogeneous", "equal sizes"],
-        help="which streams: heterogeneous(seed), equal_sizes(seed), hogged(seed), generated(seed)",
+        help=f"which classes of stream: {', '.join(CLASSES)}",
     )
     args = parser.parse_args(argv)
     if args.hottest_weight is not None:
         _hottest_weight(args.hottest_weight)
+    if args.level_power is not None:
+        _level_power(args.level_power)
     if args.clamp_readings:
         _readings_clamped_at_capacity()
     if args.steady_mix:
