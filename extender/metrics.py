@@ -172,6 +172,14 @@ class Metrics:
             "answered, shows pods scheduled without a call to the extender.",
             registry=r,
         )
+        self.catch_up = Counter(
+            "loadwise_extender_watch_catch_up_total",
+            "Requests that first waited for the pod watch to deliver their pod (with a "
+            "kubeconfig), by outcome: delivered (at once or after a wait), timed_out "
+            "(answered on the watch as it stood), not_synced (answered without waiting).",
+            ["outcome"],
+            registry=r,
+        )
         self.invalid_readings = Counter(
             "loadwise_extender_invalid_readings_total",
             "Node readings refused by the load-source check, by reason (not_finite, "

@@ -528,6 +528,7 @@ def _handler(
             if exc.status == 408:
                 return await _hang_up(request, refuse(request, exc))
             return refuse(request, exc)
+        await ext.catch_up(args.pod)
         try:
             result = answer(ext, args)
         except WireError as exc:

@@ -130,6 +130,13 @@ SIZES_UNKNOWN = (
 # does not exist: it must not keep a node looking busy for the ledger's whole horizon.
 UNCONFIRMED_SECONDS = 15.0
 
+# The longest a request waits for the pod watch to deliver the pod it is about (so the
+# deletions before it too: ``ClusterWatch.caught_up``). A watch event follows its change
+# within milliseconds; the scheduler asks about one pod at a time, so a watch that is
+# synced yet slower than this costs at most this per pod, and the answer goes out on what
+# the watch has delivered so far.
+CATCH_UP_SECONDS = 0.5
+
 
 _ESTIMATOR_METRICS: weakref.WeakKeyDictionary[CollectorRegistry, tuple[Counter, Counter]] = (
     weakref.WeakKeyDictionary()
@@ -271,6 +278,17 @@ class Extender:
     def observe(self) -> bool:
         """Observe-only: nothing rejected, equal priorities; the Events say "would have"."""
         return self.settings.mode == "observe"
+
+    async def catch_up(self, pod: Pod | None) -> None:
+        """Before deciding about ``pod``: let the pod watch deliver it first (see
+        ``CATCH_UP_SECONDS``), counted in loadwise_extender_watch_catch_up_total."""
+        if self.cluster is None or pod is None or not pod.metadata.uid:
+            return
+        if not self.cluster.synced:
+            self.metrics.catch_up.labels("not_synced").inc()
+            return
+        caught = await self.cluster.caught_up(pod, CATCH_UP_SECONDS)
+        self.metrics.catch_up.labels("delivered" if caught else "timed_out").inc()
 
     # -- lifecycle ----------------------------------------------------------------
 

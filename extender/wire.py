@@ -72,6 +72,8 @@ class ObjectMeta(Struct, omit_defaults=True):
     annotations: dict[str, str] | None = None
     ownerReferences: list[OwnerReference] | None = None
     creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+    """Set once the pod's deletion is asked for: it is leaving (gracefully, by this time)."""
 
 
 class ResourceRequirements(Struct, omit_defaults=True):

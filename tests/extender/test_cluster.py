@@ -6,11 +6,14 @@ import asyncio
 import json
 import time
 
+import msgspec
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from loadwise.extender import kubeobjects
 from loadwise.extender.config import load_settings
+from loadwise.extender.wire import Pod
 from loadwise.extender.wiring import build_extender
 
 from .helpers import container, node_json, pod_json
@@ -41,7 +44,8 @@ class FakeAPI:
         )
 
     async def list_or_watch_pods(self, request):
-        assert request.query["fieldSelector"].startswith("spec.nodeName!=")
+        # unbound pods too (they mark how far the watch has got), finished ones not
+        assert request.query["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
         if request.query.get("watch") != "true":
             return web.json_response(
                 {"kind": "PodList", "metadata": {"resourceVersion": "10"}, "items": self.pods}
@@ -145,10 +149,8 @@ async def fake(tmp_path):
     await srv.close()
 
 
-async def test_watch_metrics_server_and_events(fake):
-    bound = pod_json(container({"cpu": "1", "memory": "1Gi"}), name="old", uid="old")
-    bound["spec"]["nodeName"] = "b"
-    fake.pods = [bound]
+def _watching(fake):
+    """An extender reading metrics-server and watching the fake API server."""
     settings = load_settings(
         None,
         {
@@ -157,7 +159,14 @@ async def test_watch_metrics_server_and_events(fake):
             "source.stale_after_seconds": 0,
         },
     )
-    ext = build_extender(settings)
+    return build_extender(settings)
+
+
+async def test_watch_metrics_server_and_events(fake):
+    bound = pod_json(container({"cpu": "1", "memory": "1Gi"}), name="old", uid="old")
+    bound["spec"]["nodeName"] = "b"
+    fake.pods = [bound]
+    ext = _watching(fake)
     ext.recorder.merge_seconds = 0.05
     await ext.start()
     try:
@@ -207,6 +216,84 @@ async def test_watch_metrics_server_and_events(fake):
         await fake.pod_events.put({"type": "DELETED", "object": new})
         await fake.pod_events.put({"type": "DELETED", "object": web})
         await wait_for(lambda: "a" not in ext.cluster.facts().pod_counts, "pod deletion")
+    finally:
+        await ext.stop()
+
+
+async def test_a_replacement_is_decided_after_the_deletion_its_watch_delivers_first(fake):
+    """A ReplicaSet replaces a deleted pod within milliseconds, and the scheduler asks about
+    the replacement while the extender's own watch may not have delivered the deletion yet.
+    The answer must wait for the watch to deliver the replacement (and so the deletion that
+    came before it): here node a reads 75 % CPU, 1 core of it the leaving pod's, so with the
+    pod still counted the replacement (1 core requested, 850m estimated) would take a over
+    its 90 % threshold, and once it has gone a fits."""
+    import httpx
+
+    from loadwise.extender.server import make_app
+
+    old = kubeobjects.pod(
+        "web-old",
+        uid="old",
+        containers=[container({"cpu": "1", "memory": "256Mi"})],
+        node_name="a",
+        scheduled_at="2026-01-01T00:00:00Z",
+    )
+    fake.pods = [old]
+    ext = _watching(fake)
+    srv = TestServer(make_app(ext), host="127.0.0.1")
+    await srv.start_server()
+    try:
+        await wait_for(lambda: ext.readiness()[0], "readiness")
+        await wait_for(lambda: fake.watch_calls >= 2, "re-list after 410 Gone")
+        new = kubeobjects.pod(
+            "web-new", uid="new", containers=[container({"cpu": "1", "memory": "256Mi"})]
+        )
+        body = json.dumps({"Pod": new, "NodeNames": ["a"]})
+        async with httpx.AsyncClient(base_url=str(srv.make_url(""))) as client:
+            asked = asyncio.ensure_future(client.post("/scheduler/filter", content=body))
+            await asyncio.sleep(0.2)  # the scheduler asked; the watch is behind
+            assert not asked.done()
+            deleted = dict(old, metadata=dict(old["metadata"], resourceVersion="11"))
+            await fake.pod_events.put({"type": "DELETED", "object": deleted})
+            await fake.pod_events.put({"type": "ADDED", "object": new})
+            answer = (await asked).json()
+        assert answer["NodeNames"] == ["a"], answer
+        text = ext.metrics.render().decode()
+        assert 'loadwise_extender_watch_catch_up_total{outcome="delivered"} 1.0' in text
+
+        # a pod the watch never delivers is answered on the watch as it stands, after the wait
+        other = kubeobjects.pod("lost", uid="lost", containers=[container({"cpu": "1"})])
+        started = time.monotonic()
+        await ext.catch_up(msgspec.convert(other, Pod))
+        assert 0.4 < time.monotonic() - started < 2.0
+        text = ext.metrics.render().decode()
+        assert 'loadwise_extender_watch_catch_up_total{outcome="timed_out"} 1.0' in text
+    finally:
+        await srv.close()
+
+
+async def test_a_terminating_pod_counts_as_gone(fake):
+    """Deletion with a grace period first sets deletionTimestamp; the replacement is created
+    then, so the pod leaving must come off its node then, not when the kubelet is done."""
+    leaving = kubeobjects.pod("db-0", uid="db", containers=[container({"cpu": "1"})], node_name="b")
+    fake.pods = [leaving]
+    ext = _watching(fake)
+    await ext.start()
+    try:
+        await wait_for(lambda: ext.cluster.synced, "watch synced")
+        await wait_for(lambda: fake.watch_calls >= 2, "re-list after 410 Gone")
+        assert ext.cluster.facts().pod_counts == {"b": 1}
+        terminating = dict(
+            leaving, metadata=dict(leaving["metadata"], deletionTimestamp="2026-01-01T00:00:30Z")
+        )
+        await fake.pod_events.put({"type": "MODIFIED", "object": terminating})
+        await wait_for(lambda: "b" not in ext.cluster.facts().pod_counts, "pod leaving")
+        bound_before = ext.metrics.pods_bound._value.get()
+        await fake.pod_events.put({"type": "MODIFIED", "object": terminating})
+        await fake.pod_events.put({"type": "DELETED", "object": terminating})
+        await asyncio.sleep(0.3)
+        assert ext.cluster.facts().pod_counts == {}
+        assert ext.metrics.pods_bound._value.get() == bound_before  # not "bound" again
     finally:
         await ext.stop()
 
