@@ -9,7 +9,7 @@ import sys
 import time
 
 from lab.cluster import Lab
-from lab.components import CORE, PORTS, build_binaries
+from lab.components import PORTS, UP, build_binaries
 from lab.hosts import destroy_own
 from lab.processes import LabError
 
@@ -49,7 +49,7 @@ def cmd_status(lab: Lab, args: argparse.Namespace) -> int:
                     print(f"  {k:24} {v}")
             else:
                 print(f"{check}: {result}")
-    return 0 if all(st["processes"][n] for n in CORE) else 3
+    return 0 if all(st["processes"][n] for n in UP) else 3
 
 
 def cmd_scheduler(lab: Lab, args: argparse.Namespace) -> int:

@@ -175,6 +175,7 @@ class Lab(AdminClient):
             for n in nodes:
                 self.add_node(n, wait=False)
             self.wait_nodes_ready([n.name for n in nodes])
+            components.start_kwok_clock(procs, self.pki, self.server)
             self._wait_default_service_account()
             components.start_metrics_server(procs, self.kubeconfig, bins["metrics-server"])
             self.wait_node_metrics([n.name for n in nodes], timeout=timeout)

@@ -20,6 +20,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -65,6 +66,7 @@ COMPONENTS = [
     "kube-apiserver",
     "kube-controller-manager",
     "kwok",
+    "kwok-clock",  # lab/kwokclock.py: reads kwok's node counters every second
     "metrics-server",
     "load-watcher",
     "prometheus",  # started only by scenarios that read load through it (runner.reset)
@@ -72,7 +74,9 @@ COMPONENTS = [
     "kube-scheduler",
 ]
 # What `up` starts and `status` requires; kube-scheduler and the extender come later.
-CORE = COMPONENTS[:6]
+UP = COMPONENTS[:7]
+# The binaries `up` needs (kwok-clock is lab/kwokclock.py, run by this Python).
+CORE = [n for n in UP if n != "kwok-clock"]
 
 
 def build_binaries(names: Iterable[str] = (), env: dict[str, str] | None = None) -> dict[str, str]:
@@ -473,6 +477,25 @@ def start_kwok(procs: Processes, pki: Path, kubeconfig: str, binary: str) -> Non
         lambda: port_open(PORTS["kwok"]),
         30,
         proc_check=procs.check_running("kwok"),
+    )
+
+
+def start_kwok_clock(procs: Processes, pki: Path, api: str) -> None:
+    """lab/kwokclock.py, which makes kwok's node CPU counters integrate (its docstring)."""
+    k, v = KWOK_NODE_ANNOTATION
+    root = Path(__file__).resolve().parent.parent
+    procs.spawn(
+        "kwok-clock",
+        [
+            sys.executable,
+            "-m",
+            "lab.kwokclock",
+            f"--api={api}",
+            f"--kwok=https://{HOST}:{PORTS['kwok']}",
+            f"--pki={pki}",
+            f"--annotation={k}={v}",
+        ],
+        env={**os.environ, "PYTHONPATH": str(root)},
     )
 
 

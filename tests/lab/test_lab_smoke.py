@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from lab import DEFAULT_NODES, USAGE_CPU, USAGE_MEMORY, build_binaries, parse_quantity
+from lab.fakenodes import BG_CPU
 
 pytestmark = pytest.mark.lab
 
@@ -126,6 +127,44 @@ def test_pod_goes_running_and_its_usage_is_measured(lab, namespace):
     # The node's usage is its pods' plus its background.
     bg = parse_quantity(NODES["lab-large"].background_memory)
     _poll(lambda: lab.node_metrics()["lab-large"]["memory"] >= 2 * GI + bg, timeout=60)
+
+
+def _node_cpu_seconds(lab, node):
+    """kwok's node_cpu_usage_seconds_total for `node`, read as metrics-server reads it."""
+    import ssl
+    import urllib.request
+
+    from lab import PORTS
+
+    ctx = ssl.create_default_context(cafile=str(lab.pki / "ca.crt"))
+    url = f"https://127.0.0.1:{PORTS['kwok']}/metrics/nodes/{node}/metrics/resource"
+    with urllib.request.urlopen(url, context=ctx, timeout=5) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith("node_cpu_usage_seconds_total"):
+                return float(line.split()[-1])
+    raise AssertionError(f"no node_cpu_usage_seconds_total for {node}")
+
+
+def test_a_node_cpu_counter_holds_a_pod_that_came_and_went_between_reads(lab, namespace):
+    """kwok grows a node's CPU counter only when it is read, by the pods there at the read
+    (lab/kwokclock.py): a pod that ran between two of metrics-server's scrapes would count
+    nothing, where a real kubelet's counter holds its CPU time. The lab reads every node's
+    counter each second, so here 2 cores for about 5 s show as about 10 core-seconds."""
+    node = "lab-large"
+    bg = parse_quantity(lab.core().read_node(node).metadata.annotations[BG_CPU])
+    core = lab.core()
+    before, t0 = _node_cpu_seconds(lab, node), time.monotonic()
+    core.create_namespaced_pod(namespace, _pod("brief", node=node, usage_cpu="2"))
+    _poll(
+        lambda: core.read_namespaced_pod("brief", namespace).status.phase == "Running",
+        timeout=60,
+        interval=0.2,
+    )
+    time.sleep(5)
+    core.delete_namespaced_pod("brief", namespace, grace_period_seconds=0)
+    time.sleep(3)
+    pod_seconds = _node_cpu_seconds(lab, node) - before - bg * (time.monotonic() - t0)
+    assert 6.0 <= pod_seconds <= 16.0, pod_seconds
 
 
 def test_load_watcher_serves_every_node(lab):
