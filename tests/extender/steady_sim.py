@@ -7,12 +7,13 @@ steady-mix; ``heterogeneous(seed)`` draws another: mixed node sizes, backgrounds
 request from 0.2 to 6, and use that drifts over the run.
 
 What reaches the contenders lags as in the lab (lab/components.py, contenders.py,
-extender/sources/watcher.py): metrics-server scrapes every 15 s, a node's CPU the use of
-its pods at the scrape as the lab's kwok nodes report it (``run``'s ``cpu=MEAN``: a real
-kubelet's mean over the 15 s before), its memory the instant's; a pod's use shows from its
-second scrape (a CPU rate needs two samples). load-watcher collects metrics-server's latest
-every 60 s (its ``window.end``); the extender reads load-watcher every 30 s and PodMetrics
-every 15 s. Every phase is drawn from the seed.
+extender/sources/watcher.py): metrics-server scrapes every 15 s, a node's CPU the mean use
+of its pods over the 15 s before the scrape, as a real kubelet and the lab's kwok nodes
+(read every second by lab/kwokclock.py) report it (``run``'s ``cpu=INSTANT``: the use at
+the scrape, as kwok reports it when read only then), its memory the instant's; a pod's use
+shows from its second scrape (a CPU rate needs two samples). load-watcher collects
+metrics-server's latest every 60 s (its ``window.end``); the extender reads load-watcher
+every 30 s and PodMetrics every 15 s. Every phase is drawn from the seed.
 
 The scheduler is kube-scheduler's default profile on these nodes: NodeResourcesFit
 (LeastAllocated on requests, weight 1), NodeResourcesBalancedAllocation (weight 1) and
@@ -62,8 +63,8 @@ SETTLE = 45.0  # extender/sources/watcher.py LATEST_SETTLE_SECONDS
 EXTENDER_WEIGHT = 10  # the role's loadwise_scheduler_config_weight
 PTS_WEIGHT = 2
 PTS_MAX_SKEW = 3
-INSTANT = "instant"  # run(cpu=...): the lab's kwok nodes
-MEAN = "mean"  # a real kubelet's
+INSTANT = "instant"  # run(cpu=...): kwok's nodes read only at the scrapes
+MEAN = "mean"  # a real kubelet's, and the lab's kwok nodes read every second
 
 
 @dataclass(frozen=True)
@@ -494,16 +495,18 @@ def run(
     duration: float = 600.0,
     warmup: float = 120.0,
     lags: tuple[int, ...] = (0, 60),
-    cpu: str = INSTANT,
+    cpu: str = MEAN,
 ) -> Result:
     """One run of ``placer.stream`` (arrivals, lifetimes, phases from ``seed`` alone).
 
-    ``cpu``: what a node's CPU figure at a scrape is. ``INSTANT`` (the lab's kwok): the use
-    of the pods there at the scrape; kwok's emulated kubelet grows a node's CPU counter at
-    each scrape by the time since the last one times the use of the pods it lists then
-    (kwok v0.8.0 pkg/kwok/server/metrics_resource_usage.go ``nodeResourceCumulativeUsage``),
-    so metrics-server's rate over the two scrapes is that instant's use. ``MEAN`` (a real
-    kubelet, whose counter integrates): the mean over the resolution before the scrape."""
+    ``cpu``: what a node's CPU figure at a scrape is. ``INSTANT`` (kwok read only at the
+    scrapes, the lab before lab/kwokclock.py): the use of the pods there at the scrape;
+    kwok's emulated kubelet grows a node's CPU counter at each scrape by the time since the
+    last one times the use of the pods it lists then (kwok v0.8.0
+    pkg/kwok/server/metrics_resource_usage.go ``nodeResourceCumulativeUsage``), so
+    metrics-server's rate over the two scrapes is that instant's use. ``MEAN`` (a real
+    kubelet, whose counter integrates, and kwok read every second): the mean over the
+    resolution before the scrape."""
     if cpu not in (INSTANT, MEAN):
         raise ValueError(f"cpu must be {INSTANT!r} or {MEAN!r}, got {cpu!r}")
     stream = placer.stream

@@ -176,12 +176,14 @@ def test_least_used_ranks_nodes_over_capacity_by_how_far_over(monkeypatch):
     small pods, a packing that placing one pod at a time on the emptiest node does not
     find). Scored 0 over capacity (Koordinator's leastUsedScore), a node far over with free
     memory outscored one just over (policies/least_used.py): het-144 ran 184 % against
-    stock's 118 %, 65 points."""
+    stock's 118 %, 65 points. Those figures read a node's CPU as kwok did when only
+    metrics-server read it (``sim.INSTANT``); as a real kubelet and the lab since
+    lab/kwokclock.py report it (``sim.MEAN``, the default since), at most 12.2 hotter."""
     from loadwise.extender import fastpath
     from loadwise.extender.policies import least_used as module
 
     worse = _worse(_least_used())
-    assert worse[0] <= 10.0, worse[:3]
+    assert worse[0] <= 13.0, worse[:3]
     assert statistics.mean(worse) <= -8.0
 
     original = module.least_used
@@ -198,7 +200,9 @@ def test_a_placement_that_raises_the_hottest_node_loses_to_one_that_does_not(mon
     """least-used's hottest-node term (``least_used.HOTTEST_WEIGHT``). Without it the mean
     of free shares let free memory buy placements that made the hottest node hotter: measured
     when written, on ``WIDE``, more than 2 points hotter than stock on memory in 8 streams (worst
-    11.4) and on CPU in 2; with it in 3 and 1, and 1.9 points cooler on CPU on average."""
+    11.4) and on CPU in 2; with it in 3 and 1, and 1.9 points cooler on CPU on average; with
+    a node's CPU read as a real kubelet's (``sim.MEAN``, the default since lab/kwokclock.py)
+    memory in 5 (worst 10.8)."""
     from loadwise.extender import decide, fastpath
 
     def count(worse: list[float]) -> int:
@@ -206,7 +210,7 @@ def test_a_placement_that_raises_the_hottest_node_loses_to_one_that_does_not(mon
 
     cpu, memory = _worse(_least_used()), _worse(_least_used(), "hottest_memory")
     assert count(cpu) <= 2, cpu[:3]
-    assert count(memory) <= 4, memory[:5]
+    assert count(memory) <= 5, memory[:5]
 
     def unchanged(score: int, raised: float, weight: float = 0.0) -> int:
         return score
