@@ -355,12 +355,14 @@ class ClusterWatch:
         )
 
     def _pod_watched(self, kind: str, pod: Pod) -> None:
-        # A pod the watch shows on a node (not a list) and not yet known has just been bound.
+        # A pod the watch shows on a node (not a list) that it added so or saw unbound before
+        # has just been bound (a pod left out of the totals counts once, not at every update).
         if (
-            kind != "DELETED"
-            and self.on_bound is not None
+            self.on_bound is not None
+            and kind != "DELETED"
             and pod.spec.nodeName
             and not pod.metadata.deletionTimestamp
+            and (kind == "ADDED" or pod.key in self._unbound)
             and pod.key not in self._pods
         ):
             self.on_bound()

@@ -159,7 +159,9 @@ def _watching(fake):
             "source.stale_after_seconds": 0,
         },
     )
-    return build_extender(settings)
+    ext = build_extender(settings)
+    ext.cluster.on_bound = ext.metrics.pods_bound.inc  # as lifecycle.serve wires it
+    return ext
 
 
 async def test_watch_metrics_server_and_events(fake):
@@ -260,6 +262,26 @@ async def test_a_replacement_is_decided_after_the_deletion_its_watch_delivers_fi
         assert answer["NodeNames"] == ["a"], answer
         text = ext.metrics.render().decode()
         assert 'loadwise_extender_watch_catch_up_total{outcome="delivered"} 1.0' in text
+
+        # bound: counted once, however often the pod is updated after
+        bound = kubeobjects.pod(
+            "web-new", uid="new", containers=[container({"cpu": "1"})], node_name="a"
+        )
+        before = ext.metrics.pods_bound._value.get()
+        for _ in range(3):
+            await fake.pod_events.put({"type": "MODIFIED", "object": bound})
+        await wait_for(lambda: ext.cluster.facts().pod_counts.get("a") == 1, "bound pod")
+        await asyncio.sleep(0.2)
+        assert ext.metrics.pods_bound._value.get() == before + 1
+        # and so is a pod left out of the totals (a request that is not a quantity)
+        bad = kubeobjects.pod("bad", uid="bad", containers=[container({"cpu": "lots"})])
+        await fake.pod_events.put({"type": "ADDED", "object": bad})
+        for _ in range(3):
+            await fake.pod_events.put(
+                {"type": "MODIFIED", "object": dict(bad, spec=dict(bad["spec"], nodeName="b"))}
+            )
+        await asyncio.sleep(0.5)
+        assert ext.metrics.pods_bound._value.get() == before + 2
 
         # a pod the watch never delivers is answered on the watch as it stands, after the wait
         other = kubeobjects.pod("lost", uid="lost", containers=[container({"cpu": "1"})])
