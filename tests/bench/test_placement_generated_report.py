@@ -81,12 +81,25 @@ def test_time_above_the_target_is_of_the_hottest_node_after_the_warm_up():
     assert gr.TLP_TARGET == 0.40
 
 
+def test_the_hotter_resource_is_taken_at_each_instant_not_per_resource_mean():
+    # CPU is the hotter resource on node a while two pods run there; memory elsewhere
+    nodes = tuple(Node(n, Resources(4, 8 * GiB), Resources(0.4, 6 * GiB)) for n in ("a", "b"))
+    usage = {"w": Resources(2.0, GiB)}
+    stays = (Stay("w-1", "w", "a", 0, 100), Stay("w-2", "w", "a", 50, 100))
+    tl = Timeline(nodes, stays, usage, (), 100.0)
+    # 0-50: CPU 60 %, memory 87.5 %; 50-100: CPU 110 %, memory 100 %
+    assert gr.hotter_mean(tl, 0) == pytest.approx((0.875 + 1.10) / 2)
+    assert gr.hotter_mean(tl, 50) == pytest.approx(1.10)
+    with pytest.raises(ValueError, match="nothing to measure"):
+        gr.hotter_mean(tl, 100)
+
+
 def test_the_section_reads_like_the_numbers():
     runs = [
         gr.RunSummary("gen-1-1", "stock", {"cpu": 0.8, "memory": 0.5}, {"cpu": 0.2, "memory": 0},
-                      (30.0, 0.25)),
+                      (30.0, 0.25), hotter=0.8),
         gr.RunSummary("gen-1-1", "loadwise-least-used", {"cpu": 0.6, "memory": 0.55},
-                      {"cpu": 0.0, "memory": 0.05}, (12.0, 0.1)),
+                      {"cpu": 0.0, "memory": 0.05}, (12.0, 0.1), hotter=0.62),
     ]  # fmt: skip
     text = "\n".join(gr.lines(runs, 120))
     assert "## Generated scenarios: 1 (gen-1-1)" in text
@@ -94,6 +107,11 @@ def test_the_section_reads_like_the_numbers():
     assert f"| loadwise-least-used | cpu | 1 of 1 | 0 | {cpu} |" in text
     assert f"| loadwise-least-used | memory | 0 of 1 | 1 | {memory} |" in text
     assert "| stock | cpu | | | | 20.0 |" in text
+    hotter = "-18.0 / -18.0 / -18.0 / -18.0 / -18.0"
+    assert (
+        f"| loadwise-least-used | the hotter of the two | 1 of 1 | 0 | {hotter} | not solved |"
+        in text
+    )
     assert "| loadwise-least-used | 1 | 10.0 |" in text and "| stock | 1 | 25.0 |" in text
     assert gr.lines([], 120) == []
 
