@@ -15,7 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from .decide import DEFAULT_THRESHOLDS
-from .estimate import CPU_FACTOR, MEMORY_FACTOR, EstimatorArgs, TLPArgs
+from .estimate import CPU_FACTOR, MEMORY_FACTOR, PEAK_SIGMAS, EstimatorArgs, TLPArgs
 from .exceptions import ConfigError
 from .policies import PolicyChoice, parse_policy
 from .redact import has_credentials, redact_url
@@ -132,6 +132,9 @@ class EventsConfig(msgspec.Struct, forbid_unknown_fields=True):
 
 
 ESTIMATOR_MODES = ("learned", "request")
+MAX_PEAK_SIGMAS = 3.0
+"""Three deviations above the mean is beyond every percentile a normal use reaches 99.8 %
+of the time; more would reject nodes for swings they never make."""
 
 
 class EstimatorConfig(msgspec.Struct, forbid_unknown_fields=True):
@@ -152,6 +155,10 @@ class EstimatorConfig(msgspec.Struct, forbid_unknown_fields=True):
     are measured against."""
     decision_log: str | None = None
     """A file each decision's predicted node use is appended to (``decisionlog``)."""
+    peak_sigmas: float = PEAK_SIGMAS
+    """A node's measured use counts its mean plus this many standard deviations where the
+    source reports one (load-watcher over Prometheus or SignalFx), in least-used's scores and
+    the filter (``estimate.peak_percent``); 0: the mean alone."""
     spread_weight: float = 0.0
     """least-used: a node's score times (1 - weight x its share of the pod's workload). Off by
     default: at 1.0 the lab's end-to-end tests put 3 of 30 pods on a node whose memory a hog
@@ -259,7 +266,10 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, dict=True):
         (config validation) and kept: the composition root hands this very policy to the
         service. PolicyError (a ConfigError) names a bad argument."""
         return parse_policy(
-            self.policy, self.policy_args, spread_weight=self.estimator.spread_weight
+            self.policy,
+            self.policy_args,
+            spread_weight=self.estimator.spread_weight,
+            peak_sigmas=self.estimator.peak_sigmas,
         )
 
     def tlp_args(self) -> TLPArgs:
@@ -351,6 +361,8 @@ def _validate(settings: Settings) -> Settings:
         raise ConfigError("estimator.learned_max_workloads must be >= 1")
     if not 0 <= est.spread_weight <= 1:
         raise ConfigError("estimator.spread_weight must be in [0, 1]")
+    if not 0 <= est.peak_sigmas <= MAX_PEAK_SIGMAS:
+        raise ConfigError(f"estimator.peak_sigmas must be in [0, {MAX_PEAK_SIGMAS:g}]")
     if est.mode not in ESTIMATOR_MODES:
         modes = ", ".join(ESTIMATOR_MODES)
         raise ConfigError(f"estimator.mode must be one of {modes}, got {est.mode!r}")

@@ -64,12 +64,15 @@ def filter_nodes(
     thresholds: Mapping[str, float],
     *,
     exempt: bool = False,
+    sigmas: float = 0.0,
 ) -> FilterOutcome:
     """Reject a node when its use after placing the pod exceeds its threshold
     (Koordinator's rule: rounded percent > threshold; the node's own or ``thresholds``,
     see :func:`node_thresholds`). The pods the measurement cannot show yet, this one
     included, count at ``estimate.filter_usage``: CPU at the request, memory at the
-    estimate the scores use (its docstring says why).
+    estimate the scores use (its docstring says why). The measured use counts ``sigmas``
+    standard deviations above its mean where the source reports one
+    (``estimate.peak_percent``): a filter on the node's peaks, not its average.
 
     Load alone never leaves a pod nowhere to go: with ``exempt`` (a pod that must run
     where the scheduler puts it, see ``exemptions``) no node is rejected, and when every
@@ -87,7 +90,7 @@ def filter_nodes(
             own[node.name] = dict(limits)
         marks = []
         for resource, threshold in limits.items():
-            demand = demand_after(resource, pod, node, filtering=True)
+            demand = demand_after(resource, pod, node, filtering=True, sigmas=sigmas)
             if demand is None or not demand.allocatable:
                 continue
             rounded = go_round(demand.percent)

@@ -48,7 +48,7 @@ from .decide import (
     over_reason,
     to_priorities,
 )
-from .estimate import PodFacts, go_round, used_after
+from .estimate import PodFacts, go_round, peak_percent, used_after
 from .ledger import NodeTotals, Pending
 from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
@@ -446,6 +446,7 @@ class _Table:
         "names",
         "pieces",
         "score",
+        "sigmas",
         "snapshot",
         "version",
         "filters",
@@ -458,6 +459,7 @@ class _Table:
         self.snapshot = snapshot
         self.score = _scorer(policy)
         self.wc, self.wm = policy.weights.get("cpu", 0), policy.weights.get("memory", 0)
+        self.sigmas = policy.peak_sigmas
         self.names: list[str] = []
         self.index: dict[str, int] = {}
         self.infos: list[NodeInfo] = []
@@ -510,8 +512,11 @@ class _Table:
     def _size(self, i: int, info: NodeInfo, load: NodeLoad) -> None:
         self.version += 1
         self.infos[i] = info
-        self.cpu_base[i] = (load.cpu.avg or 0.0) * info.cpu_capacity_millis / 100
-        self.mem_base[i] = (load.memory.avg or 0.0) * info.memory_capacity_bytes / 100
+        # (a resource without a reading has a base of 0 and is never read: cpu_known)
+        cpu = peak_percent(load.cpu, self.sigmas) or 0.0
+        memory = peak_percent(load.memory, self.sigmas) or 0.0
+        self.cpu_base[i] = cpu * info.cpu_capacity_millis / 100
+        self.mem_base[i] = memory * info.memory_capacity_bytes / 100
         self.cpu_alloc[i] = info.cpu_allocatable_millis
         self.mem_alloc[i] = info.memory_allocatable_bytes
 

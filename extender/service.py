@@ -95,12 +95,15 @@ def _only(
     return msgspec.structs.replace(args, node_names=[n for n in names if n in keep])
 
 
-def _general_scored(pod: PodFacts, states: list[NodeState], ranked: list[Ranked]) -> Scored:
+def _general_scored(
+    pod: PodFacts, states: list[NodeState], ranked: list[Ranked], sigmas: float
+) -> Scored:
     """The general path's candidates for the Event: use after placement as
-    ``estimate.demand_after`` computes it for every policy (percent of allocatable)."""
+    ``estimate.demand_after`` computes it for every policy (percent of allocatable; the
+    measured use ``sigmas`` deviations above its mean, as the filter reads it)."""
 
     def percent(resource: str, state: NodeState) -> int | None:
-        demand = demand_after(resource, pod, state)
+        demand = demand_after(resource, pod, state, sigmas=sigmas)
         return None if demand is None else go_round(demand.percent)
 
     cpu = [percent("cpu", s) for s in states]
@@ -185,6 +188,10 @@ class Scoring(NamedTuple):
     """TargetLoadPacking's CPU prediction (Trimaran's defaults under the other policies)."""
     fast_path: LeastUsedFastPath | None
     """least-used's arithmetic per snapshot (see ``fastpath``); None: general path only."""
+    peak_sigmas: float = 0.0
+    """Standard deviations above its mean a node's measured use counts in the filter and
+    the Event's figures (``estimator.peak_sigmas``; least-used's scores carry their own,
+    the same in a parsed config)."""
 
 
 def build_scoring(settings: Settings, *, fast_path: bool = True) -> Scoring:
@@ -196,6 +203,7 @@ def build_scoring(settings: Settings, *, fast_path: bool = True) -> Scoring:
         settings.estimator_args(),
         choice.tlp,
         LeastUsedFastPath.for_policy(choice.policy) if fast_path else None,
+        settings.estimator.peak_sigmas,
     )
 
 
@@ -228,6 +236,7 @@ class Extender:
         self.metrics = metrics or Metrics()
         parts = scoring if scoring is not None else build_scoring(settings, fast_path=use_fast_path)
         self.policy: Policy = parts.policy
+        self.peak_sigmas = parts.peak_sigmas
         self.fast_path = parts.fast_path
         """least-used's arithmetic per snapshot (see ``fastpath``); None: general path only."""
         self.estimator = parts.estimator
@@ -566,7 +575,8 @@ class Extender:
                 return got.names, outcome, False
         names, infos = self._infos(args)
         states, stale = self._states(names, infos)
-        return names, filter_nodes(pod, states, self.thresholds, exempt=exempt), stale
+        outcome = filter_nodes(pod, states, self.thresholds, exempt=exempt, sigmas=self.peak_sigmas)
+        return names, outcome, stale
 
     def _note_judged(
         self,
@@ -740,7 +750,7 @@ class Extender:
             win, why = (winner.node, winner.detail.why) if winner else (None, "")
             body = encode([HostPriority(r.node, r.priority) for r in ranked])
             if record:
-                scored = _general_scored(pod, states, ranked)
+                scored = _general_scored(pod, states, ranked, self.peak_sigmas)
         self._scored.inc(len(names))
         if self.observe:
             # Scored and explained, but the scheduler is told nothing: equal priorities.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -137,16 +138,25 @@ POLICY_NAMES = tuple(POLICIES)
 
 
 def parse_policy(
-    name: str, args: Mapping[str, Any] | None = None, *, spread_weight: float = 0.0
+    name: str,
+    args: Mapping[str, Any] | None = None,
+    *,
+    spread_weight: float = 0.0,
+    peak_sigmas: float = 0.0,
 ) -> PolicyChoice:
     """The one parser of ``policy`` and ``policy_args``; PolicyError (a ConfigError)
     names the bad argument. ``spread_weight`` (``estimator.spread_weight``) applies to
-    least-used only, the policy that scores a workload's share of a node."""
+    least-used only, the policy that scores a workload's share of a node; so does
+    ``peak_sigmas`` (``estimator.peak_sigmas``): load-variation risk balancing weighs the
+    deviation by its own arguments, and TargetLoadPacking reads the mean, as Trimaran's."""
     parse = POLICIES.get(name)
     if parse is None:
         raise PolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
     rest = dict(args or {})
     choice = parse(rest, spread_weight)
+    if peak_sigmas and isinstance(choice.policy, LeastUsed):
+        peaked = dataclasses.replace(choice.policy, peak_sigmas=peak_sigmas)
+        choice = msgspec.structs.replace(choice, policy=peaked)
     # Every policy accepts least-used's weights and ignores them, so switching the policy
     # alone does not turn a config with weights into an error.
     rest.pop("resources", None)

@@ -162,6 +162,10 @@ class LeastUsed:
     hottest_weight: float = HOTTEST_WEIGHT
     """Points lost per point the placement raises the hottest candidate (``HOTTEST_WEIGHT``;
     0: off). Applied over all the nodes' scores, before the spreading band."""
+    peak_sigmas: float = 0.0
+    """A node's measured use counts its mean plus this many standard deviations where the
+    source reports one (``estimate.peak_percent``; the composition root passes
+    ``estimator.peak_sigmas``, ``estimate.PEAK_SIGMAS`` by default)."""
 
     def _resource(
         self, resource: str, pod: PodFacts, node: NodeState, explain: bool
@@ -173,7 +177,7 @@ class LeastUsed:
             used = node.pod_count + node.pending_pods + 1
             text = f"pods {used}/{info.pods_allocatable}" if explain else ""
             return least_used(info.pods_allocatable, used), text
-        demand = demand_after(resource, pod, node)
+        demand = demand_after(resource, pod, node, sigmas=self.peak_sigmas)
         if demand is None:
             return None
         score = least_used(demand.allocatable, demand.used)
@@ -187,7 +191,9 @@ class LeastUsed:
             return (None, None)
         out: list[tuple[float, float] | None] = []
         for resource, own in (("cpu", pod.usage.cpu_millis), ("memory", pod.usage.memory_bytes)):
-            demand = demand_after(resource, pod, node) if self.weights.get(resource) else None
+            demand = None
+            if self.weights.get(resource):
+                demand = demand_after(resource, pod, node, sigmas=self.peak_sigmas)
             if demand is None or not demand.allocatable:
                 out.append(None)
             else:
