@@ -181,7 +181,11 @@ class LeastUsed:
         if demand is None:
             return None
         score = least_used(demand.allocatable, demand.used)
-        return score, f"{resource} {demand.percent:.0f}%" if explain else ""
+        if not explain:
+            return score, ""
+        std = (node.load.cpu if resource == "cpu" else node.load.memory).std
+        peak = f" (at mean + {self.peak_sigmas:g} sd)" if self.peak_sigmas and std else ""
+        return score, f"{resource} {demand.percent:.0f}%{peak}"
 
     def uses(self, pod: PodFacts, node: NodeState) -> tuple[tuple[float, float] | None, ...]:
         """The node's CPU and memory use after placing ``pod`` and before (percent of

@@ -76,6 +76,7 @@ def test_the_policy_is_parsed_once_on_load_and_kept():
     assert s.scoring is s.scoring  # the one parse, not one per reader
     assert isinstance(s.scoring.policy, LeastUsed)
     assert s.scoring.policy.weights == {"cpu": 2.0} and s.scoring.policy.spread_weight == 0.25
+    assert s.scoring.policy.peak_sigmas == 1.0  # estimator.peak_sigmas' default
     assert s.tlp_args() is s.scoring.tlp
     # the CLI offers exactly the registry's names
     (policy,) = [a for a in build_parser()._actions if a.dest == "policy"]
@@ -138,3 +139,20 @@ def test_every_error_is_a_loadwise_error():
     for bad_input in (FromConfig, FromQuantity, FromWire):
         assert issubclass(bad_input, ValueError)
     assert exceptions.KubeError("x", 410).status == 410
+
+
+def test_peak_sigmas_reaches_least_used_only_and_a_bad_one_is_named():
+    from loadwise.extender.policies import LeastUsed, LoadVariationRiskBalancing
+
+    base = {"source.kind": "file", "source.file": "/dev/null"}
+    two = load_settings(None, {**base, "estimator.peak_sigmas": 2})
+    assert isinstance(two.scoring.policy, LeastUsed) and two.scoring.policy.peak_sigmas == 2.0
+    # load-variation risk balancing weighs the deviation by its own arguments (Trimaran's)
+    lvrb = load_settings(
+        None, {**base, "estimator.peak_sigmas": 2, "policy": "load-variation-risk-balancing"}
+    )
+    assert isinstance(lvrb.scoring.policy, LoadVariationRiskBalancing)
+    for bad in (-0.5, 3.5):
+        with pytest.raises(ConfigError) as info:
+            load_settings(None, {**base, "estimator.peak_sigmas": bad})
+        assert "estimator.peak_sigmas must be in [0, 3]" in str(info.value)

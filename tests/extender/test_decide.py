@@ -140,3 +140,18 @@ def test_prioritize_ranks_every_node_and_explains_only_the_winner():
     winner = best(ranked)
     assert winner is not None and winner.node == "b"
     assert best([]) is None
+
+
+def test_the_filter_reads_a_swinging_node_at_its_peak_with_sigmas():
+    """Memory at 70 % on average, swinging by a deviation of 15 points: with the pod's 0.5
+    GiB (6.25 points) the mean makes 76 %, under 90; one deviation above it, 91 %, over."""
+    swinging = msgspec.structs.replace(
+        node("a", 10.0), load=state(None, 10.0, 70.0, memory_std=15.0).load
+    )
+    calm = node("b", 10.0, 80.0)
+    pod = facts(100, GI / 2)
+    by_mean = filter_nodes(pod, [swinging, calm], DEFAULT_THRESHOLDS)
+    assert by_mean.passed == ["a", "b"]
+    by_peak = filter_nodes(pod, [swinging, calm], DEFAULT_THRESHOLDS, sigmas=1.0)
+    assert by_peak.passed == ["b"]
+    assert by_peak.failed == {"a": "memory 91% > 90% threshold"}

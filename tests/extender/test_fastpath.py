@@ -23,6 +23,12 @@ from loadwise.extender.wire import decode_args
 from .helpers import GI, MI, StaticSource, container, node_json, pod_json
 
 
+def _deviation(rng: random.Random) -> float | None:
+    """A standard deviation as load-watcher over Prometheus reports one, or none (the
+    other sources): the default settings count it once above the mean (peak_sigmas)."""
+    return rng.choice([None, 0.0, rng.uniform(0, 30)])
+
+
 @pytest.mark.parametrize(
     "policy_args",
     [
@@ -37,7 +43,10 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
     now = time.time()
     names = [f"n{i}" for i in range(40)]
     loads = {
-        n: NodeLoad(ResourceLoad(rng.uniform(0, 101)), ResourceLoad(rng.uniform(0, 101)))
+        n: NodeLoad(
+            ResourceLoad(rng.uniform(0, 101), _deviation(rng)),
+            ResourceLoad(rng.uniform(0, 101), _deviation(rng)),
+        )
         for n in names[:-3]
     }  # the last three have no metrics: general path (over 101 % is refused, readings.py)
     snap = LoadSnapshot("s", now - 5, now, loads)
@@ -159,7 +168,10 @@ async def test_event_figures_are_the_general_paths():
     now = time.time()
     names = [f"n{i:02d}" for i in range(30)]
     loads = {
-        n: NodeLoad(ResourceLoad(rng.uniform(0, 95)), ResourceLoad(rng.uniform(0, 95)))
+        n: NodeLoad(
+            ResourceLoad(rng.uniform(0, 95), _deviation(rng)),
+            ResourceLoad(rng.uniform(0, 95), _deviation(rng)),
+        )
         for n in names
     }
     snap = LoadSnapshot("s", now - 5, now, loads)
@@ -200,13 +212,15 @@ async def test_event_figures_are_the_general_paths():
     general = [e["metadata"]["annotations"][ANNOTATION] for e in posted["general"]]
     assert len(fast) == 61 and fast == general
     assert [e["message"] for e in posted["fast"]] == [e["message"] for e in posted["general"]]
-    # and by hand, for pod u0's favourite: measured use + the pod's estimated use
+    # and by hand, for pod u0's favourite: measured use (its mean and one deviation, by
+    # default) + the pod's estimated use
     event = next(e for e in posted["fast"] if e["involvedObject"]["uid"] == "u0")
     decision = json.loads(event["metadata"]["annotations"][ANNOTATION])
     best = decision["best"]
     info = exts["fast"].seen_nodes[best]
     usage = exts["fast"]._facts(decode_args(first_body, raw_nodes=False)).usage
-    used = loads[best].cpu.avg * info.cpu_capacity_millis / 100 + usage.cpu_millis
+    measured = loads[best].cpu.avg + (loads[best].cpu.std or 0.0)
+    used = measured * info.cpu_capacity_millis / 100 + usage.cpu_millis
     assert decision["use"][best][0] == round(100 * used / info.cpu_allocatable_millis)
     assert len(decision["scores"]) == 16 and decision["omitted"] == 24 - 16  # no watch: no bound
 

@@ -82,9 +82,12 @@ def _nodes(rng: random.Random, names: list[str]) -> list[dict[str, Any]]:
 
 
 def _reading(rng: random.Random) -> ResourceLoad:
-    # quiet, any, or busy; 44.5 rounds (half away from zero) onto a 45 % threshold
+    # quiet, any, or busy; 44.5 rounds (half away from zero) onto a 45 % threshold; a
+    # standard deviation now and then (load-watcher over Prometheus), which the default
+    # settings count once above the mean
     return ResourceLoad(
-        rng.choice([rng.uniform(0, 60), rng.uniform(0, 100), rng.uniform(35, 99), 44.5])
+        rng.choice([rng.uniform(0, 60), rng.uniform(0, 100), rng.uniform(35, 99), 44.5]),
+        rng.choice([None, None, 0.0, 0.5, rng.uniform(0, 20)]),
     )
 
 
@@ -252,7 +255,9 @@ def _both(
     got = fast.filter(pod, names, infos, snap, recent, DEFAULT, exempt=exempt)
     if got is not None:
         states = build_states(names, infos, snap, fresh=True, ledger=ledger, cluster=None)
-        assert got == filter_nodes(pod, states, DEFAULT, exempt=exempt)
+        assert got == filter_nodes(
+            pod, states, DEFAULT, exempt=exempt, sigmas=fast.policy.peak_sigmas
+        )
     return got
 
 
