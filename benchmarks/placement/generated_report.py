@@ -11,10 +11,11 @@ nearest-rank quartiles, max) is the distribution a reader judges. "Beats" counts
 scenarios where that difference is below zero.
 
 Beside the two resources, the hotter of them: at each instant the higher of the hottest
-node's CPU and its memory, time-averaged (``hotter_mean``). A placement that lowers a
-cluster's hot resource by raising the other where it is cool shows as a loss on that other
-one alone; on a node, what runs out first is the hotter one. Its optimum is not solved (the
-programmes minimise one resource), so it has no gap.
+node's CPU and its memory, time-averaged (``steady_measures.hotter_mean``). A placement
+that lowers a cluster's hot resource by raising the other where it is cool shows as a loss
+on that other one alone; on a node, what runs out first is the hotter one. Its optimum is
+one placement judged on both (optimum.HOTTER), so its gap is not the larger of the two
+resources' gaps.
 
 The gap to the optimum is per run, the figure minus the no-migration optimum of the run's
 own trace (steady_tables, optimum.py), in percentage points.
@@ -32,12 +33,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.placement import steady_tables
+from benchmarks.placement import optimum, steady_tables
 from benchmarks.placement.generator import parse_name
 from benchmarks.placement.measures import HOT_THRESHOLD
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Scenario
-from benchmarks.placement.steady_measures import RESOURCES, Settings, Timeline, slices
+from benchmarks.placement.steady_measures import (
+    RESOURCES,
+    Settings,
+    Timeline,
+    slices,
+)
 from benchmarks.placement.steady_report import timeline_of
 from loadwise.extender.estimate import TLP_TARGET_UTILIZATION
 
@@ -47,7 +53,7 @@ BASELINE = "stock"
 # equal nodes, the replica share within 10 points of stock's.
 WORSE_BY = 0.02
 SHARE_WITHIN = 0.10
-HOTTER = "the hotter of the two"
+HOTTER = steady_tables.HOTTER_LABEL
 
 
 def lower_median(values: Sequence[float]) -> float:
@@ -130,18 +136,6 @@ def versus(
     return out
 
 
-def hotter_mean(tl: Timeline, warmup: float) -> float:
-    """The time-weighted mean after `warmup` of the higher of the hottest node's CPU and
-    its memory (fractions of capacity)."""
-    total = weighted = 0.0
-    for g in slices(tl, warmup):
-        total += g.seconds
-        weighted += g.seconds * max(max(g.cpu), max(g.memory))
-    if not total > 0:
-        raise ValueError("nothing measured after the warm-up")
-    return weighted / total
-
-
 def above(tl: Timeline, warmup: float, level: float, resource: str = "cpu") -> tuple[float, float]:
     """Seconds of the measured span during which the hottest node's `resource` is above
     `level` (a fraction of capacity), and their share of the span."""
@@ -166,6 +160,7 @@ class RunSummary:
     piled_seconds: float = 0.0  # steady_measures.piled
     equal_nodes: bool = False  # every node of the cluster the same size
     hotter: float | None = None  # hotter_mean
+    hotter_gap: float | None = None  # minus the no-migration optimum on the hotter
 
 
 def summaries(
@@ -202,7 +197,8 @@ def summaries(
                     f.measures.share,
                     f.measures.piled_seconds,
                     equal,
-                    hotter_mean(tl, settings.warmup),
+                    f.hotter,
+                    steady_tables.gap(f.hotter, f.no_migration[optimum.HOTTER].value),
                 )
             )
     return out
@@ -258,12 +254,19 @@ def lines(runs: Sequence[RunSummary], warmup: float) -> list[str]:
     for r in runs:
         if r.hotter is not None:
             hotter.setdefault(r.scenario, {}).setdefault(r.contender, []).append(r.hotter)
+    hotter_gaps: dict[str, list[float]] = {}
+    for r in runs:
+        if r.hotter_gap is not None:
+            hotter_gaps.setdefault(r.contender, []).append(r.hotter_gap)
     for v in versus(hotter, HOTTER):
         dist = v.diffs.cells() if v.diffs is not None else "not compared"
+        mine = hotter_gaps.get(v.contender)
         out.append(
             f"| {v.contender} | {HOTTER} | {v.beats} of {v.compared} | {v.worse} | {dist} "
-            "| not solved |"
+            f"| {_spread(mine) if mine else '-'} |"
         )
+    if BASELINE in hotter_gaps:
+        out.append(f"| {BASELINE} | {HOTTER} | | | | {_spread(hotter_gaps[BASELINE])} |")
     out += [
         "",
         f"Judged on TargetLoadPacking's own target ({TLP_TARGET_UTILIZATION:g} % CPU): the "

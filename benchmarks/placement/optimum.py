@@ -42,6 +42,9 @@ from typing import Any
 from benchmarks.placement.steady_measures import Slice, Timeline, slices
 
 TIME_LIMIT = 20.0  # seconds per run and resource for the no-migration programme
+HOTTER = "hotter"
+"""`no_migration`'s resource for the higher of the hottest node's CPU and its memory at
+each instant: one placement judged on both (the per-resource optima may each need another)."""
 # the per-instant programmes are tiny; proven to this relative gap
 EXACT_GAP = 1e-9
 
@@ -269,32 +272,54 @@ def _groups(tl: Timeline) -> list[list[int]]:
     return list(by.values())
 
 
+Stretch = tuple[tuple[int, ...], tuple[tuple[float, ...], ...]]
+"""The pods running in a stretch of time (indices) and each resource's node backgrounds."""
+
+
+def _hottest(
+    where: Sequence[int | None],
+    alive: Sequence[int],
+    bgs: Sequence[Sequence[float]],
+    caps: Sequence[Sequence[float]],
+    usage: Sequence[Sequence[float]],
+    extra: tuple[int, int] | None = None,
+) -> float:
+    """The hottest node's utilisation over every resource, pods `alive` placed at `where`
+    (None: not yet), and pod extra[0] on node extra[1]."""
+    top = 0.0
+    for r, (bg, cap) in enumerate(zip(bgs, caps, strict=True)):
+        load = list(bg)
+        for j in alive:
+            w = where[j]
+            if w is not None:
+                load[w] += usage[r][j]
+        if extra is not None:
+            load[extra[1]] += usage[r][extra[0]]
+        top = max(top, max(v / c for v, c in zip(load, cap, strict=True)))
+    return top
+
+
 def _greedy(
     pods: Sequence[Any],
-    stretch: Mapping[tuple[tuple[int, ...], tuple[float, ...]], float],
-    cap: Sequence[float],
-    usage: Sequence[float],
+    stretch: Mapping[Stretch, float],
+    caps: Sequence[Sequence[float]],
+    usage: Sequence[Sequence[float]],
 ) -> list[int]:
     """A placement in hindsight to start the search from: pods in arrival order, each on
     the node that adds least to the time-weighted hottest node over the stretches it runs
     in, given the pods placed before it (ties to the first node)."""
     where: list[int | None] = [None] * len(pods)
-    mine: dict[int, list[tuple[tuple[int, ...], tuple[float, ...], float]]] = {}
-    for (alive, bg), secs in stretch.items():
+    mine: dict[int, list[tuple[tuple[int, ...], tuple[tuple[float, ...], ...], float]]] = {}
+    for (alive, bgs), secs in stretch.items():
         for i in alive:
-            mine.setdefault(i, []).append((alive, bg, secs))
+            mine.setdefault(i, []).append((alive, bgs, secs))
     for i in range(len(pods)):
         best, best_cost = 0, math.inf
-        for n in range(len(cap)):
-            cost = 0.0
-            for alive, bg, secs in mine.get(i, []):
-                load = list(bg)
-                for j in alive:
-                    w = where[j]
-                    if w is not None:
-                        load[w] += usage[j]
-                load[n] += usage[i]
-                cost += secs * max(v / c for v, c in zip(load, cap, strict=True))
+        for n in range(len(caps[0])):
+            cost = sum(
+                secs * _hottest(where, alive, bgs, caps, usage, (i, n))
+                for alive, bgs, secs in mine.get(i, [])
+            )
             if cost < best_cost - 1e-12:
                 best, best_cost = n, cost
         where[i] = best
@@ -304,26 +329,39 @@ def _greedy(
 def no_migration(
     tl: Timeline, resource: str, warmup: float, *, time_limit: float = TIME_LIMIT
 ) -> NoMigration:
-    """The least time-averaged hottest-node utilisation of `resource` over the measured
-    span when every pod stays where it is first placed (module docstring), starting from
-    the run's own placement."""
+    """The least time-averaged hottest-node utilisation of `resource` (or, for `HOTTER`, of
+    the higher of CPU and memory at each instant) over the measured span when every pod
+    stays where it is first placed (module docstring), starting from the run's own
+    placement or a greedy one in hindsight, whichever is better."""
     parts = list(slices(tl, warmup))
     span = sum(g.seconds for g in parts)
     if not span > 0:
         raise ValueError("nothing measured after the warm-up")
+    kinds = ("cpu", "memory") if resource == HOTTER else (resource,)
     t0 = parts[0].start
     pods = sorted(
         (s for s in tl.stays if s.end > t0 and s.start < tl.end and s.end > s.start),
         key=lambda s: (s.start, s.pod),
     )
-    cap = _capacity(tl, resource)
+    # Each resource in units of its largest node (as `instant`): CPU in cores beside memory
+    # in bytes would put coefficients ten orders apart in one programme.
+    units = [max(_capacity(tl, k)) for k in kinds]
+    caps = [[c / u for c in _capacity(tl, k)] for k, u in zip(kinds, units, strict=True)]
+    usage = [
+        [_amount(tl.usage[p.workload], k) / u for p in pods]
+        for k, u in zip(kinds, units, strict=True)
+    ]
+    nodes = len(tl.nodes)
     node_index = {n.name: i for i, n in enumerate(tl.nodes)}
     # each stretch: the pods running in it (their stays cover it) and the backgrounds
-    stretch: dict[tuple[tuple[int, ...], tuple[float, ...]], float] = {}
+    stretch: dict[Stretch, float] = {}
     for g in parts:
         a, b = g.start, g.start + g.seconds
         alive = tuple(i for i, s in enumerate(pods) if s.start <= a and s.end >= b)
-        key = (alive, tuple(_background(tl, g, resource)))
+        bgs = tuple(
+            tuple(b / u for b in _background(tl, g, k)) for k, u in zip(kinds, units, strict=True)
+        )
+        key = (alive, bgs)
         stretch[key] = stretch.get(key, 0.0) + g.seconds
     m = _Model([], [], [], [], [])
     allowed: list[set[int]] = []
@@ -332,40 +370,38 @@ def no_migration(
         for group in _groups(tl):
             ok.update(group[: i + 1])
         allowed.append(ok)
-    x = [
-        {n: m.col(0.0, 0.0, 1.0, integer=True) for n in range(len(tl.nodes)) if n in allowed[i]}
-        for i in range(len(pods))
-    ]
+    x = [{n: m.col(0.0, 0.0, 1.0, integer=True) for n in range(nodes) if n in allowed[i]}
+         for i in range(len(pods))]  # fmt: skip
     for i in range(len(pods)):
         m.rows.append((1.0, 1.0, list(x[i].values()), [1.0] * len(x[i])))
-    zs: list[tuple[int, tuple[int, ...], tuple[float, ...]]] = []
-    for (alive, bg), secs in stretch.items():
-        # No placement beats the best with pods free to move at that instant: a valid
-        # bound on z that the relaxation alone (pods split across nodes) does not give.
-        shapes: dict[float, int] = {}
-        for i in alive:
-            u = _amount(tl.usage[pods[i].workload], resource)
-            shapes[u] = shapes.get(u, 0) + 1
-        floor = instant(cap, bg, shapes) * (1 - 1e-9)
+    zs: list[tuple[int, tuple[int, ...], tuple[tuple[float, ...], ...]]] = []
+    for (alive, bgs), secs in stretch.items():
+        # No placement beats the best with pods free to move at that instant, resource by
+        # resource: a valid bound on z that the relaxation alone (pods split) does not give.
+        floor = 0.0
+        for r, bg in enumerate(bgs):
+            shapes: dict[float, int] = {}
+            for i in alive:
+                shapes[usage[r][i]] = shapes.get(usage[r][i], 0) + 1
+            floor = max(floor, instant(caps[r], bg, shapes) * (1 - 1e-9))
         z = m.col(secs / span, floor, math.inf)
-        zs.append((z, alive, bg))
-        for n, c in enumerate(cap):
-            ids = [x[i][n] for i in alive if n in x[i]]
-            us = [_amount(tl.usage[pods[i].workload], resource) for i in alive if n in x[i]]
-            m.rows.append((-math.inf, -bg[n], [*ids, z], [*us, -c]))
+        zs.append((z, alive, bgs))
+        for r, bg in enumerate(bgs):
+            for n, c in enumerate(caps[r]):
+                ids = [x[i][n] for i in alive if n in x[i]]
+                us = [usage[r][i] for i in alive if n in x[i]]
+                m.rows.append((-math.inf, -bg[n], [*ids, z], [*us, -c]))
 
     def objective(where: Sequence[int]) -> float:
-        total = 0.0
-        for (alive, bg), secs in stretch.items():
-            load = list(bg)
-            for i in alive:
-                load[where[i]] += _amount(tl.usage[pods[i].workload], resource)
-            total += secs * max(v / c for v, c in zip(load, cap, strict=True))
+        total = sum(
+            secs * _hottest(where, alive, bgs, caps, usage)
+            for (alive, bgs), secs in stretch.items()
+        )
         return total / span
 
     own = [node_index[s.node] for s in pods]
     own_value = objective(own)
-    greedy = _greedy(pods, stretch, cap, [_amount(tl.usage[s.workload], resource) for s in pods])
+    greedy = _greedy(pods, stretch, caps, usage)
     if objective(greedy) < own_value:
         own, own_value = greedy, objective(greedy)
     # The run's placement as the start, relabelled within each group of identical nodes
@@ -378,11 +414,8 @@ def no_migration(
     start = [0.0] * len(m.cost)
     for i, n in enumerate(start_where):
         start[x[i][n]] = 1.0
-    for z, alive, bg in zs:
-        load = list(bg)
-        for i in alive:
-            load[start_where[i]] += _amount(tl.usage[pods[i].workload], resource)
-        start[z] = max(v / c for v, c in zip(load, cap, strict=True))
+    for z, alive, bgs in zs:
+        start[z] = _hottest(start_where, alive, bgs, caps, usage)
     got = _solve(m, time_limit=time_limit, gap=1e-6, start=start)
     value, status = own_value, got.status
     if got.values is not None:

@@ -134,6 +134,18 @@ def slices(tl: Timeline, warmup: float = 0.0) -> Iterator[Slice]:
         t = nxt
 
 
+def hotter_mean(tl: Timeline, warmup: float) -> float:
+    """The time-weighted mean after `warmup` of the higher of the hottest node's CPU and
+    its memory (fractions of capacity)."""
+    total = weighted = 0.0
+    for g in slices(tl, warmup):
+        total += g.seconds
+        weighted += g.seconds * max(max(g.cpu), max(g.memory))
+    if not total > 0:
+        raise ValueError("nothing measured after the warm-up")
+    return weighted / total
+
+
 def weighted_percentile(values: Sequence[tuple[float, float]], q: float) -> float:
     """The least value v such that the (value, seconds) pairs at or below v hold at least
     q % of the seconds: the nearest-rank percentile over time (an observed value, as

@@ -29,6 +29,7 @@ from benchmarks.placement.steady_measures import (
     Settings,
     SteadyMeasures,
     Timeline,
+    hotter_mean,
     measure,
     prediction_error,
 )
@@ -47,16 +48,21 @@ class OptimumCache:
 
     def get(
         self, r: RunResult, tl: Timeline, resource: str, settings: Settings
-    ) -> tuple[float, optimum.NoMigration]:
-        """The per-instant optimum and the no-migration one of `r`'s trace, computed when
-        the cache has none for this warm-up, or one unproven under a shorter time limit."""
+    ) -> tuple[float | None, optimum.NoMigration]:
+        """The per-instant optimum (None for ``optimum.HOTTER``: not solved) and the
+        no-migration one of `r`'s trace, computed when the cache has none for this warm-up,
+        or one unproven under a shorter time limit."""
         key = f"{run_name(r)}|{resource}|warmup={settings.warmup:g}"
         got = self.data.get(key)
         if got is not None and (
             got["no_migration"]["proven"] or got["time_limit"] >= settings.optimum_seconds
         ):
-            return float(got["per_instant"]), optimum.NoMigration.from_json(got["no_migration"])
-        inst = optimum.per_instant(tl, resource, settings.warmup)
+            known = got["per_instant"]
+            nm = optimum.NoMigration.from_json(got["no_migration"])
+            return (None if known is None else float(known)), nm
+        inst = None
+        if resource != optimum.HOTTER:
+            inst = optimum.per_instant(tl, resource, settings.warmup)
         nm = optimum.no_migration(
             tl, resource, settings.warmup, time_limit=settings.optimum_seconds
         )
@@ -75,8 +81,9 @@ class RunFigures:
     contender: str
     measures: SteadyMeasures
     per_instant: dict[str, float]
-    no_migration: dict[str, optimum.NoMigration]
+    no_migration: dict[str, optimum.NoMigration]  # per resource and optimum.HOTTER
     traced: bool  # the run's trace was drawn from its seed (False: the one legacy trace)
+    hotter: float  # steady_measures.hotter_mean
 
 
 def figures(
@@ -88,14 +95,15 @@ def figures(
         tl = timeline_of(scenario, r)
         if tl is None or not tl.end > settings.warmup or not tl.stays:
             continue
-        opts = {res: cache.get(r, tl, res, settings) for res in RESOURCES}
+        opts = {res: cache.get(r, tl, res, settings) for res in (*RESOURCES, optimum.HOTTER)}
         out.append(
             RunFigures(
                 r.contender,
                 measure(tl, settings.warmup),
-                {res: o[0] for res, o in opts.items()},
+                {res: inst for res, (inst, _) in opts.items() if inst is not None},
                 {res: o[1] for res, o in opts.items()},
                 r.trace is not None,
+                hotter_mean(tl, settings.warmup),
             )
         )
     return out
@@ -151,11 +159,26 @@ def _row(name: str, mine: Sequence[RunFigures], res: str) -> str:
     )
 
 
+HOTTER_LABEL = "the hotter of the two"
+
+
+def _hotter_row(name: str, mine: Sequence[RunFigures]) -> str:
+    """The higher of the hottest CPU and memory at each instant, time-averaged, beside the
+    one placement best on it (``optimum.HOTTER``); the other columns are per resource."""
+    pct, pts = num(), num(100, "{:.1f}")
+    nm = [f.no_migration[optimum.HOTTER].value for f in mine]
+    gaps = [gap(f.hotter, o) for f, o in zip(mine, nm, strict=True)]
+    cells = [spread([f.hotter for f in mine], pct), *["-"] * 6, spread(nm, pct), spread(gaps, pts)]
+    return f"| {name} | {len(mine)} | {HOTTER_LABEL} | " + " | ".join(cells) + " |"
+
+
 def table(runs: Sequence[RunFigures]) -> list[str]:
-    """Per contender and resource: the hottest node after the warm-up, the optima, the gaps."""
+    """Per contender and resource: the hottest node after the warm-up, the optima, the gaps;
+    and the hotter of the two resources beside the one placement best on it."""
     out = list(HEADER)
     for name, mine in _by(runs).items():
         out += [_row(name, mine, res) for res in RESOURCES]
+        out.append(_hotter_row(name, mine))
     return out
 
 
@@ -226,13 +249,17 @@ def lines(
         *phase_table(runs),
         "",
         f"- Optimum without migration: proven optimal in {proven} of {len(nms)} programmes "
-        f"(run x resource); the others stopped at the {settings.optimum_seconds:g} s limit "
+        f"(run x resource, and {HOTTER_LABEL}); the others stopped at the "
+        f"{settings.optimum_seconds:g} s limit "
         f"with the best placement found, at most {100 * worst:.2f} % above the solver's "
         "lower bound: there the optimum lies between that bound and the value shown, so "
         "the gap to it is at least the gap shown."
         if proven < len(nms)
         else f"- Optimum without migration: proven optimal in all {len(nms)} programmes "
-        "(run x resource).",
+        f"(run x resource, and {HOTTER_LABEL}).",
+        f"- {HOTTER_LABEL.capitalize()}: at each instant the higher of the hottest node's CPU "
+        "and its memory; its optimum is one placement judged on both, which each "
+        "resource's own optimum need not be (a lower CPU can cost memory).",
         "- Freshness of the load readings at the decisions: in the loadwise extender's "
         "decision logs (`python -m benchmarks.placement.prediction`), not in this report.",
     ]

@@ -9,11 +9,12 @@ import pytest
 
 from benchmarks.placement import optimum, scenario, store
 from benchmarks.placement.scenario import Node, Resources
-from benchmarks.placement.steady_measures import Timeline, measure
+from benchmarks.placement.steady_measures import Timeline, hotter_mean, measure
 from benchmarks.placement.steady_report import timeline_of
 from benchmarks.placement.timeline import Stay
 
 REPO = Path(__file__).resolve().parents[2]
+GI = 1024**3
 
 # Two 1-core nodes. p1 (0.6 cores) runs 0-20 s, p2 (0.6) 0-10 s, p3 and p4 (0.3 each)
 # 0-20 s. For 0-10 s the best any placement does is 0.9 (0.6 + 0.3 on each node), and a
@@ -124,3 +125,38 @@ def test_the_per_instant_optimum_does_not_depend_on_the_unit() -> None:
     )
     assert in_bytes == pytest.approx(in_gib, abs=1e-9)
     assert 0 < in_gib <= 1
+
+
+def test_the_hotter_optimum_is_one_placement_judged_on_both_resources():
+    """Three pods on two nodes of 1 core / 1 GiB, all along: cpu-heavy (0.6 / 0.1),
+    memory-heavy (0.1 / 0.6) and even (0.3 / 0.3). Each resource alone is best at 0.6 (its
+    heavy pod alone), but then the other resource's heavy pod is beside the even one: 0.9.
+    One placement for both: the two heavy pods together, 0.7 on each resource."""
+    usage = {
+        "cpu-heavy": Resources(0.6, 0.1 * GI),
+        "mem-heavy": Resources(0.1, 0.6 * GI),
+        "even": Resources(0.3, 0.3 * GI),
+    }
+    nodes = (
+        Node("a", Resources(1, GI), Resources(0, 0)),
+        Node("b", Resources(1, GI), Resources(0, 0)),
+    )
+
+    def run(where: dict[str, str]) -> Timeline:
+        stays = tuple(Stay(w, w, where[w], 0, 20) for w in usage)
+        return Timeline(nodes, stays, usage, (), 20)
+
+    tl = run(dict.fromkeys(usage, "a"))
+    assert optimum.no_migration(tl, "cpu", 0).value == pytest.approx(0.6)
+    assert optimum.no_migration(tl, "memory", 0).value == pytest.approx(0.6)
+    both = optimum.no_migration(tl, optimum.HOTTER, 0)
+    assert both.proven and both.value == pytest.approx(0.7) and both.resource == "hotter"
+    # and no placement does better on the higher of the two, instant by instant
+    import itertools
+
+    names = list(usage)
+    best = min(
+        hotter_mean(run(dict(zip(names, w, strict=True))), 0)
+        for w in itertools.product("ab", repeat=3)
+    )
+    assert best == pytest.approx(0.7)
