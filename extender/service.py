@@ -39,6 +39,7 @@ from .policies.least_used import raised_note
 from .readings import describe, validated
 from .sources import LoadSource, Refresher, SourceError
 from .sources.pod_metrics import PodUsageSource
+from .sources.watcher import WATCHER_WINDOW_SECONDS
 from .tasks import cancel
 from .wire import (
     ExtenderArgs,
@@ -209,8 +210,12 @@ def build_scoring(settings: Settings, *, fast_path: bool = True) -> Scoring:
 
 def ledger_horizon(settings: Settings) -> float:
     """How long the ledger keeps a placement: while a stale snapshot is still
-    read (max_stale), every placement since its window must be counted."""
-    return max(HORIZON_SECONDS, settings.source.max_stale + REPORT_INTERVAL_SECONDS)
+    read (max_stale), every placement since its window must be counted; load-watcher's
+    averaged windows run up to ``WATCHER_WINDOW_SECONDS``."""
+    window = REPORT_INTERVAL_SECONDS
+    if settings.source.kind == "load-watcher":
+        window = max(window, WATCHER_WINDOW_SECONDS)
+    return max(HORIZON_SECONDS, settings.source.max_stale + window)
 
 
 class Extender:

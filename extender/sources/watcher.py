@@ -35,7 +35,7 @@ from .base import (
 from .credentials import Credentials
 from .http import HTTPReader
 
-__all__ = ["LATEST_SETTLE_SECONDS", "LoadWatcherSource", "parse_watcher"]
+__all__ = ["LATEST_SETTLE_SECONDS", "WATCHER_WINDOW_SECONDS", "LoadWatcherSource", "parse_watcher"]
 
 # How long before window.end a placed pod may still be missing from a document of
 # *latest* values, the only kind load-watcher's metrics-server provider gives (no AVG;
@@ -47,6 +47,15 @@ __all__ = ["LATEST_SETTLE_SECONDS", "LoadWatcherSource", "parse_watcher"]
 # already holds it counts it twice: the strong-weak placement benchmark's 27 pods were
 # all counted twice for a whole collection period under the 60 s rule.
 LATEST_SETTLE_SECONDS = 45.0
+# The longest window load-watcher averages over: its Prometheus provider asks for
+# avg_over_time and stddev_over_time over 15m (10m, 5m when the 15m entry is missing:
+# GetLatestWatcherMetrics), and the document's window{start,end} says which. An averaged
+# document holds a pod placed within that window only for the part after its placement;
+# Trimaran's 60 s counted a pod placed two minutes before the end of a 15-minute mean as
+# wholly in it, so a node receiving pods read cooler than it was for a quarter of an hour
+# (the placement lab's steady-vary: predicted use at the binding 7-9 CPU points and, on
+# the calm nodes, 17 memory points below what the node used).
+WATCHER_WINDOW_SECONDS = 900.0
 
 
 class _Metric(msgspec.Struct):
@@ -101,6 +110,17 @@ def _resource(metrics: list[_Metric], kind: str) -> ResourceLoad:
     return ResourceLoad(avg if avg is not None else latest, std)
 
 
+def _averaged_over(window: _Window | None) -> float:
+    """How long an averaged document's means run over: its window's length, from Trimaran's
+    60 s (``DEFAULT_SETTLE_SECONDS``) to ``WATCHER_WINDOW_SECONDS``; 60 s when the document
+    gives no usable window (no start, or none before its end)."""
+    if window is None or not 0 < window.start < window.end:
+        return DEFAULT_SETTLE_SECONDS
+    return min(
+        max(float(window.end - window.start), DEFAULT_SETTLE_SECONDS), WATCHER_WINDOW_SECONDS
+    )
+
+
 def parse_watcher(
     body: bytes | bytearray, *, fetched_at: float | None = None, max_nodes: int = DEFAULT_MAX_NODES
 ) -> LoadSnapshot:
@@ -134,7 +154,7 @@ def parse_watcher(
             window_end=float(end),
             fetched_at=time.time() if fetched_at is None else fetched_at,
             nodes=nodes,
-            settle_seconds=DEFAULT_SETTLE_SECONDS if averaged else LATEST_SETTLE_SECONDS,
+            settle_seconds=_averaged_over(doc.window) if averaged else LATEST_SETTLE_SECONDS,
             invalid=invalid,
         )
     )

@@ -1,12 +1,16 @@
 """Each load source against recorded documents."""
 
 import json
+import math
 import os
 import time
 
 import pytest
 
+from loadwise.extender.config import load_settings
+from loadwise.extender.inflight import held_share
 from loadwise.extender.model import LoadSnapshot
+from loadwise.extender.service import ledger_horizon
 from loadwise.extender.sources import (
     LoadFileSource,
     Refresher,
@@ -16,6 +20,7 @@ from loadwise.extender.sources import (
     parse_vectors,
     parse_watcher,
 )
+from loadwise.extender.sources.watcher import WATCHER_WINDOW_SECONDS
 
 from .helpers import node_info
 
@@ -138,7 +143,29 @@ def test_how_long_a_placed_pod_may_be_missing_depends_on_the_document():
     # Latest values (load-watcher's metrics-server provider) show a pod sooner than a
     # 15-minute average does; the ledger stops counting a pod on top of them sooner.
     assert parse_watcher(WATCHER_METRICS_SERVER).settle_seconds == 45.0
-    assert parse_watcher(WATCHER_PROMETHEUS).settle_seconds == 60.0
+    # an averaged document's means run over its window: 15 minutes here, so a pod placed
+    # 2 minutes before its end is held at 2/15 and counted at the other 13/15
+    prom = parse_watcher(WATCHER_PROMETHEUS)
+    assert prom.settle_seconds == 900.0
+    assert held_share(prom.window_end - 120, math.inf, prom) == pytest.approx(120 / 900)
+    doc = json.loads(WATCHER_PROMETHEUS)
+    for window, settle in [
+        ({"duration": "5m", "start": 1735689300, "end": 1735689600}, 300.0),  # the fallback
+        ({"duration": "15m", "start": 0, "end": 1735689600}, 60.0),  # no start: Trimaran's
+        ({"duration": "15m", "start": 1735689600, "end": 1735689600}, 60.0),  # none before end
+        ({"duration": "2h", "start": 1735682400, "end": 1735689600}, 900.0),  # at most 15m
+        ({"duration": "10s", "start": 1735689590, "end": 1735689600}, 60.0),  # at least 60 s
+        (None, 60.0),
+    ]:
+        doc["window"] = window
+        assert parse_watcher(json.dumps(doc).encode()).settle_seconds == settle, window
+
+
+def test_the_ledger_keeps_placements_for_load_watcher_s_whole_window():
+    settings = load_settings(None, {"source.kind": "load-watcher", "source.url": "http://x"})
+    assert ledger_horizon(settings) >= settings.source.max_stale + WATCHER_WINDOW_SECONDS
+    other = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    assert ledger_horizon(other) < ledger_horizon(settings)
 
 
 def test_avg_wins_over_latest():
