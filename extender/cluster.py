@@ -25,7 +25,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
 from typing import Protocol, TypeVar
 
 import msgspec
@@ -36,7 +35,7 @@ from .inflight import LEARNED, REQUEST_RULE, InFlight, Tracked
 from .model import NodeInfo, PodLoad, Usage, usable_node_info
 from .nodestate import ClusterFacts
 from .reflector import ListWatchClient, Reflector
-from .wire import Node, Pod
+from .wire import Node, Pod, timestamp
 from .workloads import owner_key, workload_key
 
 __all__ = ["POD_SELECTOR", "ClusterView", "ClusterWatch", "PlacementSink", "scheduled_at"]
@@ -91,13 +90,7 @@ _pod = msgspec.json.Decoder(Pod)
 def scheduled_at(pod: Pod) -> float | None:
     for condition in (pod.status.conditions if pod.status else None) or ():
         if condition.type == "PodScheduled" and condition.status == "True":
-            if condition.lastTransitionTime:
-                try:
-                    return datetime.fromisoformat(
-                        condition.lastTransitionTime.replace("Z", "+00:00")
-                    ).timestamp()
-                except ValueError:
-                    return None
+            return timestamp(condition.lastTransitionTime)
     return None
 
 

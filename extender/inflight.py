@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import msgspec
 
@@ -99,26 +99,34 @@ def learned_facts(facts: PodFacts, learned: Usage) -> PodFacts:
 
 
 def delta_load(
-    base: PodLoad, measured: PodUsage | None, placed_at: float, snapshot: LoadSnapshot | None
+    base: PodLoad,
+    measured: PodUsage | None,
+    placed_at: float,
+    snapshot: LoadSnapshot | None,
+    since: float = -math.inf,
 ) -> tuple[PodLoad, bool]:
     """What a placed pod counts beside ``snapshot`` (see the module docstring, 2): its
-    measured use less the share of it the reading holds (``held_share``); ``base`` when it
-    was never measured. The second value says whether the delta applied."""
+    measured use less the share of it the reading holds (``held_share``, the node measured
+    from ``since``); ``base`` when it was never measured. The second value says whether
+    the delta applied."""
     if measured is None:
         return base, False
-    left = 1.0 - (held_share(placed_at, math.inf, snapshot) if snapshot is not None else 0.0)
+    held = held_share(placed_at, math.inf, snapshot, since) if snapshot is not None else 0.0
+    left = 1.0 - held
     usage = Usage(max(0.0, measured.cpu_millis * left), max(0.0, measured.memory_bytes * left))
     return PodLoad(usage, usage, base.tlp_cpu_millis), True
 
 
-def unheld_load(base: PodLoad, placed_at: float, snapshot: LoadSnapshot) -> PodLoad:
+def unheld_load(
+    base: PodLoad, placed_at: float, snapshot: LoadSnapshot, since: float = -math.inf
+) -> PodLoad:
     """What a placed pod not measured yet counts beside ``snapshot``: its estimate less the
     share of it the reading holds, as a measured pod's use is (``delta_load``). Whether
     the extender has the pod's own figure yet says nothing of whether the node's reading
     holds it: a pod's figure shows from its second scrape and the next poll, 15-45 s after
     it starts, by when a reading of the node's latest use holds all of it. Counted whole,
     such pods were counted twice."""
-    left = 1.0 - held_share(placed_at, math.inf, snapshot)
+    left = 1.0 - held_share(placed_at, math.inf, snapshot, since)
     if left >= 1.0:
         return base
     usage, request = base.usage, base.request
@@ -142,9 +150,12 @@ def _overlap_mean(placed_at: float, left_at: float, lo: float, hi: float, span: 
     return min(1.0, max(0.0, total / (hi - lo)))
 
 
-def held_share(placed_at: float, left_at: float, snapshot: LoadSnapshot) -> float:
+def held_share(
+    placed_at: float, left_at: float, snapshot: LoadSnapshot, since: float = -math.inf
+) -> float:
     """How much of a pod's use ``snapshot`` holds, for a pod on its node from ``placed_at``
-    (-inf: since before the reading's window) to ``left_at`` (inf: still there).
+    (-inf: since before the reading's window) to ``left_at`` (inf: still there), on a node
+    measured from ``since`` on (its creation; -inf: unknown).
 
     A reading of *latest* values (``settle_seconds`` below Trimaran's 60 s: load-watcher
     over metrics-server, metrics-server itself) is metrics-server's last scrape before
@@ -158,16 +169,21 @@ def held_share(placed_at: float, left_at: float, snapshot: LoadSnapshot) -> floa
     binding in its second minute; tests/extender/steady_sim.py shows the same).
 
     A reading averaged over a window keeps Trimaran's rule: the share of its last
-    ``settle_seconds`` the pod ran in."""
+    ``settle_seconds`` the pod ran in; of the part of it after ``since``, for a node newer
+    than the window, whose mean covers only its own lifetime. Over the whole window, a
+    node that joined three minutes before a 15-minute mean read as if its pods were barely
+    in it, and looked busier than it was: the new node a load-aware scheduler is to fill."""
     end, settle = snapshot.window_end, snapshot.settle_seconds
     if settle <= 0:
         return 1.0 if placed_at <= end < left_at else 0.0
     if settle < DEFAULT_SETTLE_SECONDS:
         span = min(RESOLUTION_SECONDS, settle)
         return _overlap_mean(placed_at, left_at, end - span, end, span)
-    start = end - settle
+    start = max(end - settle, since)
+    if not end > start:
+        return 1.0 if placed_at <= end < left_at else 0.0
     ran = min(left_at, end) - max(placed_at, start)
-    return min(1.0, max(0.0, ran / settle))
+    return min(1.0, max(0.0, ran / (end - start)))
 
 
 def departed_share(left_at: float, snapshot: LoadSnapshot) -> float:
@@ -208,6 +224,7 @@ class InFlight:
         self._by_name: dict[str, str] = {}  # namespace/name -> pod key
         self._owners: dict[str, dict[str, int]] = {}  # controller -> node -> pods
         self._synced: LoadSnapshot | None = None
+        self._created: Callable[[str], float | None] | None = None
         # keys whose recount may have changed since the last sync against the same
         # snapshot: a request recounts only these, not the whole window (a window that
         # does not move while pods keep coming made every request O(pods in it))
@@ -343,15 +360,22 @@ class InFlight:
             return DELTA
         return pod.how
 
-    def sync(self, ledger: Ledger, snapshot: LoadSnapshot | None) -> None:
+    def sync(
+        self,
+        ledger: Ledger,
+        snapshot: LoadSnapshot | None,
+        created: Callable[[str], float | None] | None = None,
+    ) -> None:
         """Recount what the ledger counts beside ``snapshot``: every measured pod placed
         within the reading's window at ``delta_load``, every unmeasured one at
         ``unheld_load``, and every departure at ``held_share`` of what it took off when
         it left. A new snapshot recounts the whole window; the same snapshot again only
         the pods tracked, measured or departed since (what a recount reads of a pod is
-        its own figures and the snapshot's times, nothing of the clock)."""
+        its own figures and the snapshot's times, nothing of the clock). ``created``: a
+        node's creation time, where known (``held_share``'s ``since``)."""
         if not self.delta or snapshot is None:
             return
+        self._created = created
         since = snapshot.window_end - snapshot.settle_seconds
         if self._synced is snapshot:
             keys, self._dirty = self._dirty, set()
@@ -386,17 +410,23 @@ class InFlight:
         if pod is None:
             return  # counted as placed: nothing known to correct it with
         measured = self.store.get(pod.name)
+        since = self._since(placed.node)
         if measured is None:
-            ledger.recount(key, unheld_load(pod.base, placed.at, snapshot))
+            ledger.recount(key, unheld_load(pod.base, placed.at, snapshot, since))
             return
-        load, _ = delta_load(pod.base, measured, placed.at, snapshot)
+        load, _ = delta_load(pod.base, measured, placed.at, snapshot, since)
         ledger.recount(key, load)
+
+    def _since(self, node: str) -> float:
+        """Since when ``node`` has been measured: its creation, where known."""
+        created = self._created(node) if self._created is not None else None
+        return -math.inf if created is None else created
 
     def _recount_departure(
         self, ledger: Ledger, key: str, gone: Placement, snapshot: LoadSnapshot
     ) -> None:
         whole = self._departed.setdefault(key, gone.load)
-        share = held_share(gone.placed, gone.at, snapshot)
+        share = held_share(gone.placed, gone.at, snapshot, self._since(gone.node))
         usage = Usage(whole.usage.cpu_millis * share, whole.usage.memory_bytes * share)
         request = Usage(whole.request.cpu_millis * share, whole.request.memory_bytes * share)
         ledger.recount(key, PodLoad(usage, request, whole.tlp_cpu_millis * share))

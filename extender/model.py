@@ -14,7 +14,7 @@ import msgspec
 from .exceptions import QuantityError
 from .quantity import cpu_millis, memory_bytes, shown
 from .throttle import LogThrottle
-from .wire import Node
+from .wire import Node, timestamp
 
 __all__ = [
     "CPU_THRESHOLD_KEY",
@@ -107,6 +107,10 @@ class NodeInfo(msgspec.Struct, frozen=True):
     unschedulable: bool = False
     cpu_threshold: float | None = None
     memory_threshold: float | None = None
+    created_at: float | None = None
+    """When the Node object was created (unix seconds; None: not said): no source has
+    measured it before, so a mean over a window reaching further back covers less
+    (``inflight.held_share``)."""
 
     @classmethod
     def from_node(cls, node: Node) -> NodeInfo:
@@ -142,6 +146,7 @@ class NodeInfo(msgspec.Struct, frozen=True):
             unschedulable=node.spec.unschedulable,
             cpu_threshold=_node_threshold(node, "cpu"),
             memory_threshold=_node_threshold(node, "memory"),
+            created_at=timestamp(node.metadata.creationTimestamp),
         )
 
 

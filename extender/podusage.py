@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 
 import msgspec
 
 from .exceptions import QuantityError
 from .quantity import cpu_millis, memory_bytes, shown
+from .wire import timestamp
 
 __all__ = [
     "MAX_PODS",
@@ -61,13 +61,6 @@ class PodUsageReading(msgspec.Struct, frozen=True):
     pods: Mapping[str, PodUsage]
     invalid: Mapping[str, str] = msgspec.field(default_factory=dict)
     fetched_at: float = 0.0
-
-
-def _parse_time(value: str) -> float | None:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _parse_duration(value: str) -> float:
@@ -173,7 +166,7 @@ def parse_pod_metrics(body: bytes, *, fetched_at: float | None = None) -> PodUsa
         except QuantityError as exc:
             invalid[key] = str(exc)
             continue
-        stamp = _parse_time(item.timestamp) if item.timestamp else None
+        stamp = timestamp(item.timestamp)
         pods[key] = PodUsage(
             float(cpu),
             float(memory),

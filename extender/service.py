@@ -439,8 +439,13 @@ class Extender:
             self._checked = (snap, out)
         # what the ledger counts beside this reading, corrected by the pods' measured use
         # (``inflight``): here, so the fast path and the general path read the same
-        self.inflight.sync(self.ledger, out)
+        self.inflight.sync(self.ledger, out, self._created)
         return out
+
+    def _created(self, node: str) -> float | None:
+        """When ``node``'s Node object was created, where the extender has seen it."""
+        info = self.size_of(node)
+        return None if info is None else info.created_at
 
     # -- the answers ----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ very objects it was given.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal, TypeVar, overload
 
 import msgspec
@@ -46,7 +47,20 @@ __all__ = [
     "decode_args",
     "decode_node",
     "encode",
+    "timestamp",
 ]
+
+
+def timestamp(value: str | None) -> float | None:
+    """Unix seconds of an RFC 3339 time as the API server writes them
+    (``2026-11-29T18:00:00Z``); None for none, or for text that is not one."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
 
 MIN_EXTENDER_PRIORITY = 0
 MAX_EXTENDER_PRIORITY = 10
@@ -151,6 +165,7 @@ class NodeMeta(Struct, omit_defaults=True):
     resourceVersion: str = ""
     labels: NodeKeys | None = None
     annotations: NodeKeys | None = None
+    creationTimestamp: str | None = None
 
 
 class Node(Struct, omit_defaults=True):

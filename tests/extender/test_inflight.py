@@ -3,6 +3,8 @@ each piece alone, then through the real Extender and ClusterWatch."""
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 import pytest
 
@@ -362,3 +364,46 @@ def test_request_mode_drops_pod_readings_and_counts_every_pod_at_the_request_rul
     assert flight.departure("a", base) == base  # its estimate, not the 400m it used
     with pytest.raises(ValueError, match="mode must be"):
         InFlight(mode="guess")
+
+
+def test_a_node_newer_than_the_window_holds_its_pods_over_its_own_lifetime():
+    """A 15-minute mean (900..1800) of a node created at 1620 covers its 180 s alone: a pod
+    placed at 1680 is 120/180 of it, not 120/900; one placed before the node could not run
+    there, so it counts from the node's start. Unknown creation: the whole window."""
+    snap = _snap(1800.0, settle=900.0)
+    assert held_share(1680.0, math.inf, snap) == pytest.approx(120 / 900)
+    assert held_share(1680.0, math.inf, snap, since=1620.0) == pytest.approx(120 / 180)
+    assert held_share(-math.inf, 1710.0, snap, since=1620.0) == pytest.approx(90 / 180)
+    # a node older than the window: the window, as without
+    assert held_share(1680.0, math.inf, snap, since=100.0) == pytest.approx(120 / 900)
+    # created after the reading's end (a clock apart): nothing of the window is its
+    assert held_share(1790.0, math.inf, snap, since=1805.0) == 1.0
+
+
+def test_sync_reads_each_node_s_creation_for_the_pods_there():
+    snap = _snap(1800.0, settle=900.0)
+    ledger = Ledger(horizon=3600.0)
+    flight = InFlight()
+    base = PodLoad(Usage(850.0, 1.0), Usage(850.0, 1.0), 0.0)
+    for name, node in (("a", "old"), ("b", "new")):
+        ledger.bind(name, node, base, 1680.0)
+        flight.track(name, Tracked(f"ns/{name}", node, "w", "o", base, REQUEST_RULE, True, 1680.0))
+    created = {"new": 1620.0}
+    flight.sync(ledger, snap, created.get)
+    # not measured: the estimate less the share the mean holds, 120/900 and 120/180 of it
+    assert ledger.placement("a").load.usage.cpu_millis == pytest.approx(850 * (1 - 120 / 900))
+    assert ledger.placement("b").load.usage.cpu_millis == pytest.approx(850 * (1 - 120 / 180))
+
+
+def test_a_node_s_creation_is_read_from_its_object_and_bad_text_is_none():
+    from loadwise.extender.model import NodeInfo
+    from loadwise.extender.wire import Node, timestamp
+
+    node = msgspec.convert(kubeobjects.node("n", cpu="4", memory="8Gi"), type=Node)
+    dated = msgspec.structs.replace(
+        node,
+        metadata=msgspec.structs.replace(node.metadata, creationTimestamp="2026-11-29T18:00:00Z"),
+    )
+    assert NodeInfo.from_node(dated).created_at == 1795975200.0
+    assert NodeInfo.from_node(node).created_at is None
+    assert timestamp("yesterday") is None and timestamp(None) is None

@@ -113,13 +113,14 @@ def test_the_raw_names_structs_mirror_the_args_they_build():
 
 
 def test_prioritize_decodes_of_a_node_only_what_it_reads():
-    """Name, resourceVersion, size, unschedulable and loadwise's own threshold keys; a
-    kubelet's labels and annotations are skipped, not built (the filter still echoes
-    them, above)."""
+    """Name, resourceVersion, creation time, size, unschedulable and loadwise's own
+    threshold keys; a kubelet's labels and annotations are skipped, not built (the filter
+    still echoes them, above)."""
     node = node_json("n1", images=3)
     node["metadata"]["labels"] = {"kubernetes.io/hostname": "n1"}
     node["metadata"]["annotations"] = {"k3s.io/internal-ip": "10.0.0.1"}
     node["metadata"]["resourceVersion"] = "42"
+    node["metadata"]["creationTimestamp"] = "2026-11-29T18:00:00Z"
     node["spec"] = {"unschedulable": True, "podCIDR": "10.42.0.0/24"}
     raw = json.dumps({"Pod": pod_json(), "Nodes": {"items": [node]}}).encode()
     (item,) = decode_args(raw, raw_nodes=False).nodes.items
@@ -127,6 +128,7 @@ def test_prioritize_decodes_of_a_node_only_what_it_reads():
     assert meta == {
         "name": "n1",
         "resourceVersion": "42",
+        "creationTimestamp": "2026-11-29T18:00:00Z",
         "labels": NodeKeys(),  # only loadwise.dev/cpu-threshold and memory-threshold are read
         "annotations": NodeKeys(),
     }
