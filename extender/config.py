@@ -133,8 +133,8 @@ class EventsConfig(msgspec.Struct, forbid_unknown_fields=True):
 
 ESTIMATOR_MODES = ("learned", "request")
 MAX_PEAK_SIGMAS = 3.0
-"""Three deviations above the mean is beyond every percentile a normal use reaches 99.8 %
-of the time; more would reject nodes for swings they never make."""
+"""A normally distributed use stays below its mean + 3 deviations 99.87 % of the time; more
+would reject nodes for swings they almost never make."""
 
 
 class EstimatorConfig(msgspec.Struct, forbid_unknown_fields=True):
