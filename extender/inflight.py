@@ -224,7 +224,6 @@ class InFlight:
         self._by_name: dict[str, str] = {}  # namespace/name -> pod key
         self._owners: dict[str, dict[str, int]] = {}  # controller -> node -> pods
         self._synced: LoadSnapshot | None = None
-        self._created: Callable[[str], float | None] | None = None
         # keys whose recount may have changed since the last sync against the same
         # snapshot: a request recounts only these, not the whole window (a window that
         # does not move while pods keep coming made every request O(pods in it))
@@ -375,8 +374,13 @@ class InFlight:
         node's creation time, where known (``held_share``'s ``since``)."""
         if not self.delta or snapshot is None:
             return
-        self._created = created
         since = snapshot.window_end - snapshot.settle_seconds
+
+        def node_since(node: str) -> float:
+            """Since when ``node`` has been measured: its creation, where known."""
+            at = created(node) if created is not None else None
+            return -math.inf if at is None else at
+
         if self._synced is snapshot:
             keys, self._dirty = self._dirty, set()
             for key in keys:
@@ -386,47 +390,41 @@ class InFlight:
                         self._dirty.add(key)  # tracked before the ledger holds it
                     continue
                 if not placed.left and placed.at > since:
-                    self._recount_placed(ledger, key, placed, snapshot)
+                    self._recount_placed(ledger, key, placed, snapshot, node_since(placed.node))
             # a departure is a ledger entry of its own: the new ones, at their share
             for key, gone in ledger.departed_after(since):
                 if key not in self._departed:
-                    self._recount_departure(ledger, key, gone, snapshot)
+                    self._recount_departure(ledger, key, gone, snapshot, node_since(gone.node))
             return
         self._dirty = set()
         for key, placed in ledger.placed_after(since):
-            self._recount_placed(ledger, key, placed, snapshot)
+            self._recount_placed(ledger, key, placed, snapshot, node_since(placed.node))
         seen = set()
         for key, gone in ledger.departed_after(since):
             seen.add(key)
-            self._recount_departure(ledger, key, gone, snapshot)
+            self._recount_departure(ledger, key, gone, snapshot, node_since(gone.node))
         for key in [k for k in self._departed if k not in seen]:
             del self._departed[key]
         self._synced = snapshot
 
     def _recount_placed(
-        self, ledger: Ledger, key: str, placed: Placement, snapshot: LoadSnapshot
+        self, ledger: Ledger, key: str, placed: Placement, snapshot: LoadSnapshot, since: float
     ) -> None:
         pod = self._pods.get(key)
         if pod is None:
             return  # counted as placed: nothing known to correct it with
         measured = self.store.get(pod.name)
-        since = self._since(placed.node)
         if measured is None:
             ledger.recount(key, unheld_load(pod.base, placed.at, snapshot, since))
             return
         load, _ = delta_load(pod.base, measured, placed.at, snapshot, since)
         ledger.recount(key, load)
 
-    def _since(self, node: str) -> float:
-        """Since when ``node`` has been measured: its creation, where known."""
-        created = self._created(node) if self._created is not None else None
-        return -math.inf if created is None else created
-
     def _recount_departure(
-        self, ledger: Ledger, key: str, gone: Placement, snapshot: LoadSnapshot
+        self, ledger: Ledger, key: str, gone: Placement, snapshot: LoadSnapshot, since: float
     ) -> None:
         whole = self._departed.setdefault(key, gone.load)
-        share = held_share(gone.placed, gone.at, snapshot, self._since(gone.node))
+        share = held_share(gone.placed, gone.at, snapshot, since)
         usage = Usage(whole.usage.cpu_millis * share, whole.usage.memory_bytes * share)
         request = Usage(whole.request.cpu_millis * share, whole.request.memory_bytes * share)
         ledger.recount(key, PodLoad(usage, request, whole.tlp_cpu_millis * share))

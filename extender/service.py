@@ -189,10 +189,6 @@ class Scoring(NamedTuple):
     """TargetLoadPacking's CPU prediction (Trimaran's defaults under the other policies)."""
     fast_path: LeastUsedFastPath | None
     """least-used's arithmetic per snapshot (see ``fastpath``); None: general path only."""
-    peak_sigmas: float = 0.0
-    """Standard deviations above its mean a node's measured use counts in the filter and
-    the Event's figures (``estimator.peak_sigmas``; least-used's scores carry their own,
-    the same in a parsed config)."""
 
 
 def build_scoring(settings: Settings, *, fast_path: bool = True) -> Scoring:
@@ -204,7 +200,6 @@ def build_scoring(settings: Settings, *, fast_path: bool = True) -> Scoring:
         settings.estimator_args(),
         choice.tlp,
         LeastUsedFastPath.for_policy(choice.policy) if fast_path else None,
-        settings.estimator.peak_sigmas,
     )
 
 
@@ -241,7 +236,9 @@ class Extender:
         self.metrics = metrics or Metrics()
         parts = scoring if scoring is not None else build_scoring(settings, fast_path=use_fast_path)
         self.policy: Policy = parts.policy
-        self.peak_sigmas = parts.peak_sigmas
+        self.peak_sigmas = settings.estimator.peak_sigmas
+        """Deviations above its mean a node's use counts in the filter and the Event's
+        figures, under every policy (least-used's scores carry the same, parsed with it)."""
         self.fast_path = parts.fast_path
         """least-used's arithmetic per snapshot (see ``fastpath``); None: general path only."""
         self.estimator = parts.estimator

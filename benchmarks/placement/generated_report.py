@@ -38,12 +38,7 @@ from benchmarks.placement.generator import parse_name
 from benchmarks.placement.measures import HOT_THRESHOLD
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Scenario
-from benchmarks.placement.steady_measures import (
-    RESOURCES,
-    Settings,
-    Timeline,
-    slices,
-)
+from benchmarks.placement.steady_measures import RESOURCES, Settings, Timeline, slices
 from benchmarks.placement.steady_report import timeline_of
 from loadwise.extender.estimate import TLP_TARGET_UTILIZATION
 

@@ -370,8 +370,10 @@ def no_migration(
         for group in _groups(tl):
             ok.update(group[: i + 1])
         allowed.append(ok)
-    x = [{n: m.col(0.0, 0.0, 1.0, integer=True) for n in range(nodes) if n in allowed[i]}
-         for i in range(len(pods))]  # fmt: skip
+    x = [
+        {n: m.col(0.0, 0.0, 1.0, integer=True) for n in range(nodes) if n in allowed[i]}
+        for i in range(len(pods))
+    ]
     for i in range(len(pods)):
         m.rows.append((1.0, 1.0, list(x[i].values()), [1.0] * len(x[i])))
     zs: list[tuple[int, tuple[int, ...], tuple[tuple[float, ...], ...]]] = []
