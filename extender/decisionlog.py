@@ -1,12 +1,17 @@
 """A record of every placement decision's predicted node use, for measuring the estimator.
 
 With ``estimator.decision_log`` set, each prioritize call the extender ranks appends one
-JSON line to that file: when (``at``, unix seconds), the pod (``pod``, namespace/name), how
-its own use was estimated (``estimate``: learned or request rule), the estimator mode, the
-extender's favourite (``favourite``), and per candidate node the CPU and memory it predicts
-the node will use with the pod on it, in percent of the node's allocatable (``nodes``:
-name -> [cpu, memory], null where it has no figure), and how old each node's load reading
-was (``age``: name -> seconds, ``reading_ages``). The placement benchmark joins the lines
+JSON line to that file, and so does each filter call that leaves one node (kube-scheduler
+then skips prioritize and binds the pod there: with every node over its thresholds the
+filter passes only the least over, so on a busy cluster many pods are placed by the filter
+alone, and a log of prioritize calls misses them). A line holds: which verb decided
+(``verb``: prioritize or filter), when (``at``, unix seconds), the pod (``pod``,
+namespace/name), how its own use was estimated (``estimate``: learned or request rule), the
+estimator mode, the extender's favourite (``favourite``; after a filter, the node it left),
+and per candidate node the CPU and memory it predicts the node will use with the pod on it,
+in percent of the node's allocatable (``nodes``: name -> [cpu, memory], null where it has no
+figure), and how old each node's load reading was (``age``: name -> seconds,
+``reading_ages``). The placement benchmark joins the lines
 with the pods' bindings and compares each prediction with the node's true use
 (benchmarks/placement/steady_measures.py ``prediction_error``).
 
@@ -81,9 +86,12 @@ def decision_record(
     favourite: str | None,
     states: Sequence[NodeState],
     ages: Mapping[str, float] | None = None,
+    *,
+    verb: str = "prioritize",
 ) -> dict[str, Any]:
     """One line of the log (see the module docstring)."""
     return {
+        "verb": verb,
         "at": round(at, 3),
         "pod": f"{pod.namespace}/{pod.name}",
         "estimate": how,

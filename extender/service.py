@@ -637,7 +637,11 @@ class Extender:
         self._note_judged(args, pod, outcome, exempt, stale)
         if len(passed) == 1:
             # kube-scheduler skips prioritize when one node is left: it goes there.
-            self._assume(pod, next(iter(passed)), self.clock(), args.pod)
+            only, now = next(iter(passed)), self.clock()
+            if self.decision_log is not None:
+                # before the pod is counted there, as a prioritize call's record is
+                self._log_decision(pod, args.pod, *self._infos(args), only, now, verb="filter")
+            self._assume(pod, only, now, args.pod)
         # Nothing rejected (filter_nodes: every candidate passes): the list as it came,
         # without a membership test per node.
         everyone = not failed
@@ -786,6 +790,8 @@ class Extender:
         infos: Mapping[str, NodeInfo],
         win: str | None,
         now: float,
+        *,
+        verb: str = "prioritize",
     ) -> None:
         """Append the decision's predicted node use to the decision log (``decisionlog``),
         before the pod is counted on the favourite: the prediction the scores read."""
@@ -795,7 +801,8 @@ class Extender:
         how = LEARNED if learned else REQUEST_RULE
         mode = self.settings.estimator.mode
         ages = reading_ages(now, self._snapshot(), names)
-        self.decision_log.write(decision_record(now, pod, how, mode, win, states, ages))
+        record = decision_record(now, pod, how, mode, win, states, ages, verb=verb)
+        self.decision_log.write(record)
 
     def _estimates_note(self, raw: Pod, node: str, why: str, now: float) -> str:
         """``why`` with the estimates used: the pod's own (learned or request rule) and

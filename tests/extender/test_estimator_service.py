@@ -205,7 +205,8 @@ def test_the_decision_log_records_each_candidates_predicted_use(tmp_path, fast):
     ext.prioritize(_args(_pod("web-abc-2")))
     ext.decision_log.close()
     first, second = (json.loads(line) for line in log.read_text().splitlines())
-    assert first["pod"] == "shop/web-abc-1" and first["estimate"] == "request rule"
+    assert first["verb"] == "prioritize" and first["pod"] == "shop/web-abc-1"
+    assert first["estimate"] == "request rule"
     assert first["mode"] == "learned" and first["favourite"] in ("a", "b")
     # 20 % of 4 cores and 8 GiB, and the pod at the request rule: 85m of 4000m (2.12
     # points), 70 % of 128 MiB of 8 GiB (1.09 points)
@@ -217,6 +218,30 @@ def test_the_decision_log_records_each_candidates_predicted_use(tmp_path, fast):
     assert second["nodes"][busy][0] == pytest.approx(40.0)  # 800 + 400 + 400
     # how old the reading each decision read was: the window ended at T - 5
     assert first["age"] == {"a": 5.0, "b": 5.0} and second["age"] == {"a": 7.0, "b": 7.0}
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_filter_that_leaves_one_node_is_a_decision_in_the_log(tmp_path, fast):
+    """kube-scheduler skips prioritize when the filter leaves one node, so that filter call
+    decided the placement: it is logged as one (the prediction before the pod is counted),
+    and a filter that leaves two is not (prioritize decides, and logs)."""
+    log = tmp_path / "decisions.jsonl"
+    clock = FakeClock(T)
+    ext = _extender(clock, fast=fast, **{"estimator.decision_log": str(log)})
+    hot, cool = ResourceLoad(95.0), ResourceLoad(20.0)
+    ext.refresher.snapshot = LoadSnapshot(
+        "s", T - 5, T, {"a": NodeLoad(hot, cool), "b": NodeLoad(cool, cool)}, settle_seconds=60.0
+    )
+    ext.filter(_args(_pod("web-abc-1"), names=("a", "b")))
+    ext.filter(_args(_pod("web-abc-2"), names=("b", "c")))  # c: no reading, not rejected
+    ext.decision_log.close()
+    (record,) = (json.loads(line) for line in log.read_text().splitlines())
+    assert record["verb"] == "filter" and record["favourite"] == "b"
+    assert record["pod"] == "shop/web-abc-1" and record["at"] == T
+    # both candidates' predicted use, before the pod counts on b: 95 % + 85m of 4 cores on
+    # a, 20 % + 85m on b; memory 20 % + 70 % of 128 MiB of 8 GiB on both
+    assert record["nodes"] == {"a": [97.12, 21.09], "b": [22.12, 21.09]}
+    assert ext.ledger.placement("uid-web-abc-1").node == "b"
 
 
 def test_request_mode_keeps_the_request_rule_for_every_pod(tmp_path):
