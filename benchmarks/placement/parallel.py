@@ -7,7 +7,7 @@ seed and the round: trace.py), so running them in separate labs at the same time
 comparison paired, and the machine's load lands on both sides of a pair alike.
 
     python -m benchmarks.placement.parallel --labs 4 --seeds 301 302 303 \\
-        --contenders stock loadwise-least-used --out docs/steady -- \\
+        --contenders stock loadwise-least-used --out /tmp/steady-report -- \\
         --scenarios steady-mix --duration 600
 
 Rounds of one freshly drawn scenario (each round its own trace, all the same nodes and

@@ -81,7 +81,7 @@ above every node it would take over capacity (those score below 0, ``least_used`
 
 HOTTEST_LEVEL_POWER = 2.0
 """A resource's raise counts (its hottest / the hottest of all resources) ** this
-(``level_weights``). Lab, one-shot scenarios, 5 rounds (docs/oneshot-5fc1985-p2/): hog
+(``level_weights``). Lab, one-shot scenarios, 5 rounds (docs/history/oneshot-5fc1985-p2/): hog
 79.9 % with 2 of 30 pods beside the hog at power 0, 77.4 % with 1 at 2, 75.0 % with none
 at 4 (the last pod's scores then tie and the ledger's order decides); burst 68.9, 67.2,
 67.2. Simulator (tests/extender/steady_sim.py): at 3 and above a stream of nodes run over
@@ -102,7 +102,7 @@ def level_weights(tops: Sequence[float], power: float = HOTTEST_LEVEL_POWER) -> 
     the memory hog's node: in the one-shot hog scenario (a node at 77 % memory nobody
     requested, 30 pods in a burst), late in the burst a pod on either other node raised
     the hottest CPU, at 66 %, by 4.2 points and on the hog's node the hottest memory by
-    2.2, so 2 of 30 pods went beside the hog in every run (79.9 %, docs/oneshot-cf91784/;
+    2.2, so 2 of 30 pods went beside the hog in every run (79.9 %, docs/history/oneshot-cf91784/;
     75.0 % with none there without the term)."""
     highest = max(tops, default=0.0)
     if highest <= 0.0 or not power:

@@ -424,6 +424,7 @@ def test_every_placement_record_under_docs_is_left_out_of_lint_and_the_collectio
     records = [p.parent.relative_to(ROOT) for p in ROOT.glob("docs/**/placement/results.json")]
     assert len(records) > 1, "no placement records found under docs/"
     for record in records:
-        covers = {str(record), str(record.parent)}
+        # the record's directory or one above it (docs/history/ holds the older reports)
+        covers = {str(record), *(str(p) for p in record.parents)}
         assert covers & lint, (str(record), ".ansible-lint exclude_paths")
         assert covers & ignored, (str(record), "galaxy.yml build_ignore")

@@ -256,7 +256,7 @@ def test_workloads_given_more_than_their_limits_are_counted_by_scenario():
 def test_the_readme_s_over_limit_counts_are_the_reports_own(
     report: str, counted: tuple[int, int, int]
 ):
-    files = sorted((DOCS / report / "placement" / "generated").glob("gen-*.yaml"))
+    files = sorted((DOCS / "history" / report / "placement" / "generated").glob("gen-*.yaml"))
     limited, over = gr.over_limits([scenario.load(f) for f in files])
     assert (limited, len(over), len({s for s, _ in over})) == counted
     readme = " ".join((DOCS.parent / "README.md").read_text().split())

@@ -53,7 +53,7 @@ def test_only_rounds_both_ran_are_paired() -> None:
 def test_the_report_pairs_runs_of_one_seed_and_repeat() -> None:
     """On the recorded scale-100 runs: every ratio is loadwise's CPU per pod over the null
     extender's of the same invocation seed and repeat."""
-    _, _, results = load(ROOT / "docs/placement/results.json")
+    _, _, results = load(ROOT / "docs/cost/placement/results.json")
     (sc,) = select(["scale-100"])
     by_round: dict[tuple[int | None, int | None], dict[str, float]] = {}
     for r in results:

@@ -358,7 +358,7 @@ def test_level_weights_count_a_cooler_resource_s_points_for_less():
 
 
 def test_the_term_does_not_send_pods_beside_a_memory_hog_to_keep_cpu_cool():
-    """A decision of the one-shot hog scenario's kind (docs/oneshot-cf91784/): two nodes at
+    """A decision of the one-shot hog scenario's kind (docs/history/oneshot-cf91784/): two nodes at
     62 % CPU, a node whose memory a process nobody requested holds at 77 %. The pod raises the
     hottest CPU by 4.3 points on a node of the two, the hog's memory by 2.2 on the hog.
     Summed as one currency the hog's node lost fewer points and took the pod."""
