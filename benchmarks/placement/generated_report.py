@@ -170,13 +170,15 @@ def summaries(
     for sc in scenarios:
         if parse_name(sc.name) is None or sc.steady is None:
             continue
+        measured = []
         for r in results:
-            if r.scenario != sc.name:
-                continue
-            tl = timeline_of(sc, r)
-            if tl is None or not tl.end > settings.warmup or not tl.stays:
-                continue
-            (f,) = steady_tables.figures(sc, [r], settings, opt)
+            tl = timeline_of(sc, r) if r.scenario == sc.name else None
+            if tl is not None and tl.end > settings.warmup and tl.stays:
+                measured.append(tl)
+        # all of the scenario's runs at once: each run's optimum starts from its round's
+        # other runs too (steady_tables.figures keeps the same runs, in the same order)
+        mine = [r for r in results if r.scenario == sc.name]
+        for tl, f in zip(measured, steady_tables.figures(sc, mine, settings, opt), strict=True):
             mean = {res: f.measures.of(res).mean for res in RESOURCES}
             gap = {
                 res: steady_tables.gap(mean[res], f.no_migration[res].value) for res in RESOURCES
@@ -185,7 +187,7 @@ def summaries(
             out.append(
                 RunSummary(
                     sc.name,
-                    r.contender,
+                    f.contender,
                     mean,
                     gap,
                     above(tl, settings.warmup, TLP_TARGET),

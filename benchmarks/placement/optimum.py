@@ -21,9 +21,13 @@ limits (a relaxation: the values bound every real scheduler from below).
   ranks contenders on, so the gap is in the same unit; and the maximum over time is
   decided by the single worst instant (on steady-hog by the hog's own memory), which
   leaves most placements optimal and says little about the rest of the stream. It starts
-  from the contender's own placement (a feasible answer), so the value returned is never
-  above the contender's figure even when the time limit stops the search; the solver's
-  dual bound is reported with it, and the gap between them when it is not proven.
+  from the best of the contender's own placement, a greedy one in hindsight, and the
+  placements of the other contenders of its round (`peers`: they ran the same trace, so
+  the k-th pod of a workload to arrive is the same pod of the trace in each run, whatever
+  its name; any placement is feasible here), so the value returned is never above the
+  contender's figure nor above a peer's placement of this trace, even when the time limit
+  stops the search; the solver's dual bound is reported with it, and the gap between them
+  when it is not proven.
   Symmetry: nodes identical over the whole run (capacity, background, changes) are
   interchangeable, so the i-th pod (by arrival) is only offered the first i+1 of each
   such group (relabelling the group's nodes by their first pod makes any placement one
@@ -40,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.placement.steady_measures import Slice, Timeline, slices
+from benchmarks.placement.timeline import Stay
 
 TIME_LIMIT = 20.0  # seconds per run and resource for the no-migration programme
 HOTTER = "hotter"
@@ -232,6 +237,9 @@ class NoMigration:
     status: str
     pods: int
     stretches: int
+    # the best placement the search started from: "own", "greedy" or "peer" (another
+    # contender's), or "solver" when the search improved on it
+    start: str = "own"
 
     @property
     def gap(self) -> float:
@@ -246,6 +254,7 @@ class NoMigration:
             "status": self.status,
             "pods": self.pods,
             "stretches": self.stretches,
+            "start": self.start,
         }
 
     @classmethod
@@ -258,6 +267,7 @@ class NoMigration:
             str(d["status"]),
             int(d["pods"]),
             int(d["stretches"]),
+            str(d.get("start", "own")),
         )
 
 
@@ -326,13 +336,43 @@ def _greedy(
     return [0 if w is None else w for w in where]
 
 
+ArrivalKey = tuple[str, int]
+"""A pod of a trace as every run of it knows it: its workload and how many of that
+workload's pods were placed before it."""
+
+
+def arrival_keys(stays: Sequence[Stay]) -> dict[str, ArrivalKey]:
+    """Each pod's `ArrivalKey` in a run: its workload's pods ordered by when they were
+    placed (then by name, for pods placed at the same instant)."""
+    rank: dict[str, int] = {}
+    out: dict[str, ArrivalKey] = {}
+    for s in sorted(stays, key=lambda s: (s.start, s.pod)):
+        k = rank.get(s.workload, 0)
+        rank[s.workload] = k + 1
+        out[s.pod] = (s.workload, k)
+    return out
+
+
+def placement_of(stays: Sequence[Stay]) -> dict[ArrivalKey, str]:
+    """A run's placement of its trace by `ArrivalKey`, for another run of the same trace
+    to start its search from (`no_migration`'s `peers`)."""
+    keys = arrival_keys(stays)
+    return {keys[s.pod]: s.node for s in stays}
+
+
 def no_migration(
-    tl: Timeline, resource: str, warmup: float, *, time_limit: float = TIME_LIMIT
+    tl: Timeline,
+    resource: str,
+    warmup: float,
+    *,
+    time_limit: float = TIME_LIMIT,
+    peers: Sequence[Mapping[ArrivalKey, str]] = (),
 ) -> NoMigration:
     """The least time-averaged hottest-node utilisation of `resource` (or, for `HOTTER`, of
     the higher of CPU and memory at each instant) over the measured span when every pod
-    stays where it is first placed (module docstring), starting from the run's own
-    placement or a greedy one in hindsight, whichever is better."""
+    stays where it is first placed (module docstring), starting from the best of the run's
+    own placement, a greedy one in hindsight and `peers` (`placement_of` other runs of the
+    same trace; a pod a peer did not place keeps the run's own node)."""
     parts = list(slices(tl, warmup))
     span = sum(g.seconds for g in parts)
     if not span > 0:
@@ -377,6 +417,7 @@ def no_migration(
     for i in range(len(pods)):
         m.rows.append((1.0, 1.0, list(x[i].values()), [1.0] * len(x[i])))
     zs: list[tuple[int, tuple[int, ...], tuple[tuple[float, ...], ...]]] = []
+    floors = 0.0  # the objective at every z on its floor: a bound before the solver's
     for (alive, bgs), secs in stretch.items():
         # No placement beats the best with pods free to move at that instant, resource by
         # resource: a valid bound on z that the relaxation alone (pods split) does not give.
@@ -387,6 +428,7 @@ def no_migration(
                 shapes[usage[r][i]] = shapes.get(usage[r][i], 0) + 1
             floor = max(floor, instant(caps[r], bg, shapes) * (1 - 1e-9))
         z = m.col(secs / span, floor, math.inf)
+        floors += secs / span * floor
         zs.append((z, alive, bgs))
         for r, bg in enumerate(bgs):
             for n, c in enumerate(caps[r]):
@@ -402,10 +444,15 @@ def no_migration(
         return total / span
 
     own = [node_index[s.node] for s in pods]
-    own_value = objective(own)
-    greedy = _greedy(pods, stretch, caps, usage)
-    if objective(greedy) < own_value:
-        own, own_value = greedy, objective(greedy)
+    own_value, origin = objective(own), "own"
+    keys = arrival_keys(tl.stays)
+    candidates = [("greedy", _greedy(pods, stretch, caps, usage))]
+    for peer in peers:
+        mapped = [node_index.get(peer.get(keys[s.pod], ""), own[i]) for i, s in enumerate(pods)]
+        candidates.append(("peer", mapped))
+    for name, where in candidates:
+        if (v := objective(where)) < own_value - 1e-12:
+            own, own_value, origin = where, v, name
     # The run's placement as the start, relabelled within each group of identical nodes
     # so that it respects the symmetry rule (the order of first use).
     relabel: dict[int, int] = {}
@@ -424,7 +471,11 @@ def no_migration(
         where = [next(n for n, c in x[i].items() if got.values[c] > 0.5) for i in range(len(pods))]
         value = min(value, objective(where))
     proven = status == "Optimal"
-    bound = min(got.bound, value)
+    # a solver stopped before its first bound (a loaded machine, a short limit) reports
+    # -inf; the per-instant floors of the stretches bound the optimum all the same
+    bound = min(max(got.bound, floors), value)
     if proven:
         bound = value
-    return NoMigration(resource, value, bound, proven, status, len(pods), len(stretch))
+    if value < own_value - 1e-12:
+        origin = "solver"
+    return NoMigration(resource, value, bound, proven, status, len(pods), len(stretch), origin)

@@ -5,14 +5,20 @@ Every figure is the median over the contender's runs (min-max), as in the other 
 A gap is taken per run, the contender's figure minus the optimum of that run's trace, and
 then its median: a paired figure, the optimum differing from run to run as the traces do.
 
+The no-migration search of a run starts from, among others, the placements of the other
+contenders of its round (the runs that recorded the same trace key: trace.py; optimum.py),
+so a contender's gap is also against what its peers did on its own trace.
+
 The no-migration optimum costs seconds of solver time per run and resource, so its
 answers are kept in a cache file beside the report (`OptimumCache`), keyed by the run
-file's name (store.run_name), the resource and the warm-up; a render reuses them.
+file's name (store.run_name), the resource, the warm-up and the peers' run files; a
+render reuses them.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +41,7 @@ from benchmarks.placement.steady_measures import (
 )
 from benchmarks.placement.steady_report import timeline_of
 from benchmarks.placement.store import run_name
+from benchmarks.placement.trace import recorded_key
 
 
 class OptimumCache:
@@ -47,15 +54,27 @@ class OptimumCache:
             self.data = json.loads(path.read_text())
 
     def get(
-        self, r: RunResult, tl: Timeline, resource: str, settings: Settings
+        self,
+        r: RunResult,
+        tl: Timeline,
+        resource: str,
+        settings: Settings,
+        peers: Mapping[str, Mapping[optimum.ArrivalKey, str]] | None = None,
     ) -> tuple[float | None, optimum.NoMigration]:
         """The per-instant optimum (None for ``optimum.HOTTER``: not solved) and the
-        no-migration one of `r`'s trace, computed when the cache has none for this warm-up,
-        or one unproven under a shorter time limit."""
+        no-migration one of `r`'s trace started from `peers` too (placements by run file
+        name), computed when the cache has none for this warm-up and these peers, or one
+        unproven under a shorter time limit."""
+        peers = peers or {}
         key = f"{run_name(r)}|{resource}|warmup={settings.warmup:g}"
+        if peers:
+            key += "|peers=" + ",".join(sorted(peers))
         got = self.data.get(key)
-        if got is not None and (
-            got["no_migration"]["proven"] or got["time_limit"] >= settings.optimum_seconds
+        # an answer from before the start was recorded is solved again
+        if (
+            got is not None
+            and "start" in got["no_migration"]
+            and (got["no_migration"]["proven"] or got["time_limit"] >= settings.optimum_seconds)
         ):
             known = got["per_instant"]
             nm = optimum.NoMigration.from_json(got["no_migration"])
@@ -64,7 +83,11 @@ class OptimumCache:
         if resource != optimum.HOTTER:
             inst = optimum.per_instant(tl, resource, settings.warmup)
         nm = optimum.no_migration(
-            tl, resource, settings.warmup, time_limit=settings.optimum_seconds
+            tl,
+            resource,
+            settings.warmup,
+            time_limit=settings.optimum_seconds,
+            peers=[peers[k] for k in sorted(peers)],
         )
         self.data[key] = {
             "per_instant": inst,
@@ -86,16 +109,45 @@ class RunFigures:
     hotter: float  # steady_measures.hotter_mean
 
 
+def _starts(nms: Sequence[optimum.NoMigration]) -> str:
+    """Where the best placement of each no-migration programme came from, in a sentence."""
+    n = Counter(nm.start for nm in nms)
+    return (
+        "Each search starts from the best of the run's own placement, a greedy one in "
+        "hindsight and the placements of the other contenders of its round mapped onto its "
+        f"trace (a workload's k-th pod to be placed is the same pod in every run); the value "
+        f"shown is the run's own placement in {n['own']}, the greedy one in {n['greedy']}, "
+        f"another contender's in {n['peer']} and the solver's improvement on the best of "
+        f"them in {n['solver']}."
+    )
+
+
+def _round(r: RunResult) -> str | None:
+    """The trace a run ran: its recorded key (scenario, seed, round: trace.py), the same for
+    every contender of a round; None for a run from before per-run traces (they all
+    replayed one stream, but their rounds are not known)."""
+    return recorded_key(r.trace)
+
+
 def figures(
     scenario: Scenario, results: Sequence[RunResult], settings: Settings, cache: OptimumCache
 ) -> list[RunFigures]:
-    """Each run with a stream longer than the warm-up, measured, with its optima."""
-    out = []
+    """Each run with a stream longer than the warm-up, measured, with its optima (each
+    run's no-migration search started from its round's other runs too)."""
+    timelines = []
+    rounds: dict[str, dict[str, dict[optimum.ArrivalKey, str]]] = {}
     for r in results:
         tl = timeline_of(scenario, r)
         if tl is None or not tl.end > settings.warmup or not tl.stays:
             continue
-        opts = {res: cache.get(r, tl, res, settings) for res in (*RESOURCES, optimum.HOTTER)}
+        timelines.append((r, tl))
+        if (key := _round(r)) is not None:
+            rounds.setdefault(key, {})[run_name(r)] = optimum.placement_of(tl.stays)
+    out = []
+    for r, tl in timelines:
+        key = _round(r)
+        peers = {n: p for n, p in rounds.get(key, {}).items() if n != run_name(r)} if key else {}
+        opts = {res: cache.get(r, tl, res, settings, peers) for res in (*RESOURCES, optimum.HOTTER)}
         out.append(
             RunFigures(
                 r.contender,
@@ -253,10 +305,11 @@ def lines(
         f"{settings.optimum_seconds:g} s limit "
         f"with the best placement found, at most {100 * worst:.2f} % above the solver's "
         "lower bound: there the optimum lies between that bound and the value shown, so "
-        "the gap to it is at least the gap shown."
+        "the gap to it is at least the gap shown. "
+        f"{_starts(nms)}"
         if proven < len(nms)
         else f"- Optimum without migration: proven optimal in all {len(nms)} programmes "
-        f"(run x resource, and {HOTTER_LABEL}).",
+        f"(run x resource, and {HOTTER_LABEL}). {_starts(nms)}",
         f"- {HOTTER_LABEL.capitalize()}: at each instant the higher of the hottest node's CPU "
         "and its memory; its optimum is one placement judged on both, which each "
         "resource's own optimum need not be (a lower CPU can cost memory).",

@@ -3,6 +3,7 @@ by hand, and recorded runs, where neither optimum may lie above the contender's 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,93 @@ def test_the_hotter_optimum_is_one_placement_judged_on_both_resources():
         for w in itertools.product("ab", repeat=3)
     )
     assert best == pytest.approx(0.7)
+
+
+def test_a_pod_of_a_trace_is_known_by_its_workload_and_arrival_rank_not_its_name():
+    stays = [
+        Stay("web-zz", "web", "a", 5, 9),
+        Stay("db-1", "db", "b", 1, 9),
+        Stay("web-aa", "web", "b", 2, 9),
+        Stay("web-mm", "web", "a", 2, 9),  # same instant as web-aa: by name
+    ]
+    assert optimum.arrival_keys(stays) == {
+        "db-1": ("db", 0),
+        "web-aa": ("web", 0),
+        "web-mm": ("web", 1),
+        "web-zz": ("web", 2),
+    }
+    assert optimum.placement_of(stays) == {
+        ("db", 0): "b",
+        ("web", 0): "b",
+        ("web", 1): "a",
+        ("web", 2): "a",
+    }
+
+
+# Two 1-core nodes; two 0.5-core pods at 0 s, a 1-core pod at 1 s, all to 100 s. Greedy in
+# arrival order splits the halves (0.5 beats 1.0 while they are alone), and the big pod
+# then makes 1.5 wherever it goes: (1 x 0.5 + 99 x 1.5) / 100 = 1.49. The halves together
+# and the big pod alone: (1 x 1.0 + 99 x 1.0) / 100 = 1.0, the optimum.
+PEER_USAGE = {"half": Resources(0.5, 0.0), "full": Resources(1.0, 0.0)}
+
+
+def _peer_run(names: Sequence[str], where: Sequence[str], starts: Sequence[float]) -> Timeline:
+    workloads = ("half", "half", "full")
+    stays = tuple(
+        Stay(n, w, node, t, 100)
+        for n, w, node, t in zip(names, workloads, where, starts, strict=True)
+    )
+    return Timeline(TWO, stays, PEER_USAGE, (), 100)
+
+
+def test_the_no_migration_search_starts_from_a_peer_placement_of_the_same_trace():
+    mine = _peer_run(("h-1", "h-2", "f-1"), ("a", "a", "a"), (0, 0, 1))
+    # another contender's run of the trace: other pod names, slightly other binding times
+    peer = _peer_run(("x-q", "x-p", "y-r"), ("b", "b", "a"), (0.3, 0.2, 1.4))
+    assert measure(mine, warmup=0).cpu.mean == pytest.approx(1.99)  # (1 x 1.0 + 99 x 2.0) / 100
+    alone = optimum.no_migration(mine, "cpu", 0, time_limit=0.0)
+    assert alone.start in ("greedy", "solver") and alone.value <= 1.49 + 1e-9
+    # stopped at once, the solver has no bound of its own; the stretches' floors are one
+    assert 0.99 - 1e-9 <= alone.bound <= alone.value
+    got = optimum.no_migration(mine, "cpu", 0, peers=[optimum.placement_of(peer.stays)])
+    assert got.value == pytest.approx(1.0) and got.proven
+    assert got.start == "peer"
+
+
+def test_the_optimum_is_not_above_any_peer_placement_on_a_recorded_round():
+    """Two contenders' runs of one recorded trace: the optimum of the one started from the
+    other's placement is at most that placement as steady_measures measures it, the pods
+    matched by workload and arrival order here independently of optimum.py."""
+    index = REPO / "docs/placement/results.json"
+    runs = {
+        c: store.read_run(index.parent / f)
+        for c in ("loadwise-least-used", "stock")
+        for f in sorted(store.read_index(index).runs)
+        if f.startswith(f"runs/steady-hog/{c}-3001-0-")
+    }
+    assert len(runs) == 2, "the recorded round of seed 3001 is in the docs' index"
+    assert runs["stock"].trace == runs["loadwise-least-used"].trace
+    sc = scenario.select(["steady-hog"])[0]
+    mine = timeline_of(sc, runs["loadwise-least-used"])
+    theirs = timeline_of(sc, runs["stock"])
+    assert mine is not None and theirs is not None
+
+    def ranked(tl: Timeline) -> dict[str, list[Stay]]:
+        by: dict[str, list[Stay]] = {}
+        for s in sorted(tl.stays, key=lambda s: (s.start, s.pod)):
+            by.setdefault(s.workload, []).append(s)
+        return by
+
+    other = ranked(theirs)
+    moved = []
+    for w, stays in ranked(mine).items():
+        for k, s in enumerate(stays):
+            node = other[w][k].node if k < len(other[w]) else s.node
+            moved.append(Stay(s.pod, s.workload, node, s.start, s.end))
+    as_theirs = Timeline(mine.nodes, tuple(moved), mine.usage, mine.changes, mine.end)
+    for res in ("cpu", "memory"):
+        nm = optimum.no_migration(
+            mine, res, 120, time_limit=1.0, peers=[optimum.placement_of(theirs.stays)]
+        )
+        assert nm.value <= measure(as_theirs, warmup=120).of(res).mean + 1e-9, res
+        assert nm.value <= measure(mine, warmup=120).of(res).mean + 1e-9, res
