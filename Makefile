@@ -90,7 +90,8 @@ bench-placement: setup
 
 # The cost of scheduling through an extender (docs/benchmarks.md, "The cost inside the real
 # scheduler"): 2,000 pods on 100 nodes, stock, stock without batching, a null extender and
-# loadwise, each with both verbs and with prioritize only, 5 interleaved rounds (~40 min);
+# loadwise, each with both verbs and with prioritize only, 5 interleaved rounds (~25 min on a
+# quiet 2-core machine; docs/benchmarks.md cites two such invocations, seeds 3301 and 3302);
 # prints the cost table (drain, decided/s, algorithm and CPU ms per pod, ratios, ranges).
 # Its report goes to COST_OUT, not docs/ (which holds every scenario's runs).
 COST_OUT ?= /tmp/loadwise-bench-cost

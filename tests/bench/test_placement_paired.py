@@ -71,3 +71,37 @@ def test_the_report_pairs_runs_of_one_seed_and_repeat() -> None:
     cells = [c.strip() for c in line.split("|")]
     assert cells[3] == str(len(want)) and len(want) >= 3
     assert cells[4] == ", ".join(f"{x:.2f}" for _, x in want)
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_benchmarks_page_quotes_the_recorded_cost_tables() -> None:
+    """docs/benchmarks.md's cost paragraph against docs/cost/placement.md, the report
+    rendered from the recorded runs: the per-round ratios, their median, interval and
+    verdict, and the medians of CPU per pod it names."""
+    page = _normal((ROOT / "docs/benchmarks.md").read_text())
+    cost = (ROOT / "docs/cost/placement.md").read_text().splitlines()
+    for pair, quoted in (
+        ("loadwise-least-used / null-extender", "{rounds} (median {median}, 95 % bootstrap "
+         "interval {interval}): the 1.2x goal is **{verdict}**"),
+        ("loadwise-prioritize-only / null-prioritize-only", "with prioritize only {median} "
+         "({interval}), {verdict}"),
+    ):  # fmt: skip
+        line = next(x for x in cost if x.startswith(f"| scale-100 | {pair} |"))
+        cells = [c.strip() for c in line.split("|")]
+        want = quoted.format(
+            rounds=cells[4], median=cells[5], interval=cells[6], verdict=cells[7].lower()
+        )
+        assert want in page, want
+    cpu = {}
+    for x in cost:
+        cells = [c.strip() for c in x.split("|")]
+        if len(cells) > 13 and cells[1] == "100":
+            cpu[cells[2]] = (cells[12].split()[0], cells[13].split()[0])
+    stock, null, mine = cpu["stock"][0], cpu["null-extender"], cpu["loadwise-least-used"]
+    assert (
+        f"stock {stock} ms, the null extender {null[0]}, loadwise {mine[0]}, of which "
+        f"loadwise's own process {mine[1]} against the null server's {null[1]}"
+    ) in page
