@@ -39,7 +39,6 @@ from benchmarks.placement.measures import HOT_THRESHOLD
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Scenario
 from benchmarks.placement.steady_measures import RESOURCES, Settings, Timeline, slices
-from benchmarks.placement.steady_report import timeline_of
 from loadwise.extender.estimate import TLP_TARGET_UTILIZATION
 
 TLP_TARGET = TLP_TARGET_UTILIZATION / 100
@@ -170,15 +169,10 @@ def summaries(
     for sc in scenarios:
         if parse_name(sc.name) is None or sc.steady is None:
             continue
-        measured = []
-        for r in results:
-            tl = timeline_of(sc, r) if r.scenario == sc.name else None
-            if tl is not None and tl.end > settings.warmup and tl.stays:
-                measured.append(tl)
         # all of the scenario's runs at once: each run's optimum starts from its round's
-        # other runs too (steady_tables.figures keeps the same runs, in the same order)
+        # other runs too
         mine = [r for r in results if r.scenario == sc.name]
-        for tl, f in zip(measured, steady_tables.figures(sc, mine, settings, opt), strict=True):
+        for f in steady_tables.figures(sc, mine, settings, opt):
             mean = {res: f.measures.of(res).mean for res in RESOURCES}
             gap = {
                 res: steady_tables.gap(mean[res], f.no_migration[res].value) for res in RESOURCES
@@ -190,7 +184,7 @@ def summaries(
                     f.contender,
                     mean,
                     gap,
-                    above(tl, settings.warmup, TLP_TARGET),
+                    above(f.timeline, settings.warmup, TLP_TARGET),
                     f.measures.share,
                     f.measures.piled_seconds,
                     equal,

@@ -239,7 +239,7 @@ class NoMigration:
     stretches: int
     # the best placement the search started from: "own", "greedy" or "peer" (another
     # contender's), or "solver" when the search improved on it
-    start: str = "own"
+    start: str
 
     @property
     def gap(self) -> float:
@@ -267,7 +267,7 @@ class NoMigration:
             str(d["status"]),
             int(d["pods"]),
             int(d["stretches"]),
-            str(d.get("start", "own")),
+            str(d["start"]),
         )
 
 

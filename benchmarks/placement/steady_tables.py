@@ -107,6 +107,7 @@ class RunFigures:
     no_migration: dict[str, optimum.NoMigration]  # per resource and optimum.HOTTER
     traced: bool  # the run's trace was drawn from its seed (False: the one legacy trace)
     hotter: float  # steady_measures.hotter_mean
+    timeline: Timeline  # the run as measured, for a report's further measures
 
 
 def _starts(nms: Sequence[optimum.NoMigration]) -> str:
@@ -156,6 +157,7 @@ def figures(
                 {res: o[1] for res, o in opts.items()},
                 r.trace is not None,
                 hotter_mean(tl, settings.warmup),
+                tl,
             )
         )
     return out

@@ -244,7 +244,13 @@ def test_a_phase_gets_a_column_unless_the_backgrounds_ramp(count, columns):
     hot = Hottest(0.5, 0.5, 0.0, 0.0, 0.0)
     phases = tuple(Phase(f"b {i}Gi", 10.0, 0.5, 0.25) for i in range(count))
     run = RunFigures(
-        "stock", SteadyMeasures(10.0 * count, hot, hot, phases, 0.5), {}, {}, True, 0.5
+        "stock",
+        SteadyMeasures(10.0 * count, hot, hot, phases, 0.5),
+        {},
+        {},
+        True,
+        0.5,
+        Timeline((), (), {}, (), 10.0 * count),
     )
     text = "\n".join(phase_table([run]))
     assert text.count("hottest CPU / memory, mean %") == columns
