@@ -151,6 +151,12 @@ def table(runs: list[Run]) -> str:
     return markdown_table(runs, COLUMNS)
 
 
+def recorded(path: Path) -> list[Run]:
+    """The runs a results.json (``run``'s ``--out``) holds."""
+    doc = json.loads(path.read_text())
+    return [Run(**r) for r in doc["runs"]]
+
+
 def run(args: argparse.Namespace) -> int:
     # the tree the runs used: read before them, not after (a commit made meanwhile)
     started, at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit()
@@ -219,11 +225,21 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="/tmp/loadwise-realplacement")
     parser.add_argument("--reuse", action="store_true", help="use the cluster that is up")
     parser.add_argument("--keep", action="store_true", help="leave the cluster up")
+    parser.add_argument(
+        "--table",
+        type=Path,
+        metavar="RESULTS",
+        help="print the table of a results.json and stop (no cluster)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(parser().parse_args(argv))
+    args = parser().parse_args(argv)
+    if args.table is not None:
+        print(table(recorded(args.table)))
+        return 0
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -1035,7 +1035,7 @@ def write(
 
 # Sections of placement.md this report does not generate, kept as they are when it is written
 # again: the real-node measurement (benchmarks/realplacement.py) runs on another cluster and
-# its results are written by hand from that script's table.
+# its tables are that script's own (--table), the text around them written from its records.
 KEPT_HEADINGS = ("## On real kubelets",)
 
 

@@ -1,0 +1,62 @@
+"""docs/placement.md's tables of the runs on real kubelets are the ones the recorded results
+give: the burst beside a hog (benchmarks/realplacement.py) and the churn
+(benchmarks/realchurn.py), each printed again by the script's ``--table`` from the
+results.json beside the report, with the commit the section names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import realchurn, realcount, realplacement
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+REPORT = DOCS / "placement.md"
+
+
+def _section(text: str, heading: str) -> str:
+    """From ``heading`` to the next heading of its level or above."""
+    start = text.index(heading + "\n")
+    level = heading.split(" ")[0]
+    rest = text[start + len(heading) + 1 :]
+    ends = [
+        i
+        for i, line in enumerate(rest.splitlines(keepends=True))
+        if line.startswith("#") and len(line.split(" ")[0]) <= len(level)
+    ]
+    lines = rest.splitlines(keepends=True)
+    return heading + "\n" + "".join(lines[: ends[0]] if ends else lines)
+
+
+@pytest.mark.parametrize(
+    ("heading", "results", "render"),
+    [
+        (
+            "## On real kubelets",
+            "realnodes-results.json",
+            lambda p: realplacement.table(realplacement.recorded(p)),
+        ),
+        (
+            "### Pods that come and go, on workers of different sizes",
+            "realchurn-results.json",
+            lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
+        ),
+    ],
+)
+def test_the_real_kubelet_tables_are_the_recorded_runs(heading, results, render) -> None:
+    path = DOCS / "placement" / results
+    section = _section(REPORT.read_text(), heading)
+    table = render(path).strip()
+    assert table in section, f"{heading}: the table is not what --table {path} prints"
+    commit = json.loads(path.read_text())["commit"]
+    assert f"commit {commit[:7]}" in section, (heading, commit)
+
+
+def test_realplacement_prints_its_table_again_from_a_results_file(capsys) -> None:
+    path = DOCS / "placement" / "realnodes-results.json"
+    runs = realplacement.recorded(path)
+    assert {r.contender for r in runs} == {"stock", "loadwise"}
+    assert realplacement.main(["--table", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == realplacement.table(runs).strip()
