@@ -334,8 +334,7 @@ def write(out: Path, meta: dict[str, Any], runs: Sequence[Run]) -> None:
 
 def recorded(path: Path) -> list[Run]:
     """The runs a results.json (``write``) holds."""
-    doc = json.loads(path.read_text())
-    return [Run(**r) for r in doc["runs"]]
+    return realcount.recorded(path, Run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks.placement.formatting import spread
 from benchmarks.placement.runner import provenance
@@ -35,6 +35,8 @@ from lab.fakenodes import parse_quantity
 from lab.peek import Container
 from lab.processes import wait_for
 from lab.workloads import delete
+
+R = TypeVar("R")  # a benchmark's Run class (recorded)
 
 MIB = 2**20
 CONTENDERS = ("stock", "loadwise")
@@ -416,6 +418,13 @@ def summary(runs: Sequence[Any], cols: Sequence[Column]) -> dict[str, dict[str, 
                     "max": max(values),
                 }
     return out
+
+
+def recorded(path: Path, run: Callable[..., R]) -> list[R]:
+    """The runs a benchmark's results.json holds (its ``runs``, each given to ``run``: the
+    benchmark's Run class)."""
+    doc = json.loads(path.read_text())
+    return [run(**r) for r in doc["runs"]]
 
 
 def markdown_table(runs: Sequence[Any], cols: Sequence[Column]) -> str:

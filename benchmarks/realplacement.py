@@ -153,8 +153,7 @@ def table(runs: list[Run]) -> str:
 
 def recorded(path: Path) -> list[Run]:
     """The runs a results.json (``run``'s ``--out``) holds."""
-    doc = json.loads(path.read_text())
-    return [Run(**r) for r in doc["runs"]]
+    return realcount.recorded(path, Run)
 
 
 def run(args: argparse.Namespace) -> int:
