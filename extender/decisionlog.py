@@ -3,8 +3,9 @@
 With ``estimator.decision_log`` set, each prioritize call the extender ranks appends one
 JSON line to that file, and so does each filter call that leaves one node (kube-scheduler
 then skips prioritize and binds the pod there: with every node over its thresholds the
-filter passes only the least over, so on a busy cluster many pods are placed by the filter
-alone, and a log of prioritize calls misses them). A line holds: which verb decided
+filter passes only the least over (with least-used, those within its spreading band too),
+so on a busy cluster many pods are placed by the filter alone, and a log of prioritize
+calls misses them). A line holds: which verb decided
 (``verb``: prioritize or filter), when (``at``, unix seconds), the pod (``pod``,
 namespace/name), how its own use was estimated (``estimate``: learned or request rule), the
 estimator mode, the extender's favourite (``favourite``; after a filter, the node it left),

@@ -816,7 +816,9 @@ class LeastUsedFastPath:
         failed = dict(zip(rejected, compress(known.get(verdicts.why), over), strict=True))
         excess = dict(zip(rejected, compress(known.get(verdicts.excess), over), strict=True))
         passed = list(compress(listed, map(not_, over)))
-        return conclude_filter(listed, passed, failed, excess, own, exempt=exempt)
+        return conclude_filter(
+            listed, passed, failed, excess, own, exempt=exempt, band=self.policy.spread_band
+        )
 
     def scores(
         self,

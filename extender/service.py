@@ -582,7 +582,14 @@ class Extender:
                 return got.names, outcome, False
         names, infos = self._infos(args)
         states, stale = self._states(names, infos)
-        outcome = filter_nodes(pod, states, self.thresholds, exempt=exempt, sigmas=self.peak_sigmas)
+        outcome = filter_nodes(
+            pod,
+            states,
+            self.thresholds,
+            exempt=exempt,
+            sigmas=self.peak_sigmas,
+            band=getattr(self.policy, "spread_band", 0),
+        )
         return names, outcome, stale
 
     def _note_judged(

@@ -66,6 +66,18 @@ def test_when_every_candidate_is_over_the_least_over_pass_all_the_same():
     assert set(out.let_through) == {"b", "c"} and set(out.failed) == {"a"}
 
 
+def test_when_every_candidate_is_over_those_within_the_band_of_the_least_over_pass_too():
+    # excess in rounded points: a 9, b 5, c 11, d 10; the band reaches 5 + 5 = 10
+    nodes = [node("a", 99.0), node("b", 95.0), node("c", 101.0), node("d", 100.0)]
+    out = filter_nodes(facts(), nodes, DEFAULT_THRESHOLDS, band=5)
+    assert out.all_over
+    assert out.passed == ["a", "b", "d"] and set(out.let_through) == {"a", "b", "d"}
+    assert set(out.failed) == {"c"}
+    # a node under its thresholds still passes alone: the band is for the all-over case only
+    out = filter_nodes(facts(), [node("a", 91.0), node("b", 89.0)], DEFAULT_THRESHOLDS, band=5)
+    assert out.passed == ["b"] and not out.all_over and set(out.failed) == {"a"}
+
+
 def test_an_exempt_pod_has_no_node_rejected_and_is_told_which_were_over():
     nodes = [node("a", 99.0), node("b", 20.0)]
     out = filter_nodes(facts(), nodes, DEFAULT_THRESHOLDS, exempt=True)

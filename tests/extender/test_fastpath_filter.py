@@ -256,7 +256,12 @@ def _both(
     if got is not None:
         states = build_states(names, infos, snap, fresh=True, ledger=ledger, cluster=None)
         assert got == filter_nodes(
-            pod, states, DEFAULT, exempt=exempt, sigmas=fast.policy.peak_sigmas
+            pod,
+            states,
+            DEFAULT,
+            exempt=exempt,
+            sigmas=fast.policy.peak_sigmas,
+            band=fast.policy.spread_band,
         )
     return got
 
@@ -281,19 +286,24 @@ def test_rounding_at_the_threshold_is_go_round_half_away_from_zero():
 
 
 def test_every_candidate_over_keeps_the_least_over_and_exempt_pods_pass_everywhere():
-    fast = LeastUsedFastPath(LeastUsed(weights={"cpu": 1, "memory": 1}))
-    names = ["a", "b", "c"]
+    names = ["a", "b", "c", "d"]
     infos = {n: NodeInfo(n, 1000, GI, 1000, GI) for n in names}
-    cpu = {"a": 95.0, "b": 93.0, "c": 93.0}  # b and c share the least excess
+    # b and c share the least excess (3 points), a is 2 more, d 6 more
+    cpu = {"a": 95.0, "b": 93.0, "c": 93.0, "d": 99.0}
     snap = LoadSnapshot(
         "s", 0, 0, {n: NodeLoad(ResourceLoad(c), ResourceLoad(10.0)) for n, c in cpu.items()}
     )
     pod = PodFacts("p", "p", "ns", Usage(), 0, 0, 0)
     ledger = Ledger()
-    got = _both(fast, pod, names, infos, snap, ledger)
-    assert got.passed == ["b", "c"] and list(got.failed) == ["a"] and got.all_over
-    exempt = _both(fast, pod, names, infos, snap, ledger, exempt=True)
-    assert exempt.passed == names and not exempt.failed and len(exempt.let_through) == 3
+    alone = LeastUsedFastPath(LeastUsed(weights={"cpu": 1, "memory": 1}, spread_band=0))
+    got = _both(alone, pod, names, infos, snap, ledger)
+    assert got.passed == ["b", "c"] and list(got.failed) == ["a", "d"] and got.all_over
+    # with the spreading band (least-used's default, 5 points) a passes too, d stays out
+    banded = LeastUsedFastPath(LeastUsed(weights={"cpu": 1, "memory": 1}))
+    got = _both(banded, pod, names, infos, snap, ledger)
+    assert got.passed == ["a", "b", "c"] and list(got.failed) == ["d"] and got.all_over
+    exempt = _both(banded, pod, names, infos, snap, ledger, exempt=True)
+    assert exempt.passed == names and not exempt.failed and len(exempt.let_through) == 4
 
 
 def test_pending_placements_count_at_the_filters_figure_and_resizes_are_seen():

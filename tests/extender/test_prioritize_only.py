@@ -117,12 +117,16 @@ def test_one_node_left_at_the_bottom_step_still_ranks_above_the_lowest():
     assert _scores(ext, _body(pod, ["busy", "hot"], objects=False)) == {"busy": 1, "hot": 0}
 
 
-def test_when_every_node_is_over_the_least_over_is_not_scored_lowest():
-    loads = {"a": (95.0, 10.0), "b": (99.0, 10.0)}
-    ext = _extender(loads, filter_enabled=False, fast=False)
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "general"])
+def test_when_every_node_is_over_the_least_over_is_not_scored_lowest(fast):
+    """Every node over 90 % CPU: the least over (a, 5 points) and those within least-used's
+    spreading band of it (b, 9 points; the filter's rule, ``decide.filter_nodes``) keep
+    their scores, so the policy ranks them; c, 11 points over, is scored lowest."""
+    loads = {"a": (95.0, 10.0), "b": (99.0, 10.0), "c": (101.0, 10.0)}
+    ext = _extender(loads, filter_enabled=False, fast=fast)
     pod = pod_json(container({"cpu": "10m", "memory": "16Mi"}), uid="u3")
-    scores = _scores(ext, _body(pod, ["a", "b"], objects=False))
-    assert scores["b"] == 0 and scores["a"] > 0, scores
+    scores = _scores(ext, _body(pod, ["a", "b", "c"], objects=True))
+    assert scores["c"] == 0 and scores["a"] > scores["b"] > 0, scores
 
 
 def test_a_daemonset_pod_is_scored_on_every_node_as_usual():
