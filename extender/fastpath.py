@@ -729,6 +729,18 @@ class LeastUsedFastPath:
                     scores[k] = score
                 crowded = sorted({*crowded, *lowered})
         band = self.policy.spread_band
+        over = known.among(view.over) if view.over else []
+        if over and max(scores) <= band:
+            # The view holds a node over capacity at 0; its own score is below 0
+            # (``least_used``). With the best within the spreading band of 0, how far over
+            # each is can change the band's set and the winner, so they score as the
+            # general path scores them. Every node over is this case: once the pods the
+            # ledger counts fill every node (a burst larger than the cluster, before a
+            # reading shows them), the general path's Python scoring ran 6.6x slower per
+            # request (docs/benchmarks.md).
+            scores = list(scores)
+            for k in over:
+                scores[k] = view.over[positions[k]]
         if spread and band:
             # then among the near-best, as ``decide.prioritize`` (``spread.near_best``)
             same = [spread.get(name, 0) for name in known.names]
@@ -742,21 +754,15 @@ class LeastUsedFastPath:
             # the tie-break reads the same ledger counts the scores did (to_priorities)
             return list(map(_PODS, map(recent.get, tied, repeat(_NOTHING))))
 
-        top = max(scores)  # the view keeps scores within 0..100 (_View.rescore)
-        over = known.among(view.over) if view.over else []
-        if over and top <= band:
-            # nodes over capacity (held at 0 here) and the best within the spreading band
-            # of 0: how far over each is can change the winner or the band's set, which
-            # the general path works out from their own scores
-            return None
+        top = max(scores)  # below 0 only when every node is over capacity
         # the ledger's totals drop a node with no entries, so every busy one is in it
         busy = recent if isinstance(recent, NodeTotals) else None
         win = _winner(known.names, scores, top, counts, busy)
-        step = PRIORITY_OF[top]
+        step = PRIORITY_OF[max(top, 0)]  # every score at or below 0 answers 0
         parts = list(known.get(view.parts_for(table, step)))
         stepped = _STEP_TABLES[step]
         for k in crowded:  # their pieces for the lowered score
-            parts[k] = table.pieces[positions[k]][stepped[scores[k]]]
+            parts[k] = table.pieces[positions[k]][stepped[max(scores[k], 0)]]
         parts[win] = table.pieces[positions[win]][_winner_step(step, len(scores))]
         body = b"[" + b",".join(parts) + b"]"
         look: Figures | None = None
