@@ -7,8 +7,13 @@ pod meant for another contender is never bound by this one:
 - ``stock``: the lab's kube-scheduler (k8s.io/kubernetes v1.36.4, lab/build) with its default
   plugins;
 - ``loadwise-<policy>``: the same binary plus the real loadwise-extender process on loopback
-  HTTP, configured as docs/contracts.md describes and reading the lab's load-watcher, with the
-  ``extenders:`` entry the Ansible role writes (tests/lab/e2e.py builds the same one);
+  HTTP, configured as docs/contracts.md describes, with the ``extenders:`` entry the Ansible
+  role writes (tests/lab/e2e.py builds the same one), reading load where the role's defaults
+  point it: metrics.k8s.io (``loadwise_extender_source: metrics-server``); in a scenario whose
+  load source is Prometheus, the lab's load-watcher over it, the source that gives the
+  standard deviation the variance-aware policies read;
+- ``loadwise-least-used-lw``: least-used reading the lab's load-watcher in every scenario, as
+  Trimaran does: load-watcher collects once a minute, metrics-server scrapes every 15 s;
 - ``trimaran-tlp`` / ``trimaran-lvrb``: kube-scheduler built from sigs.k8s.io/scheduler-plugins
   v0.34.7 (``lab/build trimaran-scheduler``) with TargetLoadPacking or
   LoadVariationRiskBalancing at their default arguments, reading the same load-watcher, at
@@ -149,6 +154,8 @@ class Contender:
     """A Trimaran contender's score weight for its plugin."""
     descheduler: bool = False
     """The lab's descheduler runs beside the scheduler (steady scenarios only)."""
+    watcher_only: bool = False
+    """A loadwise contender reads load-watcher whatever the scenario's source."""
 
     def fits(self, steady: bool) -> bool:
         """Whether this contender runs in a scenario (steady or not): the descheduler
@@ -161,7 +168,9 @@ class Contender:
         return TRIMARAN_BINARY if self.kind == "trimaran" else "kube-scheduler"
 
     @contextlib.contextmanager
-    def start(self, lab: Lab, workdir: Path, *, verbosity: int = 0) -> Iterator[Launched]:
+    def start(
+        self, lab: Lab, workdir: Path, *, verbosity: int = 0, source: str = "metrics-server"
+    ) -> Iterator[Launched]:
         """Start this contender's scheduler (and extender) against ``lab``; stop both after.
         Yields when the scheduler process was launched (``time.monotonic()``, after the
         extender is ready), the start of a backlog run's drain, and the processes that
@@ -170,7 +179,8 @@ class Contender:
         Configs go to ``workdir``, and so do the logs when it stops:
         ``<name>.scheduler.log`` (this run's part of the lab's kube-scheduler log) and
         ``<name>.extender.log``. ``verbosity`` is kube-scheduler's ``-v`` (Trimaran's plugins
-        log the metrics each score used at 6).
+        log the metrics each score used at 6). ``source``: where the scenario's load is read
+        (its ``steady.source``), which a loadwise contender follows (``extender_settings``).
         """
         workdir.mkdir(parents=True, exist_ok=True)
         binary = _binary(lab, self.binary)
@@ -180,7 +190,7 @@ class Contender:
         extender: Child | None = None
         try:
             if self.kind == "loadwise":
-                extender = _start_extender(self, lab, workdir)
+                extender = _start_extender(self, lab, workdir, source)
             elif self.kind == "null":
                 extender = _start_null_extender(self, workdir)
             config = workdir / f"{self.name}.scheduler.yaml"
@@ -246,28 +256,35 @@ def scheduler_config(
 
 
 def extender_settings(
-    contender: Contender, load_watcher_url: str, kubeconfig: str
+    contender: Contender, load_watcher_url: str, kubeconfig: str, source: str = "metrics-server"
 ) -> dict[str, Any]:
     """The extender's config file (docs/contracts.md) for a loadwise contender: its policy at
-    default arguments, the lab's load-watcher at the default refresh (30 s, the same period as
-    Trimaran's collector, pkg/trimaran/collector.go ``metricsUpdateIntervalSeconds``), events
-    at their defaults (on with a kubeconfig, 60 a minute), as an operator would run it."""
+    default arguments, events at their defaults (on with a kubeconfig, 60 a minute), as an
+    operator would run it; load read at the default refresh (30 s, the same period as
+    Trimaran's collector, pkg/trimaran/collector.go ``metricsUpdateIntervalSeconds``) from
+    metrics.k8s.io, the role's default, or from the lab's load-watcher where the scenario's
+    ``source`` is Prometheus (load-watcher then reports each node's mean and standard
+    deviation) or the contender reads it always (``watcher_only``)."""
     if contender.kind != "loadwise" or contender.policy is None:
         raise ContenderError(f"{contender.name} has no extender")
+    if contender.watcher_only or source == "prometheus":
+        reads: dict[str, Any] = {"kind": "load-watcher", "url": load_watcher_url}
+    else:
+        reads = {"kind": "metrics-server"}
     return {
         "listen": f"{EXTENDER_HOST}:{EXTENDER_PORT}",
         "kubeconfig": kubeconfig,
         "policy": contender.policy,
-        "source": {"kind": "load-watcher", "url": load_watcher_url},
+        "source": reads,
         "filter": {"enabled": contender.filter_verb},
     }
 
 
-def _start_extender(contender: Contender, lab: Lab, workdir: Path) -> Child:
+def _start_extender(contender: Contender, lab: Lab, workdir: Path, source: str) -> Child:
     """``python -m loadwise.extender`` from this checkout (not whatever ``loadwise-extender`` the
     virtualenv's install points at), waited for until ``/readyz`` answers 200."""
     config = workdir / f"{contender.name}.extender.yaml"
-    settings = extender_settings(contender, lab.load_watcher_url, lab.kubeconfig)
+    settings = extender_settings(contender, lab.load_watcher_url, lab.kubeconfig, source)
     # each decision's predicted node use: benchmarks/placement/prediction.py reads it
     settings["estimator"] = {"decision_log": str(workdir / f"{contender.name}.decisions.jsonl")}
     config.write_text(yaml.safe_dump(settings))
@@ -398,6 +415,13 @@ CONTENDERS: dict[str, Contender] = {
     for c in (
         Contender("stock", "stock"),
         Contender("loadwise-least-used", "loadwise-least-used", "loadwise", "least-used"),
+        Contender(
+            "loadwise-least-used-lw",
+            "loadwise-least-used-lw",
+            "loadwise",
+            "least-used",
+            watcher_only=True,
+        ),
         Contender("loadwise-tlp", "loadwise-tlp", "loadwise", "target-load-packing"),
         Contender("loadwise-lvrb", "loadwise-lvrb", "loadwise", "load-variation-risk-balancing"),
         Contender("trimaran-tlp", "trimaran-tlp", "trimaran", "TargetLoadPacking"),

@@ -60,7 +60,8 @@ def run(
             create_all(lab, scenario, contender.scheduler_name, created)
             log(f"{scenario.name}: {len(created)} pods created before the scheduler starts")
         log(f"{scenario.name}: starting {contender.name}")
-        with contender.start(lab, wd) as launched:
+        source = scenario.steady.source if scenario.steady is not None else "metrics-server"
+        with contender.start(lab, wd, source=source) as launched:
             started = launched.at if isinstance(launched, Launched) else None
             pids = launched.pids if isinstance(launched, Launched) else ()
             decisions = DecisionWatch(lab, scenario.pod_count, pids)

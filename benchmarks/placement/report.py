@@ -77,6 +77,7 @@ ORDER = (
     "stock",
     "stock+descheduler",
     "loadwise-least-used",
+    "loadwise-least-used-lw",
     "loadwise-tlp",
     "loadwise-lvrb",
     "trimaran-tlp",

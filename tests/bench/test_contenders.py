@@ -15,11 +15,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
 from benchmarks.placement.contenders import (
     CONTENDERS,
     FAIR_TRIMARAN_WEIGHT,
+    REPO,
     SCHEDULER_BURST,
     SCHEDULER_QPS,
     Contender,
@@ -40,6 +42,7 @@ WATCHER = "http://127.0.0.1:2020"
 WANTED = {
     "stock",
     "loadwise-least-used",
+    "loadwise-least-used-lw",
     "loadwise-tlp",
     "loadwise-lvrb",
     "trimaran-tlp",
@@ -93,13 +96,22 @@ def test_loadwise_contenders_call_their_extender_on_loopback(name):
     # no plugin changes: stock kube-scheduler plus the extender
     assert set(cfg["profiles"][0]) == {"schedulerName"}
 
-    settings = load_settings(overrides=extender_settings(c, WATCHER, "/run/admin.kubeconfig"))
-    assert settings.policy == c.policy and settings.policy in POLICY_NAMES
-    # the extender scores nodes over their thresholds lowest exactly when nothing filters
-    assert settings.filter.enabled is c.filter_verb
-    assert settings.source.kind == "load-watcher" and settings.source.url == WATCHER
-    # the scheduler calls the address the extender listens on
-    assert settings.host_port == (url.hostname, url.port)
+    role = yaml.safe_load((REPO / "roles/loadwise_extender/defaults/main.yml").read_text())
+    for source in ("metrics-server", "prometheus"):
+        got = extender_settings(c, WATCHER, "/run/admin.kubeconfig", source)
+        settings = load_settings(overrides=got)
+        assert settings.policy == c.policy and settings.policy in POLICY_NAMES
+        # the extender scores nodes over their thresholds lowest exactly when nothing filters
+        assert settings.filter.enabled is c.filter_verb
+        # where the role points it by default, but for the mean and deviation of a
+        # Prometheus-backed load-watcher; the "-lw" contender reads load-watcher always
+        if source == "prometheus" or c.watcher_only:
+            assert settings.source.kind == "load-watcher" and settings.source.url == WATCHER
+        else:
+            assert settings.source.kind == role["loadwise_extender_source"] == "metrics-server"
+        assert settings.source.refresh_seconds == role["loadwise_extender_refresh_seconds"]
+        # the scheduler calls the address the extender listens on
+        assert settings.host_port == (url.hostname, url.port)
 
 
 def test_the_three_loadwise_policies_are_all_covered():
