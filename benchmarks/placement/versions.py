@@ -73,6 +73,8 @@ def contender_table(names: Sequence[str]) -> list[str]:
             what, weight = f"Trimaran {c.policy} plugin", str(c.plugin_weight)
         elif c.kind == "loadwise":
             what, weight = f"loadwise extender, {c.policy}", str(extender_weight())
+            if c.watcher_only:
+                what += ", reading load-watcher"
         elif c.kind == "null":
             what, weight = "null extender (scores 0)", str(extender_weight())
         else:
@@ -90,6 +92,10 @@ def contender_table(names: Sequence[str]) -> list[str]:
         "and a plugin have the same say. The Trimaran scheduler is the kube-scheduler "
         "scheduler-plugins is released on; against the lab's API server it is outside "
         "Kubernetes' version skew policy when its minor is more than one behind "
-        "(lab/VERSIONS.md).",
+        "(lab/VERSIONS.md). The loadwise extender reads load where the Ansible role points "
+        "it by default, metrics.k8s.io (metrics-server scrapes every 15 s); in a scenario "
+        "whose load is read through Prometheus, load-watcher over it, which gives each "
+        "node's mean and standard deviation; Trimaran reads load-watcher, which collects "
+        "once a minute (runs before 2026-11-30 07:00 UTC: loadwise read load-watcher too).",
         "",
     ]
