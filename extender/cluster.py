@@ -233,13 +233,14 @@ class ClusterWatch:
             return
         node, load = known
         self._off_node(key, node)
+        # Seen now (a watch event arrives within a second or so of the change; after a
+        # relist, the time of the list): the load source's reading may predate it.
+        now = self._clock()
         if self._inflight is not None:
             # what it was last measured using comes off, not its estimate: a departed pod
             # that used 4x its request would otherwise leave 3/4 of its use behind
-            load = self._inflight.departure(key, load)
-        # Seen now (a watch event arrives within a second or so of the change; after a
-        # relist, the time of the list): the load source's reading may predate it.
-        self._placements.depart(key, node, load, self._clock())
+            load = self._inflight.departure(key, load, now)
+        self._placements.depart(key, node, load, now)
 
     def _off_node(self, key: str, node: str) -> None:
         pods = self._by_node.get(node)

@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import deque
 from collections.abc import Callable, Mapping
 
 import msgspec
 
+from .churn import Stay
 from .estimate import PodFacts
 from .ledger import Ledger, Placement
 from .model import DEFAULT_SETTLE_SECONDS, LoadSnapshot, PodLoad, Usage
@@ -63,6 +65,9 @@ REQUEST_MODE = "request"  # estimator.mode: the request rule alone
 ESTIMATES = (LEARNED, DELTA, REQUEST_RULE)
 # Pods tracked (bound or assumed): the same order as the pod store's cap.
 MAX_TRACKED = 200_000
+# Pods gone, kept with their stay for the deviation they made (``churn``): a few bursts
+# of a busy cluster's windows; the oldest go first.
+MAX_STAYS = 50_000
 # metrics-server's default --metric-resolution: how often it scrapes, and the span its
 # CPU figures are rates over.
 RESOLUTION_SECONDS = 15.0
@@ -229,6 +234,8 @@ class InFlight:
         # does not move while pods keep coming made every request O(pods in it))
         self._dirty: set[str] = set()
         self._departed: dict[str, PodLoad] = {}  # ledger key -> what the departure took off
+        # (node, stay) of the pods gone, in the order they left (``stays``)
+        self._gone: deque[tuple[str, Stay]] = deque(maxlen=MAX_STAYS)
         self.taken: dict[str, int] = dict.fromkeys((LEARNED, REQUEST_RULE), 0)
         """How many pods were estimated each way (exported on /metrics)."""
 
@@ -310,17 +317,40 @@ class InFlight:
             return {}
         return self._owners.get(owner, {})
 
-    def departure(self, key: str, estimate: PodLoad) -> PodLoad:
+    def departure(self, key: str, estimate: PodLoad, left_at: float | None = None) -> PodLoad:
         """What a pod leaving takes off its node: its last measured use, else
-        ``estimate``; and it is no longer tracked."""
+        ``estimate``; and it is no longer tracked. With ``left_at``, its stay is kept
+        for the deviation it made (``stays``)."""
         old = self._pods.get(key)
         measured = self.store.get(old.name) if old is not None else None
         self.untrack(key)
-        if measured is None and old is not None:
-            return old.base
-        if measured is None:
+        if old is None:
             return estimate
-        return measured_load(measured, estimate.tlp_cpu_millis)
+        load = old.base if measured is None else measured_load(measured, estimate.tlp_cpu_millis)
+        if left_at is not None:
+            use = load.usage
+            self._gone.append((old.node, (old.at, left_at, use.cpu_millis, use.memory_bytes)))
+        return load
+
+    def stays(self, since: float) -> dict[str, list[Stay]]:
+        """Per node, the pods that came after ``since`` (still there) or left after it,
+        with their times and use (measured, else their estimate): what ``churn`` needs
+        for a window starting at ``since``. Stays that ended before it are dropped; the
+        windows of later readings start later."""
+        gone = self._gone
+        while gone and gone[0][1][1] <= since:
+            gone.popleft()
+        out: dict[str, list[Stay]] = {}
+        for node, stay in gone:
+            out.setdefault(node, []).append(stay)
+        store = self.store
+        for pod in self._pods.values():
+            if pod.at > since:
+                measured = store.get(pod.name)
+                use = pod.base.usage if measured is None else measured
+                stay = (pod.at, math.inf, use.cpu_millis, use.memory_bytes)
+                out.setdefault(pod.node, []).append(stay)
+        return out
 
     def departure_of(self, key: str, name: str, estimate: PodLoad) -> PodLoad:
         """``departure`` for a pod known by ``name`` (``namespace/name``) even if untracked."""

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import msgspec
 from prometheus_client import CollectorRegistry, Counter
 
+from .churn import without_churn
 from .cluster import ClusterView
 from .config import Settings
 from .decide import FilterOutcome, Ranked, best, filter_nodes, prioritize
@@ -281,6 +282,9 @@ class Extender:
         """Node sizes learnt from full-Node requests (nodeCacheCapable: false)."""
         self._shapes: dict[bytes, PodFacts] = {}
         self._checked: tuple[LoadSnapshot | None, LoadSnapshot | None] = (None, None)
+        # nodes of the checked snapshot with a deviation but no size known when it was
+        # checked: once one has a size, the snapshot is checked again (``_snapshot``)
+        self._unsized: list[str] = []
         self.sizes_unknown = False
         """Set when a names-only request named nodes whose size nobody knows."""
         self._prune_task: asyncio.Task[None] | None = None
@@ -429,10 +433,20 @@ class Extender:
         its source checked it already (the usual case)."""
         snap = self.refresher.snapshot
         last_in, last_out = self._checked
-        if snap is None or snap is last_in:
+        if snap is None or (
+            snap is last_in and not any(self.size_of(n) is not None for n in self._unsized)
+        ):
             out = None if snap is None else last_out
         else:
             out = validated(snap)
+            deviating = [n for n, load in out.nodes.items() if load.cpu.std or load.memory.std]
+            if deviating:
+                # deviations over a window: less the part the pods' comings and goings
+                # made, which the extender counts on its own (``churn``); it needs the
+                # node's size, which a request may tell only after this one
+                since = out.window_end - out.settle_seconds
+                out = without_churn(out, self.inflight.stays(since), self.size_of, self._created)
+            self._unsized = [n for n in deviating if self.size_of(n) is None]
             self._checked = (snap, out)
         # what the ledger counts beside this reading, corrected by the pods' measured use
         # (``inflight``): here, so the fast path and the general path read the same
@@ -674,19 +688,21 @@ class Extender:
 
     def _fast_inputs(self, args: ExtenderArgs | PrioritizeArgs, now: float) -> _FastInputs | None:
         """What the fast path (see ``fastpath``) reads, when it applies, else None."""
-        snap = self._snapshot()
         # (the policy may have been swapped since, in tests)
         fast = self.fast_path if self.fast_path and self.fast_path.policy is self.policy else None
-        if fast is None or snap is None or not self.refresher.fresh(now):
+        if fast is None or not self.refresher.fresh(now):
             return None
-        recent = self.ledger.recent(snap.window_end - snap.settle_seconds)
         infos: Mapping[str, NodeInfo]
         if args.node_names is not None and args.nodes is None:
             # Look sizes up where the watch keeps them, without copying them per request.
             names = args.node_names
             infos = self.cluster.nodes if self.cluster is not None else self.node_sizes.known
         else:
-            names, infos = self._infos(args)
+            names, infos = self._infos(args)  # first: the snapshot's check reads the sizes
+        snap = self._snapshot()
+        if snap is None:
+            return None
+        recent = self.ledger.recent(snap.window_end - snap.settle_seconds)
         return _FastInputs(fast, snap, recent, names, infos)
 
     def _records(self, pod: PodFacts) -> bool:
