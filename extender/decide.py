@@ -9,14 +9,8 @@ import msgspec
 from .estimate import PodFacts, demand_after, go_round
 from .model import NodeInfo, NodeState
 from .policies.base import MAX_SCORE, PRIORITY_OF, NodeScore, Policy, to_extender_priority
-from .policies.least_used import (
-    LeastUsed,
-    harmless,
-    hottest_raises,
-    less_for_raising,
-    raised_note,
-)
-from .policies.spread import among_harmless, near_best
+from .policies.least_used import LeastUsed, hottest_raises, less_for_raising, raised_note
+from .policies.spread import near_best
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -231,9 +225,8 @@ def prioritize(
     pending = {n.name: n.pending_pods for n in nodes}
     scores = [d.score for d in details]
     raised: dict[int, str] = {}  # the nodes the hottest-node term lowered, and why
-    uses = [policy.uses(pod, n) for n in nodes] if isinstance(policy, LeastUsed) else None
-    if isinstance(policy, LeastUsed) and policy.hottest_weight and uses is not None:
-        raises = hottest_raises(uses)
+    if isinstance(policy, LeastUsed) and policy.hottest_weight:
+        raises = hottest_raises([policy.uses(pod, n) for n in nodes])
         for i, (score, by) in enumerate(zip(scores, raises, strict=True)):
             lowered = less_for_raising(score, by, policy.hottest_weight)
             if lowered != score:
@@ -241,11 +234,8 @@ def prioritize(
                 details[i] = NodeScore(lowered, details[i].why + raised[i])
                 scores[i] = lowered
     band: int = getattr(policy, "spread_band", 0)
-    if band:  # the spreading terms (policies.spread): among the near-best, the harmless
-        same = [n.same_owner for n in nodes]
-        spread = near_best(scores, same, band)
-        if uses is not None and any(same):
-            spread = among_harmless(spread, same, harmless(uses))
+    if band:  # the spreading term among the near-best (policies.spread.near_best)
+        spread = near_best(scores, [n.same_owner for n in nodes], band)
         details = [
             d if s == d.score else NodeScore(s, f"{d.why}; spread: {n.same_owner} of its set here")
             for d, s, n in zip(details, spread, nodes, strict=True)

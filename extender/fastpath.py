@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, filterfalse, islice, repeat
-from operator import add, attrgetter, eq, getitem, gt, itemgetter, mul, not_, sub, truediv
+from operator import attrgetter, eq, getitem, gt, itemgetter, mul, not_, sub, truediv
 from typing import Any
 
 import msgspec
@@ -54,7 +54,7 @@ from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
 from .policies.least_used import least_used, less_for_raising, level_weights
-from .policies.spread import among_harmless, near_best, spread_score
+from .policies.spread import near_best, spread_score
 
 __all__ = ["FastAnswer", "LeastUsedFastPath"]
 
@@ -586,16 +586,16 @@ class _Positions:
         return [where[i] for i in indices if i in where]
 
 
-Uses = list[tuple[list[float], list[float], float]]
-"""Per weighed resource: every request node's use after placement and before, and the
-highest before (``LeastUsed.uses``, ``least_used.hottest_raises``)."""
-
-
-def _uses(table: _Table, view: _View, known: _Positions) -> Uses | None:
-    """The request's nodes' uses, or None when a weighed resource has an allocatable of 0
-    (the general path leaves it out). The percentages are the general path's expressions
-    (``LeastUsed.uses``), so equal to the bit; the per-node work is C-level maps."""
-    measured: Uses = []
+def _less_for_raising(
+    table: _Table, view: _View, known: _Positions, scores: Sequence[int], weight: float
+) -> tuple[dict[int, int], dict[int, float]] | None:
+    """``decide.prioritize``'s hottest-node term (``least_used.hottest_raises``) over the
+    request's nodes: the positions whose score it lowers, with the lowered score and by
+    how much each raised the hottest; None when a weighed resource has an allocatable of
+    0 (the general path leaves it out).
+    The percentages are the general path's expressions (``LeastUsed.uses``), so equal to
+    the bit; the per-node work is C-level maps but for the few nodes above the top."""
+    measured: list[tuple[list[float], float]] = []  # per weighed resource: after, top
     for w, used_all, alloc_all, own in (
         (table.wc, view.cpu_used, table.cpu_alloc, view.pc),
         (table.wm, view.mem_used, table.mem_alloc, view.pm),
@@ -607,34 +607,11 @@ def _uses(table: _Table, view: _View, known: _Positions) -> Uses | None:
             return None
         used = known.get(used_all)
         after = list(map(truediv, map(mul, repeat(100), used), allocs))
-        before = list(map(truediv, map(mul, repeat(100), map(sub, used, repeat(own))), allocs))
-        measured.append((after, before, max(before, default=0.0)))
-    return measured
-
-
-def _harmless(measured: Uses, count: int) -> list[bool]:
-    """``least_used.harmless`` over the request's nodes, with the same expressions."""
-    fine = [bool(measured)] * count
-    highest = max((top for _, _, top in measured), default=0.0)
-    for after, before, top in measured:
-        if not top + top >= highest:
-            continue  # not a hot resource
-        for k in compress(
-            range(count), map(gt, map(add, after, map(sub, after, before)), repeat(top))
-        ):
-            fine[k] = False
-    return fine
-
-
-def _less_for_raising(
-    measured: Uses, scores: Sequence[int], weight: float
-) -> tuple[dict[int, int], dict[int, float]]:
-    """``decide.prioritize``'s hottest-node term (``least_used.hottest_raises``) over the
-    request's nodes: the positions whose score it lowers, with the lowered score and by
-    how much each raised the hottest; C-level maps but for the few nodes above the top."""
+        before = map(truediv, map(mul, repeat(100), map(sub, used, repeat(own))), allocs)
+        measured.append((after, max(before, default=0.0)))
     raised: dict[int, float] = {}
-    weights = level_weights([top for _, _, top in measured])
-    for (after, _, top), level in zip(measured, weights, strict=True):
+    weights = level_weights([top for _, top in measured])
+    for (after, top), level in zip(measured, weights, strict=True):
         for k in compress(range(len(after)), map(gt, after, repeat(top))):
             raised[k] = raised.get(k, 0.0) + (after[k] - top) * level
     lowered: dict[int, int] = {}
@@ -740,20 +717,18 @@ class LeastUsedFastPath:
                     scores[k] = spread_score(scores[k], spread[name], total, spread_weight)
                 crowded = list(where.values())
         weight = self.policy.hottest_weight
-        band = self.policy.spread_band
         raised: dict[int, float] = {}
-        measured: Uses | None = None
-        if weight or (spread and band):
-            measured = _uses(table, view, known)
-            if measured is None:
+        if weight:
+            got = _less_for_raising(table, view, known, scores, weight)
+            if got is None:
                 return None  # a node of no size for a weighed resource: the general path's
-        if weight and measured is not None:
-            lowered, raised = _less_for_raising(measured, scores, weight)
+            lowered, raised = got
             if lowered:
                 scores = list(scores)
                 for k, score in lowered.items():
                     scores[k] = score
                 crowded = sorted({*crowded, *lowered})
+        band = self.policy.spread_band
         over = known.among(view.over) if view.over else []
         if over and max(scores) <= band:
             # The view holds a node over capacity at 0; its own score is below 0
@@ -770,8 +745,6 @@ class LeastUsedFastPath:
             # then among the near-best, as ``decide.prioritize`` (``spread.near_best``)
             same = [spread.get(name, 0) for name in known.names]
             spreaded = near_best(scores, same, band)
-            if measured is not None and any(same):
-                spreaded = among_harmless(spreaded, same, _harmless(measured, len(same)))
             moved = [k for k, (a, b) in enumerate(zip(scores, spreaded, strict=True)) if a != b]
             if moved:
                 scores = spreaded

@@ -26,7 +26,6 @@ __all__ = [
     "NO_DATA",
     "RESOURCES",
     "LeastUsed",
-    "harmless",
     "hottest_raises",
     "least_used",
     "level_weights",
@@ -130,41 +129,6 @@ def hottest_raises(uses: Sequence[tuple[tuple[float, float] | None, ...]]) -> li
                 total += (use[0] - tops[r]) * weights[r]
         raises.append(total)
     return raises
-
-
-def harmless(uses: Sequence[tuple[tuple[float, float] | None, ...]]) -> list[bool]:
-    """Per node, whether placing the pod there leaves the node at least the pod's own use
-    below the hottest node among ``uses`` (before placement) in every resource that is hot:
-    a node the pod can go to without raising the hottest, with room for one more like it
-    (``spread.among_harmless``). False for a node without data for such a resource.
-
-    A resource is hot when its hottest node is at least half as used as the hottest of
-    any resource. In one far below, where the nodes differ only by the pods placed, the
-    node holding fewest of them was the coolest and the others all within a pod of the
-    hottest: none was harmless, in a cluster whose memory was at 20 % and CPU at 45 %
-    (tests/extender/test_estimator_service.py).
-
-    ``uses``: as ``hottest_raises`` reads them, per node and resource (after, before)."""
-    count = max((len(u) for u in uses), default=0)
-    # a resource no node has data for (not weighed) is left out, and one not hot
-    known = {
-        r: max(v[1] for u in uses if (v := u[r]) is not None)
-        for r in range(count)
-        if any(u[r] is not None for u in uses)
-    }
-    highest = max(known.values(), default=0.0)
-    tops = {r: top for r, top in known.items() if top + top >= highest}
-    read = list(tops)
-    out: list[bool] = []
-    for node in uses:
-        fine = bool(read)
-        for r in read:
-            use = node[r]
-            if use is None or use[0] + (use[0] - use[1]) > tops[r]:
-                fine = False
-                break
-        out.append(fine)
-    return out
 
 
 def less_for_raising(score: int, raised: float, weight: float = HOTTEST_WEIGHT) -> int:

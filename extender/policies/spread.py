@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["SPREAD_BAND", "among_harmless", "near_best", "spread_factor", "spread_score"]
+__all__ = ["SPREAD_BAND", "near_best", "spread_factor", "spread_score"]
 
 SPREAD_BAND = 5
 """Points of the 0..100 score. One 250m pod on a 4-core node moves least-used's CPU part by
@@ -63,38 +63,6 @@ def near_best(scores: Sequence[int], same: Sequence[int], band: int = SPREAD_BAN
         others = [s for i, s in enumerate(out) if i != only and s > 0]
         if others and out[only] >= max(others):
             out[only] = max(others) - 1
-    return out
-
-
-def among_harmless(
-    scores: Sequence[int], same: Sequence[int], harmless: Sequence[bool]
-) -> list[int]:
-    """``scores`` with the set spread over the nodes the pod cannot make hot: ``harmless[i]``
-    says node ``i`` stays, with the pod, at least the pod's own use below the hottest node
-    in every resource (``least_used.harmless``). When the best-scoring node is such a node,
-    the best of those holding the fewest of the set (``same``) wins: every node scoring as
-    high or higher comes just below it. Load decides otherwise, and a node scoring 0 or
-    less (over capacity, no data) is never chosen for spreading's sake. A new list.
-
-    The spreading band (``near_best``) counts in score points, and a node's score moves
-    with its load: where nodes of one size differ by their backgrounds more than the band,
-    a set of small pods went wherever the load was least and piled up there, a workload's
-    7 replicas at 43 % on one node of five where the request-counting scheduler had 29 %
-    (the placement benchmark's generated gen-3111-1), while placing them on any node but
-    the hottest changed no node's peak. A pod as large as the gaps between nodes makes no
-    node harmless but the emptiest, and load decides as before."""
-    out = list(scores)
-    if not any(same) or not scores:
-        return out
-    top = max(scores)
-    if top <= 0 or not any(h for h, s in zip(harmless, scores, strict=True) if s == top):
-        return out
-    pool = [i for i, h in enumerate(harmless) if h and scores[i] > 0]
-    fewest = min(same[i] for i in pool)
-    target = max(scores[i] for i in pool if same[i] == fewest)
-    for i, score in enumerate(scores):
-        if score >= target and not (same[i] == fewest and harmless[i] and score == target):
-            out[i] = target - 1
     return out
 
 

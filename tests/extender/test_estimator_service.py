@@ -431,36 +431,3 @@ def test_every_node_over_still_leaves_prioritize_a_choice_so_a_set_spreads(fast,
         assert alone == 0 and set(where) == {"a", "b"}, where
     else:  # the least over alone each time (the pods counted at their requests move it)
         assert alone == 3 and where[:2] == ["a", "a"], where
-
-
-@pytest.mark.parametrize("fast", [True, False])
-def test_a_set_of_small_pods_spreads_over_nodes_of_one_size_whose_loads_differ(fast):
-    """The generated gen-3111-1's case: five 8-core nodes whose CPU backgrounds differ by
-    15 points and more, a set of 7 pods of 86m (about 1 % of a node). Each went to the node
-    least used, and the set piled on the two coolest (43 % of it on one, against 29 % for the
-    request-counting scheduler): the spreading band is 5 score points. Placing one anywhere
-    but on the hottest node raises no node's peak, so the set goes to the node with the
-    fewest of it among those: at most 2 of 7 on a node. A set of pods as large as the gaps
-    (2 cores each) still goes by load: none onto the hottest node."""
-    loads = {"n1": 30.0, "n2": 15.0, "n3": 45.0, "n4": 16.0, "n5": 31.0}
-    for size, count, most in (("86m", 7, 2), ("2", 4, 4)):
-        more = {"estimator.spread_weight": 0.0}  # the default
-        ext = _extender(FakeClock(T), fast=fast, nodes=tuple(loads), **more)
-        ext.refresher.snapshot = LoadSnapshot(
-            "s",
-            T - 5,
-            T,
-            {n: NodeLoad(ResourceLoad(c), ResourceLoad(20.0)) for n, c in loads.items()},
-            settle_seconds=60.0,
-        )
-        where: dict[str, int] = {}
-        for i in range(count):
-            pod = _pod(f"web-abc-{i}")
-            pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = size
-            nodes = [kubeobjects.node(n, cpu="8", memory="16Gi") for n in loads]
-            args = decode_args(json.dumps({"Pod": pod, "Nodes": {"items": nodes}}).encode())
-            top = max(ext.prioritize(args), key=lambda h: h.score)
-            where[top.host] = where.get(top.host, 0) + 1
-        assert max(where.values()) <= most and "n3" not in where, (size, where)
-        if size == "2":  # by load: the two coolest take them
-            assert set(where) <= {"n2", "n4", "n1", "n5"} and where.get("n2", 0) >= 1, where

@@ -458,31 +458,3 @@ def test_the_reason_says_when_a_use_was_read_at_its_peak():
     why = LeastUsed(peak_sigmas=1.0).score(p, swinging, True).why
     assert "memory 64% (at mean + 1 sd)" in why and "cpu 12%," in why
     assert "sd" not in LeastUsed().score(p, swinging, True).why
-
-
-def test_among_harmless_spreads_a_set_only_where_no_node_gets_hotter():
-    from loadwise.extender.policies.least_used import harmless
-    from loadwise.extender.policies.spread import among_harmless
-
-    # CPU use after and before placing a pod of 1 point, memory alike everywhere and cold
-    uses = [((c + 1.0, c), (10.5, 10.0)) for c in (31.0, 15.0, 45.0, 16.0)]
-    fine = harmless(uses)
-    # the hottest (45) and any node within a pod of it are not; memory is not hot
-    assert fine == [True, True, False, True]
-    scores, same = [60, 80, 50, 79], [0, 2, 0, 1]
-    # the best node is harmless: the best of those with the fewest of the set wins
-    assert among_harmless(scores, same, fine) == [60, 59, 50, 59]
-    # the hottest node, with none of the set, is never chosen for it
-    assert among_harmless([60, 80, 90, 79], same, fine) == [60, 80, 90, 79]
-    # no set, or nothing harmless at the top: load decides
-    assert among_harmless(scores, [0, 0, 0, 0], fine) == scores
-    assert among_harmless(scores, same, [False] * 4) == scores
-    # a node over capacity or without data (score <= 0) is never the one spread to
-    assert among_harmless([-5, 80, 50, 79], [0, 2, 0, 1], fine) == [-5, 78, 50, 79]
-    # a hot memory (at least half the hottest CPU) counts too: node 0's memory is the top
-    hot = [((c + 1.0, c), (m + 1.0, m)) for c, m in ((31.0, 40.0), (15.0, 20.0), (45.0, 20.0))]
-    assert harmless(hot) == [False, True, False]
-    # no data for a hot resource on a node: not harmless; none at all: nothing is
-    some = [((11.0, 10.0), None), ((11.0, 10.0), (6.0, 5.0)), ((31.0, 30.0), (16.0, 15.0))]
-    assert harmless(some) == [False, True, False]
-    assert harmless([(None, None), (None, None)]) == [False, False]
