@@ -96,7 +96,10 @@ class Starter(Protocol):
         """The contender runs the lab's descheduler beside its scheduler (steady runs)."""
         ...
 
-    def start(self, lab: Lab, workdir: Path) -> Any: ...
+    def start(self, lab: Lab, workdir: Path, *, source: str = "metrics-server") -> Any:
+        """Start the scheduler (and extender) against ``lab``, reading load as a scenario
+        whose load source is ``source`` does (``steady.source``)."""
+        ...
 
 
 @dataclass
