@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, filterfalse, islice, repeat
-from operator import attrgetter, eq, getitem, gt, itemgetter, mul, not_, sub, truediv
+from operator import attrgetter, eq, getitem, gt, itemgetter, not_
 from typing import Any
 
 import msgspec
@@ -285,10 +285,18 @@ class _Synced:
 class _View(_Synced):
     """Every table node's score for one pod shape, with the pending totals in it."""
 
-    __slots__ = ("over", "parts", "scores")
+    __slots__ = ("cpu_after", "cpu_before", "mem_after", "mem_before", "over", "parts", "scores")
 
     def __init__(self, table: _Table, pc: float, pm: float) -> None:
         super().__init__(pc, pm)
+        # Per node, its use with the pod and without, in percent of allocatable (0.0 where
+        # that is 0), for the hottest-node term: ``LeastUsed.uses``' expressions, kept as the
+        # scores are, so a request gathers them instead of working out 4 x 1,000 of them
+        # (0.4 of 0.6 ms a request at 1,000 nodes, cProfile).
+        self.cpu_after: list[float] = []
+        self.cpu_before: list[float] = []
+        self.mem_after: list[float] = []
+        self.mem_before: list[float] = []
         self.scores: list[int] = []
         """0..100: a node over capacity (``least_used`` below 0) is held at 0 here."""
         self.over: dict[int, int] = {}
@@ -316,11 +324,29 @@ class _View(_Synced):
             )
         self.cpu_used.extend(cpu)
         self.mem_used.extend(mem)
+        allocs = zip(table.cpu_alloc[start:], table.mem_alloc[start:], strict=True)
+        for k, (ac, am) in enumerate(allocs):
+            self._percents(start + k, ac, cpu[k], am, mem[k])
         self.origin = None
+
+    def _percents(self, i: int, ac: int, cu: float, am: int, mu: float) -> None:
+        """Node ``i``'s uses after and before, as ``LeastUsed.uses`` works them out."""
+        pc, pm = self.pc, self.pm
+        cpu = (100 * cu / ac, 100 * (cu - pc) / ac) if ac else (0.0, 0.0)
+        mem = (100 * mu / am, 100 * (mu - pm) / am) if am else (0.0, 0.0)
+        if i == len(self.cpu_after):
+            self.cpu_after.append(cpu[0])
+            self.cpu_before.append(cpu[1])
+            self.mem_after.append(mem[0])
+            self.mem_before.append(mem[1])
+        else:
+            self.cpu_after[i], self.cpu_before[i] = cpu
+            self.mem_after[i], self.mem_before[i] = mem
 
     def rescore(self, table: _Table, i: int, cpu_pending: float, mem_pending: float) -> None:
         cu = self.cpu_used[i] = used_after(table.cpu_base[i], cpu_pending, self.pc)
         mu = self.mem_used[i] = used_after(table.mem_base[i], mem_pending, self.pm)
+        self._percents(i, table.cpu_alloc[i], cu, table.mem_alloc[i], mu)
         score = table.score(table.cpu_alloc[i], cu, table.mem_alloc[i], mu)
         if score > MAX_SCORE:
             raise ValueError(f"least-used scored {score}")  # _priorities relies on 0..100
@@ -595,20 +621,16 @@ def _less_for_raising(
     0 (the general path leaves it out).
     The percentages are the general path's expressions (``LeastUsed.uses``), so equal to
     the bit; the per-node work is C-level maps but for the few nodes above the top."""
-    measured: list[tuple[list[float], float]] = []  # per weighed resource: after, top
-    for w, used_all, alloc_all, own in (
-        (table.wc, view.cpu_used, table.cpu_alloc, view.pc),
-        (table.wm, view.mem_used, table.mem_alloc, view.pm),
+    measured: list[tuple[Sequence[float], float]] = []  # per weighed resource: after, top
+    for w, after_all, before_all, alloc_all in (
+        (table.wc, view.cpu_after, view.cpu_before, table.cpu_alloc),
+        (table.wm, view.mem_after, view.mem_before, table.mem_alloc),
     ):
         if not w:
             continue
-        allocs = known.get(alloc_all)
-        if 0 in allocs:
+        if 0 in known.get(alloc_all):
             return None
-        used = known.get(used_all)
-        after = list(map(truediv, map(mul, repeat(100), used), allocs))
-        before = map(truediv, map(mul, repeat(100), map(sub, used, repeat(own))), allocs)
-        measured.append((after, max(before, default=0.0)))
+        measured.append((known.get(after_all), max(known.get(before_all), default=0.0)))
     raised: dict[int, float] = {}
     weights = level_weights([top for _, top in measured])
     for (after, top), level in zip(measured, weights, strict=True):
