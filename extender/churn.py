@@ -12,7 +12,7 @@ standard deviation of 25 %, two whose memory holds, pods of 6 % coming and going
 steady nodes read deviations of 11-19 % and took fewer pods than they could; in the
 generated gen-3116-1 the filter rejected both of a workload's other nodes as over their
 thresholds at the mean plus a deviation made by another workload's 2-core pods, and its
-three replicas stayed on one node for 220 s (docs/placement.md).
+three replicas stayed on one node for 220 s (docs/history/placement-c31703b/placement.md).
 
 The use of the pods that started or ended within the window, summed over time, is a step
 function P(t) the extender knows exactly (each pod's placement and departure times and
