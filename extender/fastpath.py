@@ -282,6 +282,14 @@ class _Synced:
         self.rescore(table, i, c, m)
 
 
+def _percents(allocatable: int, used: float, own: float) -> tuple[float, float]:
+    """A node's use with the pod (``used``) and without it (less ``own``), in percent of
+    ``allocatable``, as ``LeastUsed.uses`` works them out; 0.0 where that is 0."""
+    if not allocatable:
+        return 0.0, 0.0
+    return 100 * used / allocatable, 100 * (used - own) / allocatable
+
+
 class _View(_Synced):
     """Every table node's score for one pod shape, with the pending totals in it."""
 
@@ -324,29 +332,20 @@ class _View(_Synced):
             )
         self.cpu_used.extend(cpu)
         self.mem_used.extend(mem)
-        allocs = zip(table.cpu_alloc[start:], table.mem_alloc[start:], strict=True)
-        for k, (ac, am) in enumerate(allocs):
-            self._percents(start + k, ac, cpu[k], am, mem[k])
+        for after, before, allocs, used, own in (
+            (self.cpu_after, self.cpu_before, table.cpu_alloc[start:], cpu, pc),
+            (self.mem_after, self.mem_before, table.mem_alloc[start:], mem, pm),
+        ):
+            pairs = [_percents(a, u, own) for a, u in zip(allocs, used, strict=True)]
+            after.extend(p[0] for p in pairs)
+            before.extend(p[1] for p in pairs)
         self.origin = None
-
-    def _percents(self, i: int, ac: int, cu: float, am: int, mu: float) -> None:
-        """Node ``i``'s uses after and before, as ``LeastUsed.uses`` works them out."""
-        pc, pm = self.pc, self.pm
-        cpu = (100 * cu / ac, 100 * (cu - pc) / ac) if ac else (0.0, 0.0)
-        mem = (100 * mu / am, 100 * (mu - pm) / am) if am else (0.0, 0.0)
-        if i == len(self.cpu_after):
-            self.cpu_after.append(cpu[0])
-            self.cpu_before.append(cpu[1])
-            self.mem_after.append(mem[0])
-            self.mem_before.append(mem[1])
-        else:
-            self.cpu_after[i], self.cpu_before[i] = cpu
-            self.mem_after[i], self.mem_before[i] = mem
 
     def rescore(self, table: _Table, i: int, cpu_pending: float, mem_pending: float) -> None:
         cu = self.cpu_used[i] = used_after(table.cpu_base[i], cpu_pending, self.pc)
         mu = self.mem_used[i] = used_after(table.mem_base[i], mem_pending, self.pm)
-        self._percents(i, table.cpu_alloc[i], cu, table.mem_alloc[i], mu)
+        self.cpu_after[i], self.cpu_before[i] = _percents(table.cpu_alloc[i], cu, self.pc)
+        self.mem_after[i], self.mem_before[i] = _percents(table.mem_alloc[i], mu, self.pm)
         score = table.score(table.cpu_alloc[i], cu, table.mem_alloc[i], mu)
         if score > MAX_SCORE:
             raise ValueError(f"least-used scored {score}")  # _priorities relies on 0..100

@@ -127,14 +127,9 @@ def test_fast_and_general_paths_agree_over_a_burst(policy_args):
     assert sum(taken) >= 200 and not all(taken)
 
 
-def test_a_pending_total_that_moves_in_one_resource_only_is_rescored():
-    """The ledger replaces a node's pending totals in place; a change of memory alone
-    (or cpu alone) must reach the fast path's scores as it reaches the general path's."""
-    now = time.time()
-    names = ["n1", "n2", "n3"]
-    loads = {n: NodeLoad(ResourceLoad(20.0), ResourceLoad(20.0)) for n in names}
-    snap = LoadSnapshot("s", now - 5, now, loads)
-    nodes = [node_json(n, cpu="4", memory="8Gi") for n in names]
+def _warmed_pair(snap: LoadSnapshot, nodes: list) -> tuple[Extender, Extender]:
+    """An extender with the fast path and one without, on ``snap``, each told the nodes'
+    sizes by one full-Node request whose pod is then forgotten."""
     settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
     fast = Extender(settings, StaticSource(snap))
     general = Extender(settings, StaticSource(snap), use_fast_path=False)
@@ -143,6 +138,18 @@ def test_a_pending_total_that_moves_in_one_resource_only_is_rescored():
         ext.refresher.snapshot = snap
         ext.prioritize(decode_args(warm, raw_nodes=False))
         ext.ledger.forget("w")
+    return fast, general
+
+
+def test_a_pending_total_that_moves_in_one_resource_only_is_rescored():
+    """The ledger replaces a node's pending totals in place; a change of memory alone
+    (or cpu alone) must reach the fast path's scores as it reaches the general path's."""
+    now = time.time()
+    names = ["n1", "n2", "n3"]
+    loads = {n: NodeLoad(ResourceLoad(20.0), ResourceLoad(20.0)) for n in names}
+    snap = LoadSnapshot("s", now - 5, now, loads)
+    nodes = [node_json(n, cpu="4", memory="8Gi") for n in names]
+    fast, general = _warmed_pair(snap, nodes)
     bodies = []
     for i, (cpu, memory) in enumerate([(100, GI), (100, 6 * GI), (3000, 6 * GI), (3000, GI)]):
         for ext in (fast, general):  # the same placement, its figures replaced
@@ -428,14 +435,7 @@ def test_every_node_over_capacity_is_answered_by_the_fast_path_as_the_general_pa
     }
     snap = LoadSnapshot("s", now - 5, now, loads)
     nodes = [node_json(n, cpu=rng.choice(["1", "2"]), memory="4Gi") for n in names]
-    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
-    fast = Extender(settings, StaticSource(snap))
-    general = Extender(settings, StaticSource(snap), use_fast_path=False)
-    warm = json.dumps({"Pod": pod_json(uid="w"), "Nodes": {"items": nodes}}).encode()
-    for ext in (fast, general):
-        ext.refresher.snapshot = snap
-        ext.prioritize(decode_args(warm, raw_nodes=False))
-        ext.ledger.forget("w")
+    fast, general = _warmed_pair(snap, nodes)
     assert fast.fast_path is not None
     answers = []
     real_answer = fast.fast_path.answer
