@@ -249,6 +249,9 @@ class Result:
     bias: dict[int, float] = field(default_factory=dict)
     """Per minute of the run (its first second: 0, 60, ...), the mean signed error of the
     predicted CPU of the node a pod went to at its binding (points; above 0: over)."""
+    top_share: float = 0.0
+    """Mean over time of the largest share of any one workload's pods on one node (the
+    placement benchmark's measure: steady_measures.mean_share)."""
 
 
 def _iso(t: float) -> str:
@@ -546,6 +549,7 @@ def run(
     hottest_mem: list[float] = []
     all_on_one = 0
     shares: list[float] = []
+    top_shares: list[float] = []
     for step in range(int(duration) + 1):
         t = T0 + step
         for key in [k for k, r in running.items() if r.end <= t]:
@@ -582,16 +586,20 @@ def run(
             hottest.append(max(c for c, _ in now.values()))
             hottest_mem.append(max(m for _, m in now.values()))
             piled = False
+            tops: list[float] = []
             for w in stream.workloads:
                 mine = [r.node for r in running.values() if r.workload is w]
                 if len(mine) >= 2:
                     shares.append(max(mine.count(n) for n in nodes) / len(mine))
+                    tops.append(shares[-1])
                     if len(set(mine)) == 1:
                         piled = piled or any(
                             n != mine[0] and _room(nodes[n], now[n], w.use_at(step, duration))
                             for n in nodes
                         )
             all_on_one += piled
+            if tops:
+                top_shares.append(max(tops))
         if step % int(SCRAPE) == scrape_at:
             if cpu == MEAN:
                 scraped = {n: (sum(window[n]) / len(window[n]), now[n][1]) for n in nodes}
@@ -622,6 +630,7 @@ def run(
         thirds=(sum(hottest[:third]) / third, sum(hottest[-third:]) / third),
         error=prediction_error(placer.decisions(), truth, lags),
         bias=cpu_bias(placer.decisions(), truth),
+        top_share=sum(top_shares) / len(top_shares) if top_shares else 0.0,
     )
 
 
