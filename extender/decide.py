@@ -10,7 +10,7 @@ from .estimate import PodFacts, demand_after, go_round
 from .model import NodeInfo, NodeState
 from .policies.base import MAX_SCORE, PRIORITY_OF, NodeScore, Policy, to_extender_priority
 from .policies.least_used import LeastUsed, hottest_raises, less_for_raising, raised_note
-from .policies.spread import near_best
+from .policies.spread import fair_share, near_best, rooms
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -225,8 +225,9 @@ def prioritize(
     pending = {n.name: n.pending_pods for n in nodes}
     scores = [d.score for d in details]
     raised: dict[int, str] = {}  # the nodes the hottest-node term lowered, and why
+    uses = [policy.uses(pod, n) for n in nodes] if isinstance(policy, LeastUsed) else []
     if isinstance(policy, LeastUsed) and policy.hottest_weight:
-        raises = hottest_raises([policy.uses(pod, n) for n in nodes])
+        raises = hottest_raises(uses)
         for i, (score, by) in enumerate(zip(scores, raises, strict=True)):
             lowered = less_for_raising(score, by, policy.hottest_weight)
             if lowered != score:
@@ -241,6 +242,27 @@ def prioritize(
             for d, s, n in zip(details, spread, nodes, strict=True)
         ]
         scores = spread
+        if uses and any(n.same_owner for n in nodes):
+            # and beyond the band, a node over its share of the set (spread.fair_share)
+            fair = fair_share(
+                scores,
+                [n.same_owner for n in nodes],
+                [n.info.cpu_allocatable_millis if n.info else 0 for n in nodes],
+                [n.info.memory_allocatable_bytes if n.info else 0 for n in nodes],
+                rooms(
+                    [
+                        [u[0] if u else None for u in use] if n.info else []
+                        for n, use in zip(nodes, uses, strict=True)
+                    ]
+                ),
+            )
+            details = [
+                d
+                if s == d.score
+                else NodeScore(s, f"{d.why}; over its share of the set: {n.same_owner} here")
+                for d, s, n in zip(details, fair, nodes, strict=True)
+            ]
+            scores = fair
     priorities, win = to_priorities(names, scores, pending.__getitem__)
     if win is not None and not explain:
         why = policy.score(pod, nodes[win], True).why + raised.get(win, "")

@@ -54,7 +54,7 @@ from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
 from .policies.least_used import least_used, less_for_raising, level_weights
-from .policies.spread import near_best, spread_score
+from .policies.spread import fair_share, near_best, rooms, spread_score
 
 __all__ = ["FastAnswer", "LeastUsedFastPath"]
 
@@ -643,6 +643,22 @@ def _less_for_raising(
     return lowered, {k: raised[k] for k in lowered}
 
 
+def _rooms(table: _Table, view: _View, known: _Positions) -> list[bool]:
+    """Per request node, whether it has room for the pod (``spread.rooms``) on the figures
+    ``LeastUsed.uses`` gives the general path: each weighed resource's use with the pod
+    (every node here has a reading of each, ``_Table._load``; none where the allocatable
+    is 0, as there)."""
+    per = [
+        [a if c else None for a, c in zip(known.get(after), known.get(alloc), strict=True)]
+        for w, after, alloc in (
+            (table.wc, view.cpu_after, table.cpu_alloc),
+            (table.wm, view.mem_after, table.mem_alloc),
+        )
+        if w
+    ]
+    return rooms(list(zip(*per, strict=True)))
+
+
 def _percent(used: float, allocatable: int, known: bool) -> int | None:
     # estimate.Demand.percent, rounded as the filter rounds it (go_round)
     if not known:
@@ -770,6 +786,22 @@ class LeastUsedFastPath:
             if moved:
                 scores = spreaded
                 crowded = sorted({*crowded, *moved})
+            top = max(scores)
+            holders = known.among(table.index[name] for name in spread if name in table.index)
+            if any(scores[k] == top for k in holders if spread[known.names[k]]):
+                # a node at the top holds some of the set: it may be over its share
+                # (``decide.prioritize``, ``spread.fair_share``), judged on the same figures
+                fair = fair_share(
+                    scores,
+                    same,
+                    known.get(table.cpu_alloc),
+                    known.get(table.mem_alloc),
+                    _rooms(table, view, known),
+                )
+                moved = [k for k, (a, b) in enumerate(zip(scores, fair, strict=True)) if a != b]
+                if moved:
+                    scores = fair
+                    crowded = sorted({*crowded, *moved})
 
         def counts(tied: list[str]) -> list[float]:
             # the tie-break reads the same ledger counts the scores did (to_priorities)

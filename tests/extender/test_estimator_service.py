@@ -272,20 +272,15 @@ LAB = {
 }
 
 
-def _lab_extender(fast: bool, spread_weight: float) -> Extender:
-    settings = load_settings(
-        None,
-        {
-            "source.kind": "file",
-            "source.file": "/dev/null",
-            "estimator.spread_weight": spread_weight,
-        },
-    )
+def _loaded_extender(fast: bool, loads: dict[str, tuple[float, float]], **more) -> Extender:
+    """An extender whose reading gives each node of ``loads`` its (CPU, memory) percent;
+    ``more``: settings."""
+    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null", **more})
     snap = LoadSnapshot(
         "s",
         T - 5,
         T,
-        {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (_, _, c, m) in LAB.items()},
+        {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (c, m) in loads.items()},
         settle_seconds=60.0,
     )
 
@@ -301,6 +296,11 @@ def _lab_extender(fast: bool, spread_weight: float) -> Extender:
     ext = Extender(settings, Source(), clock=FakeClock(T), use_fast_path=fast)  # type: ignore[arg-type]
     ext.refresher.snapshot = snap
     return ext
+
+
+def _lab_extender(fast: bool, spread_weight: float) -> Extender:
+    loads = {n: (c, m) for n, (_, _, c, m) in LAB.items()}
+    return _loaded_extender(fast, loads, **{"estimator.spread_weight": spread_weight})
 
 
 def _lab_args(pod):
