@@ -10,7 +10,7 @@ from .estimate import PodFacts, demand_after, go_round
 from .model import NodeInfo, NodeState
 from .policies.base import MAX_SCORE, PRIORITY_OF, NodeScore, Policy, to_extender_priority
 from .policies.least_used import LeastUsed, hottest_raises, less_for_raising, raised_note
-from .policies.spread import fair_share, near_best, rooms
+from .policies.spread import fair_share, near_best, passed_note, rooms
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -225,6 +225,7 @@ def prioritize(
     pending = {n.name: n.pending_pods for n in nodes}
     scores = [d.score for d in details]
     raised: dict[int, str] = {}  # the nodes the hottest-node term lowered, and why
+    passed: list[int] = []  # the nodes the fair-share term lowered
     uses = [policy.uses(pod, n) for n in nodes] if isinstance(policy, LeastUsed) else []
     if isinstance(policy, LeastUsed) and policy.hottest_weight:
         raises = hottest_raises(uses)
@@ -256,6 +257,7 @@ def prioritize(
                     ]
                 ),
             )
+            passed = [i for i, (a, b) in enumerate(zip(scores, fair, strict=True)) if a != b]
             details = [
                 d
                 if s == d.score
@@ -267,6 +269,9 @@ def prioritize(
     if win is not None and not explain:
         why = policy.score(pod, nodes[win], True).why + raised.get(win, "")
         details[win] = NodeScore(scores[win], why)
+    if win is not None and passed:
+        note = passed_note([names[i] for i in passed], [nodes[i].same_owner for i in passed])
+        details[win] = NodeScore(details[win].score, details[win].why + note)
     return [Ranked(n, p, d) for n, p, d in zip(names, priorities, details, strict=True)]
 
 

@@ -54,7 +54,7 @@ from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
 from .policies.least_used import least_used, less_for_raising, level_weights
-from .policies.spread import fair_share, near_best, rooms, spread_score
+from .policies.spread import fair_share, near_best, passed_note, rooms, spread_score
 
 __all__ = ["FastAnswer", "LeastUsedFastPath"]
 
@@ -82,6 +82,9 @@ class FastAnswer:
     allocatable after placement, from the very sums that were scored (None: no data)."""
     win_raised: float = 0.0
     """Points by which the winner raises the hottest node, when that lowered its score."""
+    passed: str = ""
+    """The winner's note on the nodes the fair-share term lowered (``spread.passed_note``),
+    or empty."""
 
     @property
     def priorities(self) -> list[int]:
@@ -766,6 +769,7 @@ class LeastUsedFastPath:
                     scores[k] = score
                 crowded = sorted({*crowded, *lowered})
         band = self.policy.spread_band
+        passed = ""
         over = known.among(view.over) if view.over else []
         if over and max(scores) <= band:
             # The view holds a node over capacity at 0; its own score is below 0
@@ -802,6 +806,7 @@ class LeastUsedFastPath:
                 if moved:
                     scores = fair
                     crowded = sorted({*crowded, *moved})
+                    passed = passed_note([known.names[k] for k in moved], [same[k] for k in moved])
 
         def counts(tied: list[str]) -> list[float]:
             # the tie-break reads the same ledger counts the scores did (to_priorities)
@@ -838,7 +843,7 @@ class LeastUsedFastPath:
             scores = list(scores)
             for k in over:
                 scores[k] = view.over[positions[k]]
-        return FastAnswer(scores, win, body, look, raised.get(win, 0.0))
+        return FastAnswer(scores, win, body, look, raised.get(win, 0.0), passed)
 
     def filter(
         self,

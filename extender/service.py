@@ -775,6 +775,7 @@ class Extender:
                     why = self.policy.score(pod, state, True).why
                     if answer.win_raised:
                         why += raised_note(answer.win_raised)
+                    why += answer.passed
                 scored = self._fast_scored(answer, names)
         else:
             names, infos = self._infos(args)

@@ -58,6 +58,7 @@ __all__ = [
     "fair_caps",
     "fair_share",
     "near_best",
+    "passed_note",
     "rooms",
     "spread_factor",
     "spread_score",
@@ -172,6 +173,13 @@ def fair_share(
         return out
     below = max(fits) - 1
     return [below if o and s > below else s for s, o in zip(scores, over, strict=True)]
+
+
+def passed_note(names: Sequence[str], same: Sequence[int]) -> str:
+    """The winner's Event note naming the nodes ``fair_share`` lowered (over their share of
+    the set: ``same`` of it on each), so an operator sees why a cooler node lost."""
+    held = ", ".join(f"{n} ({k} of the set)" for n, k in zip(names, same, strict=True))
+    return f"; over their share of the set, passed over: {held}"
 
 
 def spread_factor(same_owner: int, owner_pods: int, weight: float) -> float:

@@ -272,9 +272,11 @@ LAB = {
 }
 
 
-def _loaded_extender(fast: bool, loads: dict[str, tuple[float, float]], **more) -> Extender:
+def _loaded_extender(
+    fast: bool, loads: dict[str, tuple[float, float]], notes=None, **more
+) -> Extender:
     """An extender whose reading gives each node of ``loads`` its (CPU, memory) percent;
-    ``more``: settings."""
+    ``notes``: the Event recorder; ``more``: settings."""
     settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null", **more})
     snap = LoadSnapshot(
         "s",
@@ -293,7 +295,7 @@ def _loaded_extender(fast: bool, loads: dict[str, tuple[float, float]], **more) 
         async def close(self):
             return None
 
-    ext = Extender(settings, Source(), clock=FakeClock(T), use_fast_path=fast)  # type: ignore[arg-type]
+    ext = Extender(settings, Source(), clock=FakeClock(T), recorder=notes, use_fast_path=fast)  # type: ignore[arg-type]
     ext.refresher.snapshot = snap
     return ext
 

@@ -16,6 +16,7 @@ from loadwise.extender.policies.spread import (
 )
 
 from .test_estimator_service import _args, _loaded_extender, _pod
+from .test_herding import Notes
 
 EQUAL = [4000] * 5, [8 * 2**30] * 5
 
@@ -102,7 +103,8 @@ def test_small_replicas_spread_over_equal_nodes_whose_backgrounds_differ(fast):
         "n4": (40.0, 38.0),
         "hot": (20.0, 80.0),
     }
-    ext = _loaded_extender(fast, loads)
+    notes = Notes()
+    ext = _loaded_extender(fast, loads, notes)
     where: dict[str, int] = {}
     for i in range(7):
         ranked = ext.prioritize(_args(_pod(f"web-abc-{i}"), names=tuple(loads)))
@@ -111,6 +113,9 @@ def test_small_replicas_spread_over_equal_nodes_whose_backgrounds_differ(fast):
     assert "hot" not in where, where
     assert max(where.values()) <= 2, where
     assert len(where) >= 4, where
+    # the Event of a pod that went past the coolest node says so
+    whys = [d.why for d in notes.decisions.values()]
+    assert any("over their share of the set, passed over: n1 (" in w for w in whys), whys
 
 
 def test_fast_and_general_paths_agree_where_the_term_moves_scores(monkeypatch):
@@ -129,7 +134,10 @@ def test_fast_and_general_paths_agree_where_the_term_moves_scores(monkeypatch):
     rng = random.Random(7)
     names = [f"n{i}" for i in range(8)]
     loads = {n: (rng.uniform(5, 70), rng.uniform(5, 85)) for n in names}
-    fast, general = _loaded_extender(True, loads), _loaded_extender(False, loads)
+    notes = [Notes(), Notes()]
+    fast, general = (
+        _loaded_extender(f, loads, n) for f, n in zip((True, False), notes, strict=True)
+    )
     assert fast.fast_path is not None and general.fast_path is None
     for i in range(60):
         pod = _pod(f"web-abc-{i}")
@@ -138,3 +146,7 @@ def test_fast_and_general_paths_agree_where_the_term_moves_scores(monkeypatch):
         answers = [ext.prioritize(_args(pod, names=subset)) for ext in (fast, general)]
         assert answers[0] == answers[1], (i, answers)
     assert sum(moved) >= 5, moved
+    # and each pod's Event says the same on both, naming the nodes passed over
+    whys = [{k: d.why for k, d in n.decisions.items()} for n in notes]
+    assert whys[0] == whys[1]
+    assert sum("passed over" in w for w in whys[0].values()) >= 5
