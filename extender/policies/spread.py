@@ -62,6 +62,7 @@ __all__ = [
     "rooms",
     "spread_factor",
     "spread_score",
+    "within_least_share",
 ]
 
 SPREAD_BAND = 5
@@ -136,6 +137,17 @@ def fair_caps(total: int, weights: Sequence[float]) -> list[int]:
         max(math.ceil(total * p - 1e-9), math.floor(total * (p + SHARE_SLACK) + 1e-9))
         for p in parts
     ]
+
+
+def within_least_share(same: int, total: int, weight: float, whole: float) -> bool:
+    """Whether a node of ``weight`` among candidates weighing ``whole`` in all, holding
+    ``same`` of a set of ``total`` pods (this one counted), stays within its share with this
+    pod whatever the other nodes' room: its part among all of them is the least its part
+    among those with room can be (``fair_caps``), so ``fair_share`` leaves it where it is. A
+    shortcut for the fast path, erring (False) on the side of working it out."""
+    part = weight / whole * (1 - 1e-6)  # below the least part, past any rounding
+    least = max(math.ceil(total * part - 1e-9), math.floor(total * (part + SHARE_SLACK) + 1e-9))
+    return same + 1 <= least
 
 
 def fair_share(

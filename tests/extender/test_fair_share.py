@@ -13,6 +13,7 @@ from loadwise.extender.policies.spread import (
     fair_caps,
     fair_share,
     rooms,
+    within_least_share,
 )
 
 from .test_estimator_service import _args, _loaded_extender, _pod
@@ -150,3 +151,31 @@ def test_fast_and_general_paths_agree_where_the_term_moves_scores(monkeypatch):
     whys = [{k: d.why for k, d in n.decisions.items()} for n in notes]
     assert whys[0] == whys[1]
     assert sum("passed over" in w for w in whys[0].values()) >= 5
+
+
+def test_the_fast_path_s_shortcut_never_spares_a_node_the_term_would_lower():
+    """``within_least_share`` lets the fast path skip the term when each node at the top
+    stays within the least share it can have: over random clusters and room, whenever it
+    says so the node's share among the nodes with room is at least that."""
+    rng = random.Random(3)
+    spared = 0
+    for _ in range(3000):
+        n = rng.randrange(2, 9)
+        cpu = [rng.choice([2000, 4000, 8000]) for _ in range(n)]
+        memory = [rng.choice([4, 8, 16, 32]) * 2**30 for _ in range(n)]
+        room = [rng.random() < 0.7 for _ in range(n)]
+        same = [rng.randrange(0, 12) for _ in range(n)]
+        same[0] = max(1, same[0])
+        total = sum(same) + 1
+        # (a node without room has no part: the least share is the slack alone)
+        weight = cpu[0] / sum(cpu) + memory[0] / sum(memory) if room[0] else 0.0
+        if within_least_share(same[0], total, weight, 2.0):
+            spared += 1
+            weights = [
+                (c / sum(cpu) + m / sum(memory)) if r else 0.0
+                for c, m, r in zip(cpu, memory, room, strict=True)
+            ]
+            assert same[0] + 1 <= fair_caps(total, weights)[0]
+            scores = [90] + [rng.randrange(1, 90) for _ in range(n - 1)]
+            assert fair_share(scores, same, cpu, memory, room)[0] == 90
+    assert spared > 300
