@@ -53,10 +53,12 @@ import math
 from collections.abc import Sequence
 
 __all__ = [
+    "ALL_WEIGHT",
     "ROOM_PERCENT",
     "SHARE_BAND",
     "SHARE_SLACK",
     "SPREAD_BAND",
+    "capacity_weight",
     "fair_caps",
     "fair_share",
     "near_best",
@@ -150,13 +152,24 @@ def fair_caps(total: int, weights: Sequence[float]) -> list[int]:
     ]
 
 
-def within_least_share(same: int, total: int, weight: float, whole: float) -> bool:
-    """Whether a node of ``weight`` among candidates weighing ``whole`` in all, holding
-    ``same`` of a set of ``total`` pods (this one counted), stays within its share with this
-    pod whatever the other nodes' room: its part among all of them is the least its part
-    among those with room can be (``fair_caps``), so ``fair_share`` leaves it where it is. A
-    shortcut for the fast path, erring (False) on the side of working it out."""
-    part = weight / whole * (1 - 1e-6)  # below the least part, past any rounding
+def capacity_weight(cpu: int, memory: int, cpu_all: int, mem_all: int) -> float:
+    """A node's weight in the set's shares: its part of the candidates' CPU (``cpu_all``)
+    plus its part of their memory (``mem_all``), each 0 where the whole is unknown (0).
+    All candidates together weigh ``ALL_WEIGHT`` when both wholes are known."""
+    return (cpu / cpu_all if cpu_all else 0.0) + (memory / mem_all if mem_all else 0.0)
+
+
+ALL_WEIGHT = 2.0
+"""What every candidate's ``capacity_weight`` adds up to: 1 for CPU and 1 for memory."""
+
+
+def within_least_share(same: int, total: int, weight: float) -> bool:
+    """Whether a node of ``weight`` (``capacity_weight`` among all candidates, both wholes
+    known), holding ``same`` of a set of ``total`` pods (this one counted), stays within its
+    share with this pod whatever the other nodes' room: its part among all of them is the
+    least its part among those with room can be (``fair_caps``), so ``fair_share`` leaves it
+    where it is. A shortcut for the fast path, erring (False) on the side of working it out."""
+    part = weight / ALL_WEIGHT * (1 - 1e-6)  # below the least part, past any rounding
     least = max(math.ceil(total * part - 1e-9), math.floor(total * (part + SHARE_SLACK) + 1e-9))
     return same + 1 <= least
 
@@ -179,7 +192,7 @@ def fair_share(
     total = sum(same) + 1
     cpu_all, mem_all = sum(cpu), sum(memory)
     weights = [
-        ((c / cpu_all if cpu_all else 0.0) + (m / mem_all if mem_all else 0.0)) if r else 0.0
+        capacity_weight(c, m, cpu_all, mem_all) if r else 0.0
         for c, m, r in zip(cpu, memory, room, strict=True)
     ]
     caps = fair_caps(total, weights)

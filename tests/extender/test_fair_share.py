@@ -169,7 +169,7 @@ def test_the_fast_path_s_shortcut_never_spares_a_node_the_term_would_lower():
         total = sum(same) + 1
         # (a node without room has no part: the least share is the slack alone)
         weight = cpu[0] / sum(cpu) + memory[0] / sum(memory) if room[0] else 0.0
-        if within_least_share(same[0], total, weight, 2.0):
+        if within_least_share(same[0], total, weight):
             spared += 1
             weights = [
                 (c / sum(cpu) + m / sum(memory)) if r else 0.0
