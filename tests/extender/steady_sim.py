@@ -707,20 +707,46 @@ CLASSES: dict[str, tuple[Callable[[int], Stream], float]] = {
 def _worse_than_stock(
     make_stream: Callable[[int], Stream], seeds: range, duration: float = 900.0
 ) -> dict[str, list[tuple[float, int]]]:
-    """Per measure (the hottest node's mean CPU and memory after the warm-up, the largest
-    share of a workload on one node, the seconds a workload sat all on one node while
-    another had room), least-used minus stock on each stream of ``seeds``, (points or
-    seconds, seed)."""
-    out: dict[str, list[tuple[float, int]]] = {"cpu": [], "memory": [], "share": [], "piled": []}
+    """Per measure (the hottest node's mean CPU and memory after the warm-up and the hotter
+    of the two, the largest share of a workload on one node, the seconds a workload sat all
+    on one node while another had room, and on streams whose nodes are all of one size the
+    placement benchmark's share measure, ``Result.top_share``), least-used minus stock on
+    each stream of ``seeds``, (points or seconds, seed)."""
+    out: dict[str, list[tuple[float, int]]] = {
+        "cpu": [],
+        "memory": [],
+        "hotter": [],
+        "share": [],
+        "piled": [],
+        "equal share": [],
+    }
     for seed in seeds:
         stream = make_stream(seed)
         stock = run(request_placer(seed, stream), seed, duration=duration)
         mine = run(new_extender(seed, stream), seed, duration=duration)
         out["cpu"].append((mine.hottest_cpu - stock.hottest_cpu, seed))
         out["memory"].append((mine.hottest_memory - stock.hottest_memory, seed))
+        hotter = max(mine.hottest_cpu, mine.hottest_memory)
+        out["hotter"].append((hotter - max(stock.hottest_cpu, stock.hottest_memory), seed))
         out["share"].append((100 * (mine.largest_share - stock.largest_share), seed))
         out["piled"].append((float(mine.all_on_one - stock.all_on_one), seed))
+        if len({(n.cpu, n.memory) for n in stream.nodes}) == 1:
+            out["equal share"].append((100 * (mine.top_share - stock.top_share), seed))
     return out
+
+
+def _fair_share(*, off: bool, room: float | None, slack: float | None, band: int | None) -> None:
+    """least-used's fair-share term (``spread.fair_share``) off, or at another room level,
+    slack or band than its defaults."""
+    from loadwise.extender import decide, fastpath
+    from loadwise.extender.policies import spread
+
+    if off:
+        for module in (decide, fastpath):
+            setattr(module, "fair_share", lambda scores, *_: list(scores))  # noqa: B010
+    for name, value in (("ROOM_PERCENT", room), ("SHARE_SLACK", slack), ("SHARE_BAND", band)):
+        if value is not None:
+            setattr(spread, name, value)
 
 
 def _hottest_weight(weight: float) -> None:
@@ -771,7 +797,10 @@ def main(argv: list[str] | None = None) -> None:
     had room (piled, seconds); the worst, the mean. The figures in
     extender/policies/least_used.py (``HOTTEST_WEIGHT``) come from here:
     ``python tests/extender/steady_sim.py 101 161`` and the same with
-    ``--hottest-weight 0 --clamp-readings`` (the rules before it)."""
+    ``--hottest-weight 0 --clamp-readings`` (the rules before it); those in
+    extender/policies/spread.py from ``python tests/extender/steady_sim.py 3101 3131
+    --classes generated`` and the same with ``--no-fair-share`` or another ``--room``,
+    ``--slack`` or ``--share-band``."""
     import argparse
     import statistics
 
@@ -786,6 +815,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--clamp-readings", action="store_true", help="uses over 100 %% read as 100"
     )
+    parser.add_argument("--no-fair-share", action="store_true", help="the fair-share term off")
+    parser.add_argument("--room", type=float, help="the fair-share term's ROOM_PERCENT")
+    parser.add_argument("--slack", type=float, help="the fair-share term's SHARE_SLACK")
+    parser.add_argument("--share-band", type=int, help="the fair-share term's SHARE_BAND")
     parser.add_argument(
         "--classes",
         nargs="+",
@@ -800,6 +833,7 @@ def main(argv: list[str] | None = None) -> None:
         _level_power(args.level_power)
     if args.clamp_readings:
         _readings_clamped_at_capacity()
+    _fair_share(off=args.no_fair_share, room=args.room, slack=args.slack, band=args.share_band)
     if args.steady_mix:
         for seed in (31, 32, 33, 34):
             stock = run(request_placer(seed), seed)
@@ -815,8 +849,10 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.classes:
         make, duration = CLASSES[name]
         for measure, rows in _worse_than_stock(make, seeds, duration).items():
+            if not rows:
+                continue
             worst, seed = max(rows)
-            bar = 10.0 if measure == "share" else 0.0 if measure == "piled" else 2.0
+            bar = 10.0 if "share" in measure else 0.0 if measure == "piled" else 2.0
             over = sum(d > bar for d, _ in rows)
             mean = statistics.mean(d for d, _ in rows)
             print(
