@@ -37,6 +37,11 @@ def _section(text: str, heading: str) -> str:
             "realchurn-results.json",
             lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
         ),
+        (
+            "#### loadwise again at commit b0b7457 (the fair-share term), the same seed",
+            "realchurn-b0b7457-results.json",
+            lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
+        ),
     ],
 )
 def test_the_real_kubelet_tables_are_the_recorded_runs(heading, results, render) -> None:
