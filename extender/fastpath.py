@@ -629,8 +629,8 @@ class _Positions:
 
     def allocatable(self) -> tuple[Sequence[int], Sequence[int], int, int]:
         """The request's nodes' CPU and memory allocatable, and the sum of each, kept until
-        the table's sizes change (its ``version``): a request gathering and summing 1,000
-        nodes' figures afresh cost the fair-share check about 0.1 ms."""
+        the table's sizes change (its ``version``): gathered and summed once per change of
+        sizes, not once per request."""
         if self._alloc_version != self.table.version:
             cpu, mem = self.get(self.table.cpu_alloc), self.get(self.table.mem_alloc)
             self._alloc = (cpu, mem, sum(cpu), sum(mem))
