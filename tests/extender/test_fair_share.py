@@ -3,10 +3,12 @@ comes below the best node of its size that is not and has room."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 
+from loadwise.extender import kubeobjects
 from loadwise.extender.policies.spread import (
     ROOM_PERCENT,
     SHARE_SLACK,
@@ -15,6 +17,7 @@ from loadwise.extender.policies.spread import (
     rooms,
     within_least_share,
 )
+from loadwise.extender.wire import decode_args
 
 from .test_estimator_service import _args, _loaded_extender, _pod
 from .test_herding import Notes
@@ -198,3 +201,26 @@ def test_a_node_busy_with_real_load_is_no_place_to_spread_onto(fast):
         top = max(ranked, key=lambda h: h.score)
         where[top.host] = where.get(top.host, 0) + 1
     assert where.get("busy", 0) <= 1 and where["idle"] >= 9, where
+
+
+def test_fast_and_general_paths_agree_when_a_node_is_resized_between_requests():
+    """The fast path keeps the request's allocatable sums per table version
+    (``_Positions.allocatable``): a node resized between two requests of one set (a new
+    Node object, the same names asked) must change the shares on both paths alike."""
+    sizes = {f"n{i}": ("4", "8Gi") for i in range(5)}
+    loads = {n: (20.0 + 5 * i, 25.0 + 4 * i) for i, n in enumerate(sizes)}
+    fast, general = (_loaded_extender(f, loads) for f in (True, False))
+    assert fast.fast_path is not None and general.fast_path is None
+
+    def args(pod: dict):
+        nodes = [kubeobjects.node(n, cpu=c, memory=m) for n, (c, m) in sizes.items()]
+        return decode_args(json.dumps({"Pod": pod, "Nodes": {"items": nodes}}).encode())
+
+    for i in range(30):
+        if i == 10:
+            sizes["n4"] = ("16", "64Gi")  # the warmest node grows: its share of the set too
+        if i == 20:
+            sizes["n4"] = ("4", "8Gi")
+        pod = _pod(f"web-abc-{i}")
+        answers = [ext.prioritize(args(pod)) for ext in (fast, general)]
+        assert answers[0] == answers[1], (i, answers)
