@@ -33,6 +33,11 @@ def _section(text: str, heading: str) -> str:
             lambda p: realplacement.table(realplacement.recorded(p)),
         ),
         (
+            "#### loadwise again at commit 428fcd9 (the fair-share term)",
+            "realnodes-428fcd9-results.json",
+            lambda p: realplacement.table(realplacement.recorded(p)),
+        ),
+        (
             "### Pods that come and go, on workers of different sizes",
             "realchurn-results.json",
             lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
