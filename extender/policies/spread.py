@@ -150,12 +150,14 @@ def fair_caps(total: int, weights: Sequence[float]) -> list[int]:
     whole = sum(weights)
     if whole <= 0:
         return [0] * len(weights)
-    parts = [w / whole for w in weights]
+    return [_cap(total, w / whole) for w in weights]
+
+
+def _cap(total: int, part: float) -> int:
+    """How many of a set of ``total`` pods a node whose part of the capacity is ``part``
+    may hold (``fair_caps``)."""
     # (a tolerance for parts that should be whole numbers: 4 x 0.25 may come to 1.0000001)
-    return [
-        max(math.ceil(total * p - 1e-9), math.floor(total * (p + SHARE_SLACK) + 1e-9))
-        for p in parts
-    ]
+    return max(math.ceil(total * part - 1e-9), math.floor(total * (part + SHARE_SLACK) + 1e-9))
 
 
 def capacity_weight(cpu: int, memory: int, cpu_all: int, mem_all: int) -> float:
@@ -176,8 +178,7 @@ def within_least_share(same: int, total: int, weight: float) -> bool:
     least its part among those with room can be (``fair_caps``), so ``fair_share`` leaves it
     where it is. A shortcut for the fast path, erring (False) on the side of working it out."""
     part = weight / ALL_WEIGHT * (1 - 1e-6)  # below the least part, past any rounding
-    least = max(math.ceil(total * part - 1e-9), math.floor(total * (part + SHARE_SLACK) + 1e-9))
-    return same + 1 <= least
+    return same + 1 <= _cap(total, part)
 
 
 def fair_share(
