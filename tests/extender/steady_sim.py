@@ -96,6 +96,9 @@ class Stream:
     name: str
     nodes: tuple[SimNode, ...]
     workloads: tuple[Workload, ...]
+    changes: tuple[tuple[float, str, int], ...] = ()
+    """(second, node, memory background from then on): a background that comes and goes,
+    as the placement benchmark's ``steady.changes``."""
 
 
 STEADY_MIX = Stream(
@@ -107,6 +110,15 @@ STEADY_MIX = Stream(
         Workload("over", 14, (100, 128 * MI), (400, 768 * MI)),
     ),
 )
+
+
+STEADY_HOG = Stream(
+    "steady-hog",
+    tuple(SimNode(f"sh-{i}", 4000, 8 * GI) for i in range(1, 5)),
+    (Workload("web", 28, (300, 256 * MI), (150, 512 * MI), rate=0.5),),
+    ((60.0, "sh-4", 6 * GI), (240.0, "sh-4", 512 * MI)),
+)
+"""benchmarks/scenarios/steady-hog.yaml: a memory hog on one node from 60 s to 240 s."""
 
 
 def heterogeneous(seed: int) -> Stream:
@@ -519,6 +531,7 @@ def run(
         rng.randrange(int(p)) for p in (SCRAPE, COLLECT, REFRESH, POD_POLL)
     )
     running: dict[str, Running] = {}
+    background = {n.name: [n.background[0], n.background[1]] for n in stream.nodes}
     arrivals: list[tuple[float, Workload]] = []
     for w in stream.workloads:
         arrivals += [(i / w.rate + rng.random(), w) for i in range(w.replicas)]
@@ -571,7 +584,10 @@ def run(
             running[name] = run_
             placer.bound(run_, t)
             placed += 1
-        use = {n: [s.background[0], s.background[1]] for n, s in nodes.items()}
+        for at, node_name, memory in stream.changes:
+            if at == step:
+                background[node_name][1] = memory
+        use = {n: list(background[n]) for n in nodes}
         for r in running.values():
             use[r.node][0] += r.use[0]
             use[r.node][1] += r.use[1]
@@ -813,6 +829,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--steady-mix", action="store_true", help="steady-mix, run seeds 31-34")
     parser.add_argument(
+        "--steady-hog", action="store_true", help="steady-hog (360 s), run seeds 31-34"
+    )
+    parser.add_argument(
         "--clamp-readings", action="store_true", help="uses over 100 %% read as 100"
     )
     parser.add_argument("--no-fair-share", action="store_true", help="the fair-share term off")
@@ -843,6 +862,16 @@ def main(argv: list[str] | None = None) -> None:
                 f" against {stock.hottest_cpu:.1f}, memory {mine.hottest_memory:.1f}"
                 f" against {stock.hottest_memory:.1f},"
                 f" {mine.above_80} s above 80 %",
+                flush=True,
+            )
+    if args.steady_hog:
+        for seed in (31, 32, 33, 34):
+            stock = run(request_placer(seed, STEADY_HOG), seed, duration=360.0)
+            mine = run(new_extender(seed, STEADY_HOG), seed, duration=360.0)
+            print(
+                f"steady-hog seed {seed}: memory {mine.hottest_memory:.1f}"
+                f" against {stock.hottest_memory:.1f}, CPU {mine.hottest_cpu:.1f}"
+                f" against {stock.hottest_cpu:.1f}",
                 flush=True,
             )
     seeds = range(args.first, args.end)
