@@ -314,16 +314,21 @@ def _greedy(
     stretch: Mapping[Stretch, float],
     caps: Sequence[Sequence[float]],
     usage: Sequence[Sequence[float]],
+    pinned: Mapping[int, int] | None = None,
 ) -> list[int]:
     """A placement in hindsight to start the search from: pods in arrival order, each on
     the node that adds least to the time-weighted hottest node over the stretches it runs
-    in, given the pods placed before it (ties to the first node)."""
+    in, given the pods placed before it (ties to the first node); a pod of `pinned` on its
+    node there."""
     where: list[int | None] = [None] * len(pods)
     mine: dict[int, list[tuple[tuple[int, ...], tuple[tuple[float, ...], ...], float]]] = {}
     for (alive, bgs), secs in stretch.items():
         for i in alive:
             mine.setdefault(i, []).append((alive, bgs, secs))
     for i in range(len(pods)):
+        if pinned and i in pinned:
+            where[i] = pinned[i]
+            continue
         best, best_cost = 0, math.inf
         for n in range(len(caps[0])):
             cost = sum(
@@ -360,6 +365,11 @@ def placement_of(stays: Sequence[Stay]) -> dict[ArrivalKey, str]:
     return {keys[s.pod]: s.node for s in stays}
 
 
+def first_change(tl: Timeline) -> float | None:
+    """When the run's background first changes (seconds into the stream); None if never."""
+    return min((c.at_seconds for c in tl.changes), default=None)
+
+
 def no_migration(
     tl: Timeline,
     resource: str,
@@ -367,12 +377,18 @@ def no_migration(
     *,
     time_limit: float = TIME_LIMIT,
     peers: Sequence[Mapping[ArrivalKey, str]] = (),
+    unforeseen: bool = False,
 ) -> NoMigration:
     """The least time-averaged hottest-node utilisation of `resource` (or, for `HOTTER`, of
     the higher of CPU and memory at each instant) over the measured span when every pod
     stays where it is first placed (module docstring), starting from the best of the run's
     own placement, a greedy one in hindsight and `peers` (`placement_of` other runs of the
-    same trace; a pod a peer did not place keeps the run's own node)."""
+    same trace; a pod a peer did not place keeps the run's own node).
+
+    `unforeseen`: the pods bound before the run's first background change stay where the run
+    put them (`first_change`); the rest as above. No scheduler that cannot see a change
+    coming places those pods for it, and the run's own placement of them is what it had
+    when the change came: the optimum from there bounds what its later choices could do."""
     parts = list(slices(tl, warmup))
     span = sum(g.seconds for g in parts)
     if not span > 0:
@@ -404,11 +420,20 @@ def no_migration(
         key = (alive, bgs)
         stretch[key] = stretch.get(key, 0.0) + g.seconds
     m = _Model([], [], [], [], [])
+    own = [node_index[s.node] for s in pods]
+    before = first_change(tl) if unforeseen else None
+    pinned = {i: own[i] for i, s in enumerate(pods) if before is not None and s.start < before}
     allowed: list[set[int]] = []
     for i in range(len(pods)):
         ok: set[int] = set()
-        for group in _groups(tl):
-            ok.update(group[: i + 1])
+        if i in pinned:
+            ok.add(pinned[i])
+        elif pinned:
+            # pinned pods tell identical nodes apart: the symmetry rule no longer holds
+            ok.update(range(nodes))
+        else:
+            for group in _groups(tl):
+                ok.update(group[: i + 1])
         allowed.append(ok)
     x = [
         {n: m.col(0.0, 0.0, 1.0, integer=True) for n in range(nodes) if n in allowed[i]}
@@ -443,20 +468,20 @@ def no_migration(
         )
         return total / span
 
-    own = [node_index[s.node] for s in pods]
     own_value, origin = objective(own), "own"
     keys = arrival_keys(tl.stays)
-    candidates = [("greedy", _greedy(pods, stretch, caps, usage))]
+    candidates = [("greedy", _greedy(pods, stretch, caps, usage, pinned))]
     for peer in peers:
         mapped = [node_index.get(peer.get(keys[s.pod], ""), own[i]) for i, s in enumerate(pods)]
         candidates.append(("peer", mapped))
     for name, where in candidates:
+        where = [pinned.get(i, n) for i, n in enumerate(where)]
         if (v := objective(where)) < own_value - 1e-12:
             own, own_value, origin = where, v, name
     # The run's placement as the start, relabelled within each group of identical nodes
     # so that it respects the symmetry rule (the order of first use).
-    relabel: dict[int, int] = {}
-    for group in _groups(tl):
+    relabel: dict[int, int] = {n: n for n in range(nodes)}
+    for group in [] if pinned else _groups(tl):
         used = [n for n in dict.fromkeys(own) if n in group]
         relabel.update(zip(used, group[: len(used)], strict=True))
     start_where = [relabel[n] for n in own]

@@ -60,15 +60,20 @@ class OptimumCache:
         resource: str,
         settings: Settings,
         peers: Mapping[str, Mapping[optimum.ArrivalKey, str]] | None = None,
+        *,
+        unforeseen: bool = False,
     ) -> tuple[float | None, optimum.NoMigration]:
         """The per-instant optimum (None for ``optimum.HOTTER``: not solved) and the
         no-migration one of `r`'s trace started from `peers` too (placements by run file
-        name), computed when the cache has none for this warm-up and these peers, or one
-        unproven under a shorter time limit."""
+        name; ``unforeseen``: the pods bound before the first background change kept where
+        the run put them), computed when the cache has none for this warm-up and these
+        peers, or one unproven under a shorter time limit."""
         peers = peers or {}
         key = f"{run_name(r)}|{resource}|warmup={settings.warmup:g}"
         if peers:
             key += "|peers=" + ",".join(sorted(peers))
+        if unforeseen:
+            key += "|unforeseen"
         got = self.data.get(key)
         # an answer from before the start was recorded is solved again
         if (
@@ -80,7 +85,7 @@ class OptimumCache:
             nm = optimum.NoMigration.from_json(got["no_migration"])
             return (None if known is None else float(known)), nm
         inst = None
-        if resource != optimum.HOTTER:
+        if resource != optimum.HOTTER and not unforeseen:
             inst = optimum.per_instant(tl, resource, settings.warmup)
         nm = optimum.no_migration(
             tl,
@@ -88,6 +93,7 @@ class OptimumCache:
             settings.warmup,
             time_limit=settings.optimum_seconds,
             peers=[peers[k] for k in sorted(peers)],
+            unforeseen=unforeseen,
         )
         self.data[key] = {
             "per_instant": inst,
@@ -108,6 +114,9 @@ class RunFigures:
     traced: bool  # the run's trace was drawn from its seed (False: the one legacy trace)
     hotter: float  # steady_measures.hotter_mean
     timeline: Timeline  # the run as measured, for a report's further measures
+    unforeseen: optimum.NoMigration | None = None
+    """The no-migration optimum of ``optimum.HOTTER`` with the pods bound before the first
+    background change where the run put them; None without a change after the first pod."""
 
 
 def _starts(nms: Sequence[optimum.NoMigration]) -> str:
@@ -149,6 +158,9 @@ def figures(
         key = _round(r)
         peers = {n: p for n, p in rounds.get(key, {}).items() if n != run_name(r)} if key else {}
         opts = {res: cache.get(r, tl, res, settings, peers) for res in (*RESOURCES, optimum.HOTTER)}
+        unforeseen = None
+        if _foreseeable(tl):
+            unforeseen = cache.get(r, tl, optimum.HOTTER, settings, peers, unforeseen=True)[1]
         out.append(
             RunFigures(
                 r.contender,
@@ -158,9 +170,18 @@ def figures(
                 r.trace is not None,
                 hotter_mean(tl, settings.warmup),
                 tl,
+                unforeseen,
             )
         )
     return out
+
+
+def _foreseeable(tl: Timeline) -> bool:
+    """Whether some pod was bound before the run's first background change: then knowing
+    the change in advance could have placed it otherwise (``optimum.no_migration``'s
+    ``unforeseen``)."""
+    first = optimum.first_change(tl)
+    return first is not None and any(s.start < first for s in tl.stays)
 
 
 HEADER = [
@@ -282,6 +303,52 @@ def _phase_rows(runs: Sequence[RunFigures], labels: list[str]) -> list[str]:
     return out
 
 
+def _unforeseen_lines(runs: Sequence[RunFigures]) -> list[str]:
+    """``unforeseen_table`` with what it means, and a blank line; [] without it."""
+    table_ = unforeseen_table(runs)
+    if not table_:
+        return []
+    first = min(
+        (t for f in runs if (t := optimum.first_change(f.timeline)) is not None), default=0.0
+    )
+    return [
+        "The optimum without migration above knows the whole trace in advance, the background "
+        f"changes too: it can place the pods bound before the first change ({first:g} s) "
+        "for a change no scheduler could see coming. Beside it, the best placement that never "
+        "moves a pod and keeps those pods where the run put them, on the hotter of the two "
+        "(a bound on what the run's later choices could have reached; each run's own, its "
+        "start differing from run to run):",
+        "",
+        *table_,
+        "",
+    ]
+
+
+def unforeseen_table(runs: Sequence[RunFigures]) -> list[str]:
+    """Per contender: the hotter of the two beside the no-migration optimum that cannot see
+    the first background change coming (``RunFigures.unforeseen``), and the gap; [] when no
+    run has one."""
+    if not any(f.unforeseen for f in runs):
+        return []
+    out = [
+        f"| contender | n | {HOTTER_LABEL}, mean % | optimum without migration, the pods bound "
+        "before the first change where the run put them, mean % | gap, points |",
+        "|---|---|---|---|---|",
+    ]
+    pct, pts = num(), num(100, "{:.1f}")
+    for name, mine in _by(runs).items():
+        have = [(f.hotter, f.unforeseen.value) for f in mine if f.unforeseen is not None]
+        if not have:
+            continue
+        cells = [
+            spread([h for h, _ in have], pct),
+            spread([u for _, u in have], pct),
+            spread([gap(h, u) for h, u in have], pts),
+        ]
+        out.append(f"| {name} | {len(have)} | " + " | ".join(cells) + " |")
+    return out
+
+
 def lines(
     scenario: Scenario, results: Sequence[RunResult], settings: Settings, cache: Path | None
 ) -> list[str]:
@@ -302,6 +369,7 @@ def lines(
         "",
         *phase_table(runs),
         "",
+        *_unforeseen_lines(runs),
         f"- Optimum without migration: proven optimal in {proven} of {len(nms)} programmes "
         f"(run x resource, and {HOTTER_LABEL}); the others stopped at the "
         f"{settings.optimum_seconds:g} s limit "

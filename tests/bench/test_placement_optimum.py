@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.placement import optimum, scenario, store
-from benchmarks.placement.scenario import Node, Resources
+from benchmarks.placement.scenario import Change, Node, Resources
 from benchmarks.placement.steady_measures import Timeline, hotter_mean, measure
 from benchmarks.placement.steady_report import timeline_of
 from benchmarks.placement.timeline import Stay
@@ -112,6 +112,40 @@ def test_neither_optimum_is_above_the_contender_on_a_recorded_run(name, contende
         assert inst <= nm.bound + 1e-9 <= nm.value + 2e-9, res
         assert nm.value <= m.of(res).mean + 1e-9, res
         assert 0 <= nm.gap < 1
+    if optimum.first_change(tl) is not None:
+        # the optimum that cannot see the change coming lies between the one that can
+        # (its bound: the kept pods are one of the placements it searched) and the run
+        known = optimum.no_migration(tl, optimum.HOTTER, 120, time_limit=seconds)
+        blind = optimum.no_migration(tl, optimum.HOTTER, 120, time_limit=seconds, unforeseen=True)
+        assert known.bound - 1e-9 <= blind.value <= hotter_mean(tl, 120) + 1e-9
+
+
+def test_unforeseen_keeps_the_pods_bound_before_the_first_change_where_the_run_put_them():
+    """Two nodes of 1 GiB; at 10 s something no pod requests takes half of a's memory. p1
+    (0.5 GiB, 0-20 s) was bound before that, on a; p2 (0.25, 12-20 s) after, also on a.
+    Knowing the change is coming, p1 goes to b: 0.5 until 12 s, then 0.75 wherever p2
+    goes, (12 x 0.5 + 8 x 0.75) / 20 = 0.6. Not knowing it, p1 stays on a, at 1.0 from
+    10 s whatever p2 does, and p2 goes to b: (10 x 0.5 + 10 x 1.0) / 20 = 0.75. The run
+    put p2 beside them: 1.25 from 12 s, 0.85."""
+    usage = {"big": Resources(0, 0.5 * GI), "small": Resources(0, 0.25 * GI)}
+    nodes = (
+        Node("a", Resources(1, GI), Resources(0, 0)),
+        Node("b", Resources(1, GI), Resources(0, 0)),
+    )
+    stays = (Stay("p1", "big", "a", 0, 20), Stay("p2", "small", "a", 12, 20))
+    tl = Timeline(nodes, stays, usage, (Change(10, "a", 0.5 * GI),), 20)
+    assert optimum.first_change(tl) == 10
+    assert hotter_mean(tl, 0) == pytest.approx(0.85)
+    foreseen = optimum.no_migration(tl, optimum.HOTTER, 0)
+    unforeseen = optimum.no_migration(tl, optimum.HOTTER, 0, unforeseen=True)
+    assert foreseen.proven and foreseen.value == pytest.approx(0.6)
+    assert unforeseen.proven and unforeseen.value == pytest.approx(0.75)
+    # without a change nothing is kept: the same as the optimum that knows everything
+    calm = Timeline(nodes, stays, usage, (), 20)
+    assert optimum.first_change(calm) is None
+    assert optimum.no_migration(calm, optimum.HOTTER, 0, unforeseen=True).value == (
+        pytest.approx(optimum.no_migration(calm, optimum.HOTTER, 0).value)
+    )
 
 
 def test_the_per_instant_optimum_does_not_depend_on_the_unit() -> None:

@@ -257,3 +257,33 @@ def test_a_phase_gets_a_column_unless_the_backgrounds_ramp(count, columns):
     assert ("a ramp" in text) == (count > MAX_PHASE_COLUMNS)
     if count > MAX_PHASE_COLUMNS:
         assert f"change {count - 1} times" in text
+
+
+def test_a_run_with_a_background_change_gets_the_optimum_that_cannot_see_it_coming(tmp_path):
+    from benchmarks.placement.runner import RunResult
+    from benchmarks.placement.steady_measures import Settings
+    from benchmarks.placement.steady_tables import lines
+    from tests.bench.test_placement_steady import STEADY
+
+    sc = loads(STEADY)
+    # web-1 on a from the start; at 30 s b's background goes to 3 GiB of 4; web-2 arrives at
+    # 40 s. The run put web-1 on b (4 GiB of 4 from 30 s: 100 %) and web-2 on a (25 %);
+    # knowing the change, web-1 would have gone to a, and both together use 2 GiB of a's 4
+    # (50 %) against b's 3 (75 %). Kept on b, web-1 holds b at 100 % whatever web-2 does.
+    run = RunResult(
+        "s",
+        "loadwise-least-used",
+        placed={"web-1": "b", "web-2": "a"},
+        bound_at={"web-1": 1000.0, "web-2": 1040.0},
+        workloads={"web-1": "web", "web-2": "web"},
+        stream=[1000.0, 1100.0],
+        trace={"key": "k", "arrivals": {}},
+        changes=[{"at": 1030.0, "node": "b", "memory": 3 * 2**30, "hot": True}],
+    )
+    text = "\n".join(lines(sc, [run], Settings(warmup=0, optimum_seconds=5), tmp_path / "o.json"))
+    assert "the pods bound before the first change (30 s)" in text
+    # memory is the hotter: 0-30 s b holds web-1 and its 1 GiB (50 %), then 100 %: 85.0;
+    # knowing the change: 0-30 s 25 % (web-1 alone on a; b's 1 GiB: 25 %), 30-40 s b's 75 %,
+    # 40-100 s 75 % (a at 50 %): (30 x 25 + 70 x 75) / 100 = 60.0; not knowing: 85.0
+    assert "| loadwise-least-used | 1 | 85.0 | 85.0 | 0.0 |" in text
+    assert "| the hotter of the two | 85.0 | - | - | - | - | - | - | 60.0 | 25.0 |" in text
