@@ -366,8 +366,11 @@ def placement_of(stays: Sequence[Stay]) -> dict[ArrivalKey, str]:
 
 
 def first_change(tl: Timeline) -> float | None:
-    """When the run's background first changes (seconds into the stream); None if never."""
-    return min((c.at_seconds for c in tl.changes), default=None)
+    """When the run's background first changes after its first pod was bound (seconds into
+    the stream; a change before that, steady-vary's at 0, is the state the stream starts
+    in); None if never."""
+    start = min((s.start for s in tl.stays), default=0.0)
+    return min((c.at_seconds for c in tl.changes if c.at_seconds > start), default=None)
 
 
 def no_migration(

@@ -177,11 +177,10 @@ def figures(
 
 
 def _foreseeable(tl: Timeline) -> bool:
-    """Whether some pod was bound before the run's first background change: then knowing
-    the change in advance could have placed it otherwise (``optimum.no_migration``'s
-    ``unforeseen``)."""
-    first = optimum.first_change(tl)
-    return first is not None and any(s.start < first for s in tl.stays)
+    """Whether some pod was bound before a background change (``optimum.first_change``):
+    then knowing the change in advance could have placed it otherwise
+    (``optimum.no_migration``'s ``unforeseen``)."""
+    return optimum.first_change(tl) is not None
 
 
 HEADER = [
@@ -313,7 +312,7 @@ def _unforeseen_lines(runs: Sequence[RunFigures]) -> list[str]:
     )
     return [
         "The optimum without migration above knows the whole trace in advance, the background "
-        f"changes too: it can place the pods bound before the first change ({first:g} s) "
+        f"changes too: it can place the pods bound before the first change ({first:.0f} s) "
         "for a change no scheduler could see coming. Beside it, the best placement that never "
         "moves a pod and keeps those pods where the run put them, on the hotter of the two "
         "(a bound on what the run's later choices could have reached; each run's own, its "

@@ -143,6 +143,9 @@ def test_unforeseen_keeps_the_pods_bound_before_the_first_change_where_the_run_p
     # without a change nothing is kept: the same as the optimum that knows everything
     calm = Timeline(nodes, stays, usage, (), 20)
     assert optimum.first_change(calm) is None
+    # a change before the first pod is the state the stream starts in (steady-vary's at 0 s)
+    opening = Timeline(nodes, stays, usage, (Change(0, "a", 0.5 * GI),), 20)
+    assert optimum.first_change(opening) is None
     assert optimum.no_migration(calm, optimum.HOTTER, 0, unforeseen=True).value == (
         pytest.approx(optimum.no_migration(calm, optimum.HOTTER, 0).value)
     )
