@@ -9,7 +9,13 @@ import msgspec
 from .estimate import PodFacts, demand_after, go_round
 from .model import NodeInfo, NodeState
 from .policies.base import MAX_SCORE, PRIORITY_OF, NodeScore, Policy, to_extender_priority
-from .policies.least_used import LeastUsed, hottest_raises, less_for_raising, raised_note
+from .policies.least_used import (
+    LeastUsed,
+    beyond_least,
+    hottest_raises,
+    less_for_raising,
+    raised_note,
+)
 from .policies.spread import fair_share, near_best, passed_note, rooms
 
 __all__ = [
@@ -228,7 +234,7 @@ def prioritize(
     passed: list[int] = []  # the nodes the fair-share term lowered
     uses = [policy.uses(pod, n) for n in nodes] if isinstance(policy, LeastUsed) else []
     if isinstance(policy, LeastUsed) and policy.hottest_weight:
-        raises = hottest_raises(uses)
+        raises = beyond_least(hottest_raises(uses), [any(u) for u in uses])
         for i, (score, by) in enumerate(zip(scores, raises, strict=True)):
             lowered = less_for_raising(score, by, policy.hottest_weight)
             if lowered != score:

@@ -648,9 +648,10 @@ class _Positions:
 def _less_for_raising(
     table: _Table, view: _View, known: _Positions, scores: Sequence[int], weight: float
 ) -> tuple[dict[int, int], dict[int, float]] | None:
-    """``decide.prioritize``'s hottest-node term (``least_used.hottest_raises``) over the
-    request's nodes: the positions whose score it lowers, with the lowered score and by
-    how much each raised the hottest; None when a weighed resource has an allocatable of
+    """``decide.prioritize``'s hottest-node term (``least_used.hottest_raises``, beyond the
+    least: ``least_used.beyond_least``) over the request's nodes: the positions whose score
+    it lowers, with the lowered score and by how much each raised the hottest beyond the
+    least; None when a weighed resource has an allocatable of
     0 (the general path leaves it out).
     The percentages are the general path's expressions (``LeastUsed.uses``), so equal to
     the bit; the per-node work is C-level maps but for the few nodes above the top."""
@@ -669,6 +670,9 @@ def _less_for_raising(
     for (after, top), level in zip(measured, weights, strict=True):
         for k in compress(range(len(after)), map(gt, after, repeat(top))):
             raised[k] = raised.get(k, 0.0) + (after[k] - top) * level
+    if len(raised) == len(scores):  # every node raises it: only beyond the least counts
+        least = min(raised.values())
+        raised = {k: v - least for k, v in raised.items() if v > least}
     lowered: dict[int, int] = {}
     for k, by in raised.items():
         score = less_for_raising(scores[k], by, weight)

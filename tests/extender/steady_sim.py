@@ -63,6 +63,9 @@ SETTLE = 45.0  # extender/sources/watcher.py LATEST_SETTLE_SECONDS
 EXTENDER_WEIGHT = 10  # the role's loadwise_scheduler_config_weight
 PTS_WEIGHT = 2
 PTS_MAX_SKEW = 3
+METRICS_SERVER_SETTLE = 30.0  # extender/sources/metrics_server.py
+LOAD_WATCHER = "load-watcher"  # run(source=...): load-watcher's document, collected every 60 s
+METRICS_SERVER = "metrics-server"  # NodeMetrics, each scrape's as it is taken (the role's default)
 INSTANT = "instant"  # run(cpu=...): kwok's nodes read only at the scrapes
 MEAN = "mean"  # a real kubelet's, and the lab's kwok nodes read every second
 
@@ -511,6 +514,7 @@ def run(
     warmup: float = 120.0,
     lags: tuple[int, ...] = (0, 60),
     cpu: str = MEAN,
+    source: str = LOAD_WATCHER,
 ) -> Result:
     """One run of ``placer.stream`` (arrivals, lifetimes, phases from ``seed`` alone).
 
@@ -524,6 +528,8 @@ def run(
     resolution before the scrape."""
     if cpu not in (INSTANT, MEAN):
         raise ValueError(f"cpu must be {INSTANT!r} or {MEAN!r}, got {cpu!r}")
+    if source not in (LOAD_WATCHER, METRICS_SERVER):
+        raise ValueError(f"source must be {LOAD_WATCHER!r} or {METRICS_SERVER!r}, got {source!r}")
     stream = placer.stream
     nodes = {n.name: n for n in stream.nodes}
     rng = random.Random(seed)
@@ -625,7 +631,18 @@ def run(
                 pods_seen[r.name] = pods_seen.get(r.name, 0) + 1
                 if pods_seen[r.name] >= 2:  # a CPU rate needs two samples
                     pod_figures[f"sim/{r.name}"] = PodUsage(float(r.use[0]), float(r.use[1]), t)
-        if step % int(COLLECT) == collect_at and scraped:
+        if source == METRICS_SERVER and step % int(SCRAPE) == scrape_at:
+            # NodeMetrics of this scrape, stamped with its time (sources/metrics_server.py)
+            loads = {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (c, m) in scraped.items()}
+            collected = LoadSnapshot(
+                "sim",
+                t,
+                t,
+                loads,
+                settle_seconds=METRICS_SERVER_SETTLE,
+                measured_at=dict.fromkeys(loads, t),
+            )
+        elif source == LOAD_WATCHER and step % int(COLLECT) == collect_at and scraped:
             loads = {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (c, m) in scraped.items()}
             collected = LoadSnapshot("sim", t, t, loads, settle_seconds=SETTLE)
         if step % int(REFRESH) == refresh_at and collected is not None:
@@ -721,7 +738,10 @@ CLASSES: dict[str, tuple[Callable[[int], Stream], float]] = {
 
 
 def _worse_than_stock(
-    make_stream: Callable[[int], Stream], seeds: range, duration: float = 900.0
+    make_stream: Callable[[int], Stream],
+    seeds: range,
+    duration: float = 900.0,
+    source: str = LOAD_WATCHER,
 ) -> dict[str, list[tuple[float, int]]]:
     """Per measure (the hottest node's mean CPU and memory after the warm-up and the hotter
     of the two, the largest share of a workload on one node, the seconds a workload sat all
@@ -738,8 +758,8 @@ def _worse_than_stock(
     }
     for seed in seeds:
         stream = make_stream(seed)
-        stock = run(request_placer(seed, stream), seed, duration=duration)
-        mine = run(new_extender(seed, stream), seed, duration=duration)
+        stock = run(request_placer(seed, stream), seed, duration=duration, source=source)
+        mine = run(new_extender(seed, stream), seed, duration=duration, source=source)
         out["cpu"].append((mine.hottest_cpu - stock.hottest_cpu, seed))
         out["memory"].append((mine.hottest_memory - stock.hottest_memory, seed))
         hotter = max(mine.hottest_cpu, mine.hottest_memory)
@@ -775,6 +795,21 @@ def _hottest_weight(weight: float) -> None:
 
     for module in (decide, fastpath):
         setattr(module, "less_for_raising", at_weight)  # noqa: B010 - not re-exported
+
+
+def _raised(points: float | None, whole: bool) -> None:
+    """least-used's ceiling for a node that raises the hottest beyond the others
+    (``least_used.RAISED_POINTS``; 0: off) at ``points``, and with ``whole`` the raises
+    taken whole, not beyond the least (``least_used.beyond_least`` off)."""
+    from loadwise.extender import decide, service
+    from loadwise.extender.policies import least_used
+
+    if points is not None:
+        least_used.RAISED_POINTS = points
+    if whole:
+        setattr(decide, "beyond_least", lambda raises, measured=None: list(raises))  # noqa: B010
+        # the general path alone (the fast path takes the least off inline)
+        setattr(service.Extender, "_fast_answer", lambda *_args, **_kw: None)  # noqa: B010
 
 
 def _level_power(power: float) -> None:
@@ -827,12 +862,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--level-power", type=float, help="the term's level_weights power (0: one currency)"
     )
+    parser.add_argument(
+        "--source",
+        choices=(LOAD_WATCHER, METRICS_SERVER),
+        default=LOAD_WATCHER,
+        help="where node readings come from (run's source)",
+    )
     parser.add_argument("--steady-mix", action="store_true", help="steady-mix, run seeds 31-34")
     parser.add_argument(
         "--steady-hog", action="store_true", help="steady-hog (360 s), run seeds 31-34"
     )
     parser.add_argument(
         "--clamp-readings", action="store_true", help="uses over 100 %% read as 100"
+    )
+    parser.add_argument(
+        "--raised-points", type=float, help="least_used.RAISED_POINTS (0: no ceiling)"
+    )
+    parser.add_argument(
+        "--whole-raises", action="store_true", help="raises taken whole, not beyond the least"
     )
     parser.add_argument("--no-fair-share", action="store_true", help="the fair-share term off")
     parser.add_argument("--room", type=float, help="the fair-share term's ROOM_PERCENT")
@@ -852,11 +899,12 @@ def main(argv: list[str] | None = None) -> None:
         _level_power(args.level_power)
     if args.clamp_readings:
         _readings_clamped_at_capacity()
+    _raised(args.raised_points, args.whole_raises)
     _fair_share(off=args.no_fair_share, room=args.room, slack=args.slack, band=args.share_band)
     if args.steady_mix:
         for seed in (31, 32, 33, 34):
-            stock = run(request_placer(seed), seed)
-            mine = run(new_extender(seed), seed)
+            stock = run(request_placer(seed), seed, source=args.source)
+            mine = run(new_extender(seed), seed, source=args.source)
             print(
                 f"steady-mix seed {seed}: CPU {mine.hottest_cpu:.1f}"
                 f" against {stock.hottest_cpu:.1f}, memory {mine.hottest_memory:.1f}"
@@ -866,8 +914,8 @@ def main(argv: list[str] | None = None) -> None:
             )
     if args.steady_hog:
         for seed in (31, 32, 33, 34):
-            stock = run(request_placer(seed, STEADY_HOG), seed, duration=360.0)
-            mine = run(new_extender(seed, STEADY_HOG), seed, duration=360.0)
+            stock = run(request_placer(seed, STEADY_HOG), seed, duration=360.0, source=args.source)
+            mine = run(new_extender(seed, STEADY_HOG), seed, duration=360.0, source=args.source)
             print(
                 f"steady-hog seed {seed}: memory {mine.hottest_memory:.1f}"
                 f" against {stock.hottest_memory:.1f}, CPU {mine.hottest_cpu:.1f}"
@@ -877,7 +925,7 @@ def main(argv: list[str] | None = None) -> None:
     seeds = range(args.first, args.end)
     for name in args.classes:
         make, duration = CLASSES[name]
-        for measure, rows in _worse_than_stock(make, seeds, duration).items():
+        for measure, rows in _worse_than_stock(make, seeds, duration, args.source).items():
             if not rows:
                 continue
             worst, seed = max(rows)

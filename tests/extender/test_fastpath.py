@@ -167,6 +167,29 @@ def test_a_pending_total_that_moves_in_one_resource_only_is_rescored():
     assert len(set(bodies)) > 2, bodies  # n1's answer moved with each change
 
 
+def test_raises_beyond_the_least_and_their_ceiling_are_the_general_paths():
+    """Every node raises the hottest node (three lift the hottest CPU a little, the memory
+    hog's node its memory by 6 points: steady-hog's case, ``least_used.beyond_least`` and
+    ``RAISED_POINTS``): both paths take the least raise off and hold the hog's node at the
+    ceiling, to the byte."""
+    now = time.time()
+    loads = {
+        "sh-1": NodeLoad(ResourceLoad(40.0), ResourceLoad(66.0)),
+        "sh-2": NodeLoad(ResourceLoad(39.0), ResourceLoad(63.0)),
+        "sh-3": NodeLoad(ResourceLoad(38.0), ResourceLoad(63.0)),
+        "sh-4": NodeLoad(ResourceLoad(2.0), ResourceLoad(75.0)),
+    }
+    snap = LoadSnapshot("s", now - 5, now, loads)
+    fast, general = _warmed_pair(snap, [node_json(n, cpu="4", memory="8Gi") for n in loads])
+    pod = pod_json(container({"cpu": "150m", "memory": "512Mi"}, {"memory": "512Mi"}), uid="p")
+    body = json.dumps({"Pod": pod, "NodeNames": list(loads)}).encode()
+    a = fast.prioritize_json(decode_args(body, raw_nodes=False))
+    b = general.prioritize_json(decode_args(body, raw_nodes=False))
+    assert bytes(a) == bytes(b)
+    scores = {h["Host"]: h["Score"] for h in json.loads(bytes(a))}
+    assert scores["sh-4"] == 2 and max(scores.values()) == 4, scores
+
+
 async def test_event_figures_are_the_general_paths():
     """With a recorder the fast path also returns each node's use after placement;
     the Events it leads to are the general path's, to the byte."""

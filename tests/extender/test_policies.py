@@ -20,6 +20,9 @@ from loadwise.extender.policies.least_used import (
     HOTTEST_FLOOR,
     HOTTEST_LEVEL_POWER,
     HOTTEST_WEIGHT,
+    RAISED_CEILING,
+    RAISED_POINTS,
+    beyond_least,
     hottest_raises,
     least_used,
     less_for_raising,
@@ -372,10 +375,52 @@ def test_the_term_does_not_send_pods_beside_a_memory_hog_to_keep_cpu_cool():
         assert best(prioritize(p, nodes, policy)).node == "a"
 
 
+def test_a_raise_counts_beyond_the_least_any_measured_node_makes():
+    assert beyond_least([10.0, 5.0, 0.0]) == [10.0, 5.0, 0.0]  # a node raises nothing
+    assert beyond_least([4.0, 1.0, 1.5]) == [3.0, 0.0, 0.5]
+    # a node without data (no raise) does not set the least
+    assert beyond_least([0.0, 2.0, 3.0], [False, True, True]) == [0.0, 0.0, 1.0]
+    assert beyond_least([]) == []
+
+
+def test_a_raise_of_raised_points_or_more_keeps_the_score_at_the_ceiling():
+    assert less_for_raising(60, RAISED_POINTS - 0.1) == int(60 - (RAISED_POINTS - 0.1) * 2)
+    assert less_for_raising(60, RAISED_POINTS) == RAISED_CEILING
+    assert less_for_raising(15, 8.0) == HOTTEST_FLOOR  # below the ceiling: the floor's rule
+    assert less_for_raising(-5, 8.0) == -5  # over capacity: as it was
+
+
+def test_the_memory_hog_s_node_stays_two_steps_below_nodes_it_would_pass(monkeypatch):
+    """steady-hog's decision (docs/placement.md): once a reading shows the hog, its node
+    holds few pods, so kube-scheduler's own scores (requests, the workload's spread) favour
+    it by some 2.5 priority steps. The pod raises its memory, the hottest, by 4 points
+    beyond what the others raise the hottest CPU; lowered by the weight alone it stays a
+    step below the best, held at the ceiling two."""
+    from loadwise.extender.policies import least_used
+
+    p = pod_facts(pod(container({"cpu": "150m", "memory": "512Mi"}, {"memory": "512Mi"})))
+    nodes = [
+        state(node_info("sh-1"), 40.0, 66.0),
+        state(node_info("sh-2"), 39.0, 63.0),
+        state(node_info("sh-3"), 38.0, 63.0),
+        state(node_info("sh-4"), 2.0, 75.0),
+    ]
+
+    def steps() -> tuple[int, int]:
+        ranked = {r.node: r.priority for r in prioritize(p, nodes, LeastUsed(dominant_weight=1))}
+        return max(ranked.values()), ranked["sh-4"]
+
+    top, hog = steps()
+    assert (top, hog) == (4, 2)
+    monkeypatch.setattr(least_used, "RAISED_POINTS", 0.0)
+    top, hog = steps()
+    assert top - hog == 1
+
+
 def test_less_for_raising_keeps_a_node_that_fits_above_every_node_over_capacity():
     assert less_for_raising(60, 0.0) == 60
-    assert less_for_raising(60, 4.0, 3.0) == 48
-    assert less_for_raising(60, 4.0) == 60 - 4 * HOTTEST_WEIGHT
+    assert less_for_raising(60, 2.0, 3.0) == 54
+    assert less_for_raising(60, 2.5) == 60 - 2.5 * HOTTEST_WEIGHT
     assert less_for_raising(60, 30.0, 3.0) == HOTTEST_FLOOR  # never below min(score, 10)
     assert less_for_raising(6, 30.0, 3.0) == 6
     assert less_for_raising(-20, 30.0, 3.0) == -20  # over capacity: ordered as it was

@@ -262,6 +262,7 @@ def test_a_node_the_pod_takes_over_capacity_loses_to_one_it_fits_on(monkeypatch)
     the mean of free shares, free memory made up for being over on CPU: het-241's 2-core
     node took pods of 2.2 cores and ran at 125 % for the whole stream, 17.6 points above
     stock's hottest node."""
+    from loadwise.extender.policies import least_used
     from loadwise.extender.policies.least_used import LeastUsed
 
     worse = _worse(_least_used(FRESH))
@@ -284,7 +285,14 @@ def test_a_node_the_pod_takes_over_capacity_loses_to_one_it_fits_on(monkeypatch)
         return int(total // weights)
 
     monkeypatch.setattr(LeastUsed, "combine", mean_only)
-    # 17.6 before the hottest-node term; 8.4 with it (the term alone mends some of it)
+    # 17.6 before the hottest-node term; 8.4 with it (the term alone mends some of it), 1.3
+    # with raises counted beyond the least and held at a ceiling (least_used.beyond_least,
+    # RAISED_POINTS): the rule's own effect is measured with the term as it was
+    from loadwise.extender import decide, service
+
+    monkeypatch.setattr(least_used, "RAISED_POINTS", 0.0)
+    monkeypatch.setattr(decide, "beyond_least", lambda raises, measured=None: list(raises))
+    monkeypatch.setattr(service.Extender, "_fast_answer", lambda *_args, **_kw: None)
     assert _worse(_hottest(sim.new_extender, FRESH))[0] > 5.0
 
 
