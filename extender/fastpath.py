@@ -89,7 +89,8 @@ class FastAnswer:
     """With ``figures=True``: request position -> [cpu, memory] percent of
     allocatable after placement, from the very sums that were scored (None: no data)."""
     win_raised: float = 0.0
-    """Points by which the winner raises the hottest node, when that lowered its score."""
+    """Points by which the winner raises the hottest node beyond the least any node would
+    (``least_used.beyond_least``), when that lowered its score."""
     passed: str = ""
     """The winner's note on the nodes the fair-share term lowered (``spread.passed_note``),
     or empty."""

@@ -197,7 +197,7 @@ def less_for_raising(score: int, raised: float, weight: float = HOTTEST_WEIGHT) 
 
 def raised_note(by: float) -> str:
     """What a score lowered by ``less_for_raising`` adds to the node's reason."""
-    return f"; raises the hottest node by {by:.0f} points"
+    return f"; raises the hottest node {by:.0f} points more than another node would"
 
 
 @dataclass(frozen=True)
