@@ -238,7 +238,11 @@ INTRO = """\
   bound no scheduler, migrating or not, can beat), and **without migration**, each pod
   placed once at its arrival for its whole stay with every lifetime known in hindsight,
   minimising the same time-averaged hottest node (a mixed-integer programme, proven
-  optimal or stopped at a time limit with its gap stated). The **gap** is taken per run,
+  optimal or stopped at a time limit with its gap stated). Where the backgrounds change
+  after the first pod, a third, on the hotter of CPU and memory: without migration with the
+  pods bound before the first change kept where the run put them (**cannot see the change
+  coming**): the optimum above places those pods for a change no scheduler could foresee.
+  The **gap** is taken per run,
   the contender's figure minus its trace's optimum, in percentage points. The freshness
   of the load readings behind the decisions is in the loadwise extender's decision logs
   (its ``age``, from the runs after 2026-11-28 12:40 UTC on; older logs lack it):
