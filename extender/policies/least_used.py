@@ -138,9 +138,9 @@ def beyond_least(raises: Sequence[float], measured: Sequence[bool] | None = None
     """Each of ``raises`` (``hottest_raises``) less the least of them among the nodes
     ``measured`` (all when None): the raise no candidate avoids lowers none of them. When
     every node lifts the hottest CPU a little (nodes of one size, near one another), taken
-    whole it lowered them all alike, towards ``HOTTEST_FLOOR``, where they tied and the
-    node that raised the hottest memory by 6 points drew even with them
-    (``RAISED_POINTS``)."""
+    whole it lowered them all alike, and with ``RAISED_POINTS``' ceiling on whole raises a
+    generated stream of the simulator put 33 points more of a workload on one node than
+    stock did (the figures and commands are in ``RAISED_POINTS``)."""
     pool = [r for r, m in zip(raises, measured or [True] * len(raises), strict=True) if m]
     least = min(pool, default=0.0)
     if least <= 0.0:
@@ -169,12 +169,13 @@ points above stock's as many as before per class. Raises taken whole (``--whole-
 with the ceiling: a generated stream's share 33 points above stock's; beyond the least
 without the ceiling (``--raised-points 0``): steady-hog 72.5. At 2 points, 2 streams of
 equal nodes more than 10 points above stock's share (none at 3); at 4, steady-mix 72.0.
-On seeds drawn after (501-531, the same commands): the class means 13.7, 11.9, 14.6, 14.8
-before and 15.3, 12.4, 15.1, 14.9 after, streams more than 2 above stock 1 (het-513,
-+22.0) and none; equal-node streams more than 10 points of share above stock 2, 2, 2 and
-1, 3, 2 (equal sizes, hogged, generated); on load-watcher's readings (``--source
-load-watcher``) the means 0.5-1.1 points lower too, the share 1, 4, 2 and 3, 4, 2 (+16.7
-at worst, against +12.5): the price, where a spreading choice raises the hottest node. In the
+On seeds drawn after (501-530: ``501 531``, the same commands): the class means 13.7,
+11.9, 14.6, 14.8 before and 15.3, 12.4, 15.1, 14.9 after; heterogeneous streams more than
+2 above stock 1 (het-513, +22.0) and none, generated 1 and 1 (+3.0); equal-node streams
+more than 10 points of share above stock 2, 2, 2 and 1, 3, 2 (equal sizes, hogged,
+generated). On load-watcher's readings (``--source load-watcher``) the means 0.5-1.1
+points lower too, the shares 1, 4, 2 and 3, 4, 2 (equal sizes: +16.7 at worst, against
++12.5): the price, where a spreading choice raises the hottest node. In the
 lab at 57b15ca (docs/placement.md, 5 runs): steady-hog's hottest memory 73.8 % (71.6-74.1)
 against 76.4 at eddd121, the hog's node taking 0-1 pods per run after 90 s against 1-3;
 steady-mix's CPU 71.3 against 71.0, within each other's ranges."""
