@@ -13,7 +13,9 @@ of its pods over the 15 s before the scrape, as a real kubelet and the lab's kwo
 the scrape, as kwok reports it when read only then), its memory the instant's; a pod's use
 shows from its second scrape (a CPU rate needs two samples). load-watcher collects
 metrics-server's latest every 60 s (its ``window.end``); the extender reads load-watcher
-every 30 s and PodMetrics every 15 s. Every phase is drawn from the seed.
+every 30 s and PodMetrics every 15 s. With ``run(source=METRICS_SERVER)`` it reads
+metrics.k8s.io instead, as the role installs it: every 30 s, the last scrape's figures
+stamped with the scrape's time. Every phase is drawn from the seed.
 
 The scheduler is kube-scheduler's default profile on these nodes: NodeResourcesFit
 (LeastAllocated on requests, weight 1), NodeResourcesBalancedAllocation (weight 1) and
