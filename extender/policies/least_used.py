@@ -177,7 +177,7 @@ generated). On load-watcher's readings (``--source load-watcher``) the means 0.5
 points lower too, the shares 1, 4, 2 and 3, 4, 2 (equal sizes: +16.7 at worst, against
 +12.5): the price, where a spreading choice raises the hottest node. In the
 lab at 57b15ca (docs/placement.md, 5 runs): steady-hog's hottest memory 73.8 % (71.6-74.1)
-against 76.4 at eddd121, the hog's node taking 0-1 pods per run after 90 s against 1-3;
+against 76.4 at eddd121, pods beside the hog 1.9 averaged over the stream against 2.3;
 steady-mix's CPU 71.3 against 71.0, within each other's ranges."""
 RAISED_CEILING = 20
 """The score such a node keeps at most: priority 2 of 10 (``to_extender_priority``), two
