@@ -156,10 +156,11 @@ Lowered by ``HOTTEST_WEIGHT`` alone such a node stayed a priority step or two be
 best, and kube-scheduler's own scores, which count requests and the workload's spread,
 gave it back: in the placement benchmark's steady-hog, once a reading showed the hog (6
 GiB of sh-004's 8 from 60 s to 240 s), its node held few pods, so few requests and few of
-the set, and took 1-3 more in every run, each raising the hottest memory by 6.25 points
-(docs/placement.md). In the simulator, on metrics-server readings (``python
-tests/extender/steady_sim.py 101 131 --source metrics-server --classes heterogeneous
-"equal sizes" hogged generated --steady-mix --steady-hog``, against the same with
+the set, and took more, each raising the hottest memory by 6.25 points (its "pods on hot,
+mean", 2.3 at eddd121: docs/history/placement-eddd121/placement.md). In the simulator, on
+metrics-server readings (``python tests/extender/steady_sim.py 101 131 --source
+metrics-server --classes heterogeneous "equal sizes" hogged generated --steady-mix
+--steady-hog``, against the same with
 ``--raised-points 0 --whole-raises``, the rule before): steady-hog's hottest memory 72.7 %
 before, 70.9 after (run seeds 31-34), steady-mix's CPU 71.7 and 71.6; the hotter of CPU
 and memory below stock's by 12.1, 11.5, 13.9 and 10.2 points on average per class before,
