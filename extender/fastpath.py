@@ -53,7 +53,7 @@ from .ledger import NodeTotals, Pending
 from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
-from .policies.least_used import least_used, less_for_raising, level_weights
+from .policies.least_used import least_used, less_for_raising, level_weights, unavoidable
 from .policies.spread import (
     capacity_weight,
     fair_share,
@@ -671,8 +671,8 @@ def _less_for_raising(
     for (after, top), level in zip(measured, weights, strict=True):
         for k in compress(range(len(after)), map(gt, after, repeat(top))):
             raised[k] = raised.get(k, 0.0) + (after[k] - top) * level
-    if len(raised) == len(scores):  # every node raises it: only beyond the least counts
-        least = min(raised.values())
+    least = unavoidable(raised.values(), len(scores))
+    if least:  # every node raises it: only beyond the least counts
         raised = {k: v - least for k, v in raised.items() if v > least}
     lowered: dict[int, int] = {}
     for k, by in raised.items():

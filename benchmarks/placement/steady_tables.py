@@ -159,7 +159,7 @@ def figures(
         peers = {n: p for n, p in rounds.get(key, {}).items() if n != run_name(r)} if key else {}
         opts = {res: cache.get(r, tl, res, settings, peers) for res in (*RESOURCES, optimum.HOTTER)}
         unforeseen = None
-        if _foreseeable(tl):
+        if optimum.first_change(tl) is not None:  # a change after the first pod
             unforeseen = cache.get(r, tl, optimum.HOTTER, settings, peers, unforeseen=True)[1]
         out.append(
             RunFigures(
@@ -174,13 +174,6 @@ def figures(
             )
         )
     return out
-
-
-def _foreseeable(tl: Timeline) -> bool:
-    """Whether some pod was bound before a background change (``optimum.first_change``):
-    then knowing the change in advance could have placed it otherwise
-    (``optimum.no_migration``'s ``unforeseen``)."""
-    return optimum.first_change(tl) is not None
 
 
 HEADER = [

@@ -11,7 +11,7 @@ capacity), as a scheduler that spreads by pod count does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..estimate import PodFacts, demand_after
@@ -34,6 +34,7 @@ __all__ = [
     "level_weights",
     "less_for_raising",
     "raised_note",
+    "unavoidable",
 ]
 
 RESOURCES = ("cpu", "memory", "pods")
@@ -142,10 +143,17 @@ def beyond_least(raises: Sequence[float], measured: Sequence[bool] | None = None
     generated stream of the simulator put 33 points more of a workload on one node than
     stock did (the figures and commands are in ``RAISED_POINTS``)."""
     pool = [r for r, m in zip(raises, measured or [True] * len(raises), strict=True) if m]
-    least = min(pool, default=0.0)
+    least = unavoidable([r for r in pool if r > 0.0], len(pool))
     if least <= 0.0:
         return list(raises)
     return [max(0.0, r - least) for r in raises]
+
+
+def unavoidable(raised: Collection[float], candidates: int) -> float:
+    """The raise no candidate avoids: the least of ``raised`` (the candidates' raises above
+    0) when all ``candidates`` raise the hottest node, else 0. The one rule both paths take
+    off (``beyond_least`` here, the fast path over its raised nodes alone)."""
+    return min(raised) if raised and len(raised) == candidates else 0.0
 
 
 RAISED_POINTS = 3.0
