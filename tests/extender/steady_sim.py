@@ -269,6 +269,10 @@ class Result:
     top_share: float = 0.0
     """Mean over time of the largest share of any one workload's pods on one node (the
     placement benchmark's measure: steady_measures.mean_share)."""
+    memory_over: int = 0
+    """Seconds of the whole stream, warm-up included, with some node's memory demand (its
+    background and its pods' use) above its capacity: on a real node the kubelet's eviction
+    and the kernel's OOM killer, where kwok's nodes and this simulator only count."""
 
 
 def _iso(t: float) -> str:
@@ -569,6 +573,7 @@ def run(
     hottest: list[float] = []
     hottest_mem: list[float] = []
     all_on_one = 0
+    memory_over = 0
     shares: list[float] = []
     top_shares: list[float] = []
     for step in range(int(duration) + 1):
@@ -603,6 +608,7 @@ def run(
             n: (100.0 * use[n][0] / s.cpu, 100.0 * use[n][1] / s.memory) for n, s in nodes.items()
         }
         truth.append(now)
+        memory_over += any(m > 100.0 for _, m in now.values())
         for n in nodes:
             window[n].append(now[n][0])
             del window[n][: -int(SCRAPE)]
@@ -661,6 +667,7 @@ def run(
         hottest_cpu_p99=_p99(hottest),
         hottest_memory=sum(hottest_mem) / len(hottest_mem),
         above_80=sum(h > 80.0 for h in hottest),
+        memory_over=memory_over,
         all_on_one=all_on_one,
         thirds=(sum(hottest[:third]) / third, sum(hottest[-third:]) / third),
         error=prediction_error(placer.decisions(), truth, lags),
@@ -747,7 +754,8 @@ def _worse_than_stock(
 ) -> dict[str, list[tuple[float, int]]]:
     """Per measure (the hottest node's mean CPU and memory after the warm-up and the hotter
     of the two, the largest share of a workload on one node, the seconds a workload sat all
-    on one node while another had room, and on streams whose nodes are all of one size the
+    on one node while another had room, the seconds some node's memory demand was above its
+    capacity, ``Result.memory_over``, and on streams whose nodes are all of one size the
     placement benchmark's share measure, ``Result.top_share``), least-used minus stock on
     each stream of ``seeds``, (points or seconds, seed)."""
     out: dict[str, list[tuple[float, int]]] = {
@@ -756,6 +764,7 @@ def _worse_than_stock(
         "hotter": [],
         "share": [],
         "piled": [],
+        "over": [],
         "equal share": [],
     }
     for seed in seeds:
@@ -768,6 +777,7 @@ def _worse_than_stock(
         out["hotter"].append((hotter - max(stock.hottest_cpu, stock.hottest_memory), seed))
         out["share"].append((100 * (mine.largest_share - stock.largest_share), seed))
         out["piled"].append((float(mine.all_on_one - stock.all_on_one), seed))
+        out["over"].append((float(mine.memory_over - stock.memory_over), seed))
         if len({(n.cpu, n.memory) for n in stream.nodes}) == 1:
             out["equal share"].append((100 * (mine.top_share - stock.top_share), seed))
     return out
@@ -846,8 +856,9 @@ def _readings_clamped_at_capacity() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Least-used against stock on drawn streams, per class of cluster: how many streams
     it leaves more than 2 points hotter (CPU, memory), more than 10 points more of a
-    workload on one node (share), or longer with a workload all on one node while another
-    had room (piled, seconds); the worst, the mean. The figures in
+    workload on one node (share), longer with a workload all on one node while another
+    had room (piled, seconds) or longer with a node's memory demand above its capacity
+    (over, seconds); the worst, the mean. The figures in
     extender/policies/least_used.py (``HOTTEST_WEIGHT``) come from here:
     ``python tests/extender/steady_sim.py 101 161`` and the same with
     ``--hottest-weight 0 --clamp-readings`` (the rules before it); those in
@@ -931,7 +942,7 @@ def main(argv: list[str] | None = None) -> None:
             if not rows:
                 continue
             worst, seed = max(rows)
-            bar = 10.0 if "share" in measure else 0.0 if measure == "piled" else 2.0
+            bar = 10.0 if "share" in measure else 0.0 if measure in ("piled", "over") else 2.0
             over = sum(d > bar for d, _ in rows)
             mean = statistics.mean(d for d, _ in rows)
             print(
