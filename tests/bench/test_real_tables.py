@@ -47,6 +47,12 @@ def _section(text: str, heading: str) -> str:
             "realchurn-b0b7457-results.json",
             lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
         ),
+        (
+            "#### loadwise again at commit 38b1233 (raises beyond the least, with a ceiling),"
+            " the same seed",
+            "realchurn-38b1233-results.json",
+            lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
+        ),
     ],
 )
 def test_the_real_kubelet_tables_are_the_recorded_runs(heading, results, render) -> None:
