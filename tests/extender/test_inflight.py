@@ -22,6 +22,7 @@ from loadwise.extender.inflight import (
     delta_load,
     departed_share,
     held_share,
+    held_shares,
     unheld_load,
 )
 from loadwise.extender.ledger import Ledger
@@ -308,6 +309,27 @@ def test_a_reading_of_latest_values_holds_a_pod_by_its_rate_window():
     base = PodLoad(Usage(85.0, 1.0), Usage(85.0, 1.0), 0.0)
     load, _ = delta_load(base, PodUsage(400.0, 2.0, 990.0), 985.0, snap)
     assert load.usage.cpu_millis == pytest.approx(200.0)
+
+
+def test_a_node_stamped_with_its_own_time_holds_memory_at_that_instant_and_cpu_before_it():
+    """metrics-server: the node's sample at 990 (its NodeMetrics timestamp), the list read
+    at 1000. Memory is the working set at 990, CPU the rate over 975..990."""
+    snap = msgspec.structs.replace(_snap(1000.0, settle=30.0), measured_at={"n1": 990.0})
+    assert held_shares(985.0, math.inf, snap, node="n1") == (pytest.approx(5 / 15), 1.0)
+    assert held_shares(992.0, math.inf, snap, node="n1") == (0.0, 0.0)  # after the sample
+    assert held_shares(960.0, math.inf, snap, node="n1") == (1.0, 1.0)
+    # gone 5 s before the sample: none of its memory is in it, two thirds of its CPU are
+    assert held_shares(-math.inf, 985.0, snap, node="n1") == (pytest.approx(10 / 15), 0.0)
+    assert held_shares(-math.inf, 995.0, snap, node="n1") == (1.0, 1.0)
+    # another node, or none named: the reading's own rule, one share for both
+    share = held_share(985.0, math.inf, snap)
+    assert held_shares(985.0, math.inf, snap, node="n2") == (share, share)
+    assert held_shares(985.0, math.inf, snap) == (share, share)
+    # through the delta: a measured pod placed 5 s before the sample counts two thirds of
+    # its CPU and none of its memory beside it
+    base = PodLoad(Usage(85.0, 1.0), Usage(85.0, 1.0), 0.0)
+    load, _ = delta_load(base, PodUsage(300.0, 2.0 * MI, 995.0), 985.0, snap, node="n1")
+    assert load.usage == Usage(pytest.approx(200.0), 0.0)
 
 
 def test_a_pod_not_measured_yet_counts_what_the_reading_does_not_hold_of_its_estimate():
