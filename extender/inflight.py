@@ -146,12 +146,14 @@ def unheld_load(
     cpu, memory = held_shares(placed_at, math.inf, snapshot, since, node)
     if cpu <= 0.0 and memory <= 0.0:
         return base
-    usage, request = base.usage, base.request
-    return PodLoad(
-        Usage(usage.cpu_millis * (1.0 - cpu), usage.memory_bytes * (1.0 - memory)),
-        Usage(request.cpu_millis * (1.0 - cpu), request.memory_bytes * (1.0 - memory)),
-        base.tlp_cpu_millis,
-    )
+    left = (1.0 - cpu, 1.0 - memory)
+    return PodLoad(_scaled(base.usage, *left), _scaled(base.request, *left), base.tlp_cpu_millis)
+
+
+def _scaled(usage: Usage, cpu: float, memory: float) -> Usage:
+    """``usage`` with its CPU times ``cpu`` and its memory times ``memory``: a pod's use as
+    far as a reading holds it, or does not (``held_shares``)."""
+    return Usage(usage.cpu_millis * cpu, usage.memory_bytes * memory)
 
 
 def _overlap_mean(placed_at: float, left_at: float, lo: float, hi: float, span: float) -> float:
@@ -499,8 +501,7 @@ class InFlight:
     ) -> None:
         whole = self._departed.setdefault(key, gone.load)
         cpu, memory = held_shares(gone.placed, gone.at, snapshot, since, gone.node)
-        usage = Usage(whole.usage.cpu_millis * cpu, whole.usage.memory_bytes * memory)
-        request = Usage(whole.request.cpu_millis * cpu, whole.request.memory_bytes * memory)
+        usage, request = _scaled(whole.usage, cpu, memory), _scaled(whole.request, cpu, memory)
         ledger.recount(key, PodLoad(usage, request, whole.tlp_cpu_millis * cpu))
 
     def in_flight(self, ledger: Ledger, node: str, since: float) -> dict[str, int]:
