@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -38,7 +39,14 @@ from .reflector import ListWatchClient, Reflector
 from .wire import Node, Pod, timestamp
 from .workloads import owner_key, workload_key
 
-__all__ = ["POD_SELECTOR", "ClusterView", "ClusterWatch", "PlacementSink", "scheduled_at"]
+__all__ = [
+    "POD_SELECTOR",
+    "ClusterView",
+    "ClusterWatch",
+    "PlacementSink",
+    "scheduled_at",
+    "started_at",
+]
 
 log = logging.getLogger("loadwise.extender.cluster")
 
@@ -60,6 +68,8 @@ class PlacementSink(Protocol):
     def forget(self, pod_key: str) -> None: ...
 
     def depart(self, pod_key: str, node: str, load: PodLoad, at: float) -> None: ...
+
+    def started(self, pod_key: str, at: float) -> None: ...
 
 
 class ClusterView(Protocol):
@@ -92,6 +102,33 @@ def scheduled_at(pod: Pod) -> float | None:
         if condition.type == "PodScheduled" and condition.status == "True":
             return timestamp(condition.lastTransitionTime)
     return None
+
+
+def started_at(pod: Pod) -> float | None:
+    """When a bound pod's use began, as far as its status says: ``math.inf`` while it is
+    ``Pending`` (its images pulling, its init containers running: none of its containers
+    uses anything a reading could hold), once ``Running`` the latest ``startedAt`` of its
+    running containers, and None where the status says neither (no status, no running
+    container, a finished pod).
+
+    A pod's use starts when its containers do, not when it is bound: on a real kubelet
+    1-3 s later without an image to pull, minutes later with a large one, and later still
+    on a busy node (the lab's kwok nodes mark a pod running when their controller gets to
+    it). A reading taken in between holds none of it."""
+    status = pod.status
+    if status is None:
+        return None
+    if status.phase == "Pending":
+        return math.inf
+    if status.phase != "Running":
+        return None
+    starts = [
+        timestamp(c.state.running.startedAt)
+        for c in status.containerStatuses or ()
+        if c.state is not None and c.state.running is not None
+    ]
+    known = [t for t in starts if t is not None]
+    return max(known) if known else None
 
 
 class ClusterWatch:
@@ -233,6 +270,11 @@ class ClusterWatch:
             return
         node, load = known
         self._off_node(key, node)
+        if self._inflight is not None and self._inflight.pending(key):
+            # never started: no reading holds any of it, so nothing comes off
+            self._inflight.untrack(key)
+            self._placements.forget(key)
+            return
         # Seen now (a watch event arrives within a second or so of the change; after a
         # relist, the time of the list): the load source's reading may predate it.
         now = self._clock()
@@ -270,6 +312,7 @@ class ClusterWatch:
         self._unbound.pop(key, None)
         known = self._pods.get(key)
         if known is not None and known[0] == pod.spec.nodeName:
+            self._started(key, started_at(pod))
             return
         try:
             load = pod_load(pod, self._estimator, self._tlp)
@@ -286,6 +329,17 @@ class ClusterWatch:
         self._by_node.setdefault(pod.spec.nodeName, {})[key] = load
         self._dirty.add(pod.spec.nodeName)
         self._placements.bind(key, pod.spec.nodeName, load, at)
+        self._started(key, started_at(pod))
+
+    def _started(self, key: str, at: float | None) -> None:
+        """The bound pod ``key``'s use began at ``at`` (``started_at``; inf: not yet): the
+        ledger counts it from then, and a reading taken before then holds none of it."""
+        if at is None:
+            return
+        if self._inflight is not None:
+            self._inflight.started(key, at)
+        if math.isfinite(at):
+            self._placements.started(key, at)
 
     def _track(self, key: str, pod: Pod, load: PodLoad, at: float) -> PodLoad:
         """The load a bound pod counts (its workload's learned use when measured lately,

@@ -21,6 +21,10 @@ more. This module replaces the estimate where measurements allow, in three ways:
 3. **Departures at measured use**: a pod that leaves comes off its node at what it
    was last measured using (its estimate if never measured), not at its estimate.
 
+"Placed" is when the pod's containers started, once its status says so
+(``cluster.started_at``): a bound pod still ``Pending`` is held by no reading and counts
+whole, and one that never started takes nothing off when it leaves.
+
 It also keeps, per controller and node, the pods the watch saw bound and the
 placements only assumed, for the spreading term (``policies.spread``).
 """
@@ -280,6 +284,8 @@ class InFlight:
         # does not move while pods keep coming made every request O(pods in it))
         self._dirty: set[str] = set()
         self._departed: dict[str, PodLoad] = {}  # ledger key -> what the departure took off
+        # bound pods whose containers have not started (``started``): no reading holds them
+        self._pending: set[str] = set()
         # (node, stay) of the pods gone, in the order they left (``stays``)
         self._gone: deque[tuple[str, Stay]] = deque(maxlen=MAX_STAYS)
         self.taken: dict[str, int] = dict.fromkeys((LEARNED, REQUEST_RULE), 0)
@@ -335,8 +341,32 @@ class InFlight:
             self.store.forget(old.name)
         return old
 
+    def started(self, key: str, at: float) -> None:
+        """The tracked pod ``key``'s containers started at ``at`` (inf: not yet, the pod is
+        bound and ``Pending``): until then no reading holds any of its use, and from then
+        it is counted as placed then (``Ledger.started`` moves its placement alike)."""
+        pod = self._pods.get(key)
+        if pod is None:
+            return
+        if math.isinf(at):
+            if key not in self._pending:
+                self._pending.add(key)
+                self._dirty.add(key)
+            return
+        if key in self._pending:
+            self._pending.discard(key)
+            self._dirty.add(key)
+        if at > pod.at:
+            self._pods[key] = msgspec.structs.replace(pod, at=at)
+            self._dirty.add(key)
+
+    def pending(self, key: str) -> bool:
+        """Whether ``key`` is bound and its containers have not started (``started``)."""
+        return key in self._pending
+
     def _untrack(self, key: str, old: Tracked) -> None:
         del self._pods[key]
+        self._pending.discard(key)
         if self._by_name.get(old.name) == key:
             del self._by_name[old.name]
         if old.owner is not None:
@@ -489,11 +519,13 @@ class InFlight:
         pod = self._pods.get(key)
         if pod is None:
             return  # counted as placed: nothing known to correct it with
+        # a pod not started yet is in no reading, whenever it was placed
+        start = math.inf if key in self._pending else placed.at
         measured = self.store.get(pod.name)
         if measured is None:
-            ledger.recount(key, unheld_load(pod.base, placed.at, snapshot, since, placed.node))
+            ledger.recount(key, unheld_load(pod.base, start, snapshot, since, placed.node))
             return
-        load, _ = delta_load(pod.base, measured, placed.at, snapshot, since, placed.node)
+        load, _ = delta_load(pod.base, measured, start, snapshot, since, placed.node)
         ledger.recount(key, load)
 
     def _recount_departure(

@@ -343,6 +343,15 @@ class Ledger:
     def forget(self, pod_key: str) -> None:
         self._remove(pod_key)
 
+    def started(self, pod_key: str, at: float) -> None:
+        """The pod's containers began running at ``at``, after it was placed: it counts
+        from then on, as if placed then (a reading between its placement and its start
+        holds none of it, and the window that covers it is the one after its start)."""
+        current = self._placements.get(pod_key)
+        if current is None or current.left or not at > current.at:
+            return
+        self._put(pod_key, current.node, current.load, at, current.confirmed)
+
     def placement(self, pod_key: str) -> Placement | None:
         """Where and since when ``pod_key`` counts, if it does."""
         return self._placements.get(pod_key)

@@ -23,6 +23,9 @@ from .exceptions import WireError
 
 __all__ = [
     "Container",
+    "ContainerState",
+    "ContainerStateRunning",
+    "ContainerStatus",
     "ExtenderArgs",
     "FilterResult",
     "HostPriority",
@@ -121,9 +124,23 @@ class PodCondition(Struct, omit_defaults=True):
     lastTransitionTime: str | None = None
 
 
+class ContainerStateRunning(Struct, omit_defaults=True):
+    startedAt: str | None = None
+
+
+class ContainerState(Struct, omit_defaults=True):
+    running: ContainerStateRunning | None = None
+
+
+class ContainerStatus(Struct, omit_defaults=True):
+    name: str = ""
+    state: ContainerState | None = None
+
+
 class PodStatus(Struct, omit_defaults=True):
     phase: str = ""
     conditions: list[PodCondition] | None = None
+    containerStatuses: list[ContainerStatus] | None = None
 
 
 class Pod(Struct, omit_defaults=True):

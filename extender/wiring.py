@@ -60,6 +60,9 @@ class RecordedPlacements:
     def depart(self, pod_key: str, node: str, load: PodLoad, at: float) -> None:
         self._ledger.depart(pod_key, node, load, at)
 
+    def started(self, pod_key: str, at: float) -> None:
+        self._ledger.started(pod_key, at)
+
 
 def _credentials(src: SourceConfig) -> Credentials:
     """The source's token or basic-auth files, for the load and the pod-usage readers."""

@@ -240,6 +240,9 @@ class Running:
     end: float
     pod: Pod
     use: tuple[int, int]
+    started: float = -math.inf
+    """When its containers start and its use begins (``run``'s ``start_lag``); -inf: at
+    the binding, with no container status to say so."""
 
 
 @dataclass
@@ -279,7 +282,15 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _pod(w: Workload, name: str, node: str = "", at: float | None = None) -> Pod:
+def _pod(
+    w: Workload,
+    name: str,
+    node: str = "",
+    at: float | None = None,
+    *,
+    phase: str = "Running",
+    started: float | None = None,
+) -> Pod:
     obj = kubeobjects.pod(
         name,
         namespace="sim",
@@ -298,11 +309,15 @@ def _pod(w: Workload, name: str, node: str = "", at: float | None = None) -> Pod
     if node:
         obj["spec"]["nodeName"] = node
         obj["status"] = {
-            "phase": "Running",
+            "phase": phase,
             "conditions": [
                 {"type": "PodScheduled", "status": "True", "lastTransitionTime": _iso(at or T0)}
             ],
         }
+        if started is not None:
+            obj["status"]["containerStatuses"] = [
+                {"name": "c", "state": {"running": {"startedAt": _iso(started)}}}
+            ]
     return msgspec.convert(obj, type=Pod)
 
 
@@ -374,6 +389,9 @@ class Placer:
 
     def deleted(self, run: Running, t: float) -> None:
         self.scheduler.deleted(run)
+
+    def started(self, run: Running, t: float) -> None:
+        """``run``'s containers started (``run``'s ``start_lag``): the watch sees it."""
 
     def node_reading(self, snap: LoadSnapshot, t: float) -> None:
         pass
@@ -480,6 +498,11 @@ class ExtenderPlacer(Placer):
         self.now = t
         self.watch._pod_event("DELETED", run.pod)
 
+    def started(self, run: Running, t: float) -> None:
+        self.now = t
+        pod = _pod(run.workload, run.name, run.node, run.start, started=run.started)
+        self.watch._pod_event("MODIFIED", pod)
+
     def node_reading(self, snap: LoadSnapshot, t: float) -> None:
         self.now = t
         self.ext.refresher.snapshot = snap
@@ -521,8 +544,15 @@ def run(
     lags: tuple[int, ...] = (0, 60),
     cpu: str = MEAN,
     source: str = LOAD_WATCHER,
+    start_lag: tuple[float, float] = (0.0, 0.0),
 ) -> Result:
     """One run of ``placer.stream`` (arrivals, lifetimes, phases from ``seed`` alone).
+
+    ``start_lag``: the range of seconds between a pod's binding and its containers'
+    start, drawn per pod (a real kubelet's 1-3 s without an image to pull; more with
+    one). With it a pod is bound ``Pending``, uses nothing until it starts, and the watch
+    then sees it ``Running`` with its containers' ``startedAt`` (whole seconds, as the API
+    server writes it). (0, 0): its use begins at the binding and no status says when.
 
     ``cpu``: what a node's CPU figure at a scrape is. ``INSTANT`` (kwok read only at the
     scrapes, the lab before lab/kwokclock.py): the use of the pods there at the scrape;
@@ -549,6 +579,7 @@ def run(
         arrivals += [(i / w.rate + rng.random(), w) for i in range(w.replicas)]
     arrivals.sort(key=lambda a: a[0])
     counter = placed = 0
+    starting: set[str] = set()  # pods bound whose containers have not started
     truth: list[dict[str, tuple[float, float]]] = []  # per second, node -> (cpu %, memory %)
     window: dict[str, list[float]] = {n: [] for n in nodes}  # CPU % of the last 15 s
     scraped: dict[str, tuple[float, float]] = {}  # metrics-server's latest node figures
@@ -591,17 +622,27 @@ def run(
             name = f"{w.name}-{counter}"
             node = placer.place(w, name, _pod(w, name), t)
             life = rng.uniform(*w.life)
-            run_ = Running(
-                w, name, node, t, t + life, _pod(w, name, node, t), w.use_at(step, duration)
-            )
+            if start_lag[1] > 0:
+                started = t + rng.uniform(*start_lag)
+                pod = _pod(w, name, node, t, phase="Pending")
+                starting.add(name)
+            else:
+                started, pod = -math.inf, _pod(w, name, node, t)
+            run_ = Running(w, name, node, t, t + life, pod, w.use_at(step, duration), started)
             running[name] = run_
             placer.bound(run_, t)
             placed += 1
+        for name in [n for n in starting if n not in running or running[n].started <= t]:
+            starting.discard(name)
+            if name in running:
+                placer.started(running[name], t)
         for at, node_name, memory in stream.changes:
             if at == step:
                 background[node_name][1] = memory
         use = {n: list(background[n]) for n in nodes}
         for r in running.values():
+            if r.started > t:
+                continue
             use[r.node][0] += r.use[0]
             use[r.node][1] += r.use[1]
         now = {
@@ -636,6 +677,8 @@ def run(
             else:
                 scraped = dict(now)
             for r in running.values():
+                if r.started > t:
+                    continue
                 pods_seen[r.name] = pods_seen.get(r.name, 0) + 1
                 if pods_seen[r.name] >= 2:  # a CPU rate needs two samples
                     pod_figures[f"sim/{r.name}"] = PodUsage(float(r.use[0]), float(r.use[1]), t)

@@ -4,12 +4,13 @@ each piece alone, then through the real Extender and ClusterWatch."""
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 
 import msgspec
 import pytest
 
 from loadwise.extender import kubeobjects
-from loadwise.extender.cluster import ClusterWatch
+from loadwise.extender.cluster import ClusterWatch, started_at
 from loadwise.extender.config import load_settings
 from loadwise.extender.estimate import pod_facts
 from loadwise.extender.inflight import (
@@ -220,19 +221,14 @@ class _Sink:
     def depart(self, key, node, load, at):
         self.calls.append(("depart", key, node, load))
 
+    def started(self, key, at):
+        self.calls.append(("started", key, at))
+
 
 def test_the_watch_binds_at_the_learned_use_and_departs_at_the_measured_use():
     flight = InFlight()
     sink = _Sink()
-    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
-    watch = ClusterWatch(
-        None,  # type: ignore[arg-type]
-        estimator=settings.estimator_args(),
-        tlp=settings.tlp_args(),
-        placements=sink,
-        inflight=flight,
-        clock=lambda: 100.0,
-    )
+    watch = _watching(sink, flight, now=100.0)
     watch._pod_event("ADDED", _pod("a", node="n1"))
     assert sink.calls[-1][3].usage.cpu_millis == 85  # nothing learned yet: the request rule
     flight.take(PodUsageReading({"ns/a": PodUsage(400.0, 768.0 * MI, 95.0)}, {}, 95.0))
@@ -429,3 +425,95 @@ def test_a_node_s_creation_is_read_from_its_object_and_bad_text_is_none():
     assert NodeInfo.from_node(dated).created_at == 1795975200.0
     assert NodeInfo.from_node(node).created_at is None
     assert timestamp("yesterday") is None and timestamp(None) is None
+
+
+# -- a pod's use begins when its containers start -------------------------------------
+
+
+def _iso(t):
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _bound(name, phase, *starts, scheduled=980.0, waiting=0):
+    """``name`` bound to n1 at ``scheduled``, in ``phase``, its running containers started
+    at ``starts`` and ``waiting`` more not running."""
+    pod = msgspec.to_builtins(_pod(name, node="n1"))
+    statuses = [
+        {"name": f"c{i}", "state": {"running": {"startedAt": _iso(t)}}}
+        for i, t in enumerate(starts)
+    ]
+    statuses += [{"name": f"w{i}", "state": {}} for i in range(waiting)]
+    pod["status"] = {
+        "phase": phase,
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": _iso(scheduled)}
+        ],
+        "containerStatuses": statuses,
+    }
+    return msgspec.convert(pod, type=Pod)
+
+
+def _watching(placements, flight, now=1000.0):
+    """A watch fed by hand, reporting to ``placements`` and ``flight``, its clock at ``now``."""
+    settings = load_settings(None, {"source.kind": "file", "source.file": "/dev/null"})
+    return ClusterWatch(
+        None,  # type: ignore[arg-type]
+        estimator=settings.estimator_args(),
+        tlp=settings.tlp_args(),
+        placements=placements,
+        inflight=flight,
+        clock=lambda: now,
+    )
+
+
+def test_started_at_reads_the_pod_s_phase_and_its_containers_start():
+    assert started_at(_pod("a", node="n1")) is None  # no status: nothing said
+    assert started_at(_bound("a", "Pending")) == math.inf
+    assert started_at(_bound("a", "Running")) is None  # running, but no container says since when
+    assert started_at(_bound("a", "Running", 1000.0, 1003.0)) == 1003.0
+    assert started_at(_bound("a", "Running", 1000.0, waiting=1)) == 1000.0
+    assert started_at(_bound("a", "Succeeded", 1000.0)) is None
+    bad = msgspec.to_builtins(_bound("a", "Running", 1000.0))
+    bad["status"]["containerStatuses"][0]["state"]["running"]["startedAt"] = "yesterday"
+    assert started_at(msgspec.convert(bad, type=Pod)) is None
+
+
+def test_a_reading_holds_a_pod_from_its_containers_start_not_its_binding():
+    """metrics-server: n1 sampled at 990. Pod a was bound at 980 and its image is still
+    pulling: the sample holds none of it, so it counts whole; b, bound at 980 too, started
+    at 981 and is in the sample. When a starts at 995 it still counts whole beside the
+    990 sample, and the next sample (1005) holds it."""
+    ledger, flight = Ledger(), InFlight()
+    watch = _watching(ledger, flight)
+    watch._pod_event("ADDED", _bound("a", "Pending"))
+    watch._pod_event("ADDED", _bound("b", "Running", 981.0))
+    whole = ledger.placement("uid-a").load.usage
+    assert whole.memory_bytes > 0 and flight.pending("uid-a") and not flight.pending("uid-b")
+    snap = msgspec.structs.replace(_snap(1000.0, settle=30.0), measured_at={"n1": 990.0})
+    flight.sync(ledger, snap)
+    assert ledger.placement("uid-a").load.usage == whole
+    assert ledger.placement("uid-b").load.usage.memory_bytes == 0.0
+    watch._pod_event("MODIFIED", _bound("a", "Running", 995.0))
+    assert ledger.placement("uid-a").at == 995.0 and not flight.pending("uid-a")
+    flight.sync(ledger, snap)
+    assert ledger.placement("uid-a").load.usage == whole
+    later = msgspec.structs.replace(_snap(1010.0, settle=30.0), measured_at={"n1": 1005.0})
+    flight.sync(ledger, later)
+    assert ledger.placement("uid-a").load.usage.memory_bytes == 0.0
+    # b counts from its start; a container restarted before it never moves it back
+    assert ledger.placement("uid-b").at == 981.0
+    watch._pod_event("MODIFIED", _bound("b", "Running", 970.0))
+    assert ledger.placement("uid-b").at == 981.0
+
+
+def test_a_pod_deleted_before_it_started_takes_nothing_off_its_node():
+    ledger, flight = Ledger(), InFlight()
+    watch = _watching(ledger, flight)
+    for name, phase, starts in (("a", "Pending", ()), ("b", "Running", (981.0,))):
+        watch._pod_event("ADDED", _bound(name, phase, *starts))
+        watch._pod_event("DELETED", _bound(name, phase, *starts))
+    departures = ledger.departed_after(985.0)
+    # b ran and a reading may hold it: it comes off; a never ran: no departure at all
+    assert [p.placed for _, p in departures] == [981.0]
+    assert ledger.placement("uid-a") is None and flight.get("uid-a") is None
+    assert not flight.pending("uid-a")
