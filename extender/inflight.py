@@ -495,6 +495,7 @@ class InFlight:
                     if key in self._pods:
                         self._dirty.add(key)  # tracked before the ledger holds it
                     continue
+                placed = self._still_waiting(ledger, key, placed, since)
                 if not placed.left and placed.at > since:
                     self._recount_placed(ledger, key, placed, snapshot, node_since(placed.node))
             # a departure is a ledger entry of its own: the new ones, at their share
@@ -503,6 +504,9 @@ class InFlight:
                     self._recount_departure(ledger, key, gone, snapshot, node_since(gone.node))
             return
         self._dirty = set()
+        for key in self._pending:
+            if (placed := ledger.placement(key)) is not None:
+                self._still_waiting(ledger, key, placed, since)
         for key, placed in ledger.placed_after(since):
             self._recount_placed(ledger, key, placed, snapshot, node_since(placed.node))
         seen = set()
@@ -512,6 +516,19 @@ class InFlight:
         for key in [k for k in self._departed if k not in seen]:
             del self._departed[key]
         self._synced = snapshot
+
+    def _still_waiting(
+        self, ledger: Ledger, key: str, placed: Placement, since: float
+    ) -> Placement:
+        """``placed``, or, for a pod still ``Pending`` when the reading's window (from
+        ``since``) has passed its placement, the same placement moved to just after
+        ``since``: it is in no reading yet and stays counted, whole, until it starts. A
+        window of 30 s (metrics-server) passes a pod whose image takes a minute to pull;
+        the ledger would otherwise take it for held and count nothing of it."""
+        if key not in self._pending or placed.left or placed.at > since:
+            return placed
+        ledger.started(key, math.nextafter(since, math.inf))
+        return ledger.placement(key) or placed
 
     def _recount_placed(
         self, ledger: Ledger, key: str, placed: Placement, snapshot: LoadSnapshot, since: float

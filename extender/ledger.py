@@ -344,9 +344,11 @@ class Ledger:
         self._remove(pod_key)
 
     def started(self, pod_key: str, at: float) -> None:
-        """The pod's containers began running at ``at``, after it was placed: it counts
-        from then on, as if placed then (a reading between its placement and its start
-        holds none of it, and the window that covers it is the one after its start)."""
+        """The pod counts from ``at`` on, as if placed then (never earlier than it does):
+        its containers began running then, after its binding (a reading between the two
+        holds none of it, and the window that covers it is the one after its start), or it
+        is still waiting to start when a reading's window has passed its placement
+        (``InFlight.sync``)."""
         current = self._placements.get(pod_key)
         if current is None or current.left or not at > current.at:
             return

@@ -517,3 +517,27 @@ def test_a_pod_deleted_before_it_started_takes_nothing_off_its_node():
     assert [p.placed for _, p in departures] == [981.0]
     assert ledger.placement("uid-a") is None and flight.get("uid-a") is None
     assert not flight.pending("uid-a")
+
+
+def test_a_pod_still_pending_when_the_window_passes_its_binding_stays_counted_whole():
+    """Bound at 900 and still pulling its image when a reading's window starts at 970: no
+    reading holds it, so it keeps counting whole (the ledger's placement moved just past
+    the window's start), and once it starts at 1003 it counts from then."""
+    ledger, flight = Ledger(), InFlight()
+    watch = _watching(ledger, flight)
+    watch._pod_event("ADDED", _bound("a", "Pending", scheduled=900.0))
+    whole = ledger.placement("uid-a").load.usage
+    snap = msgspec.structs.replace(_snap(1000.0, settle=30.0), measured_at={"n1": 995.0})
+    flight.sync(ledger, snap)
+    assert ledger.recent(970.0)["n1"].usage == whole
+    assert 970.0 < ledger.placement("uid-a").at < 970.1
+    watch._pod_event("MODIFIED", _bound("a", "Running", 1003.0, scheduled=900.0))
+    assert ledger.placement("uid-a").at == 1003.0
+    flight.sync(ledger, snap)
+    assert ledger.recent(970.0)["n1"].usage == whole  # started after the 995 sample
+    # without the wait kept in the window, the ledger would have counted nothing of it
+    ledger2, flight2 = Ledger(), InFlight()
+    watch2 = _watching(ledger2, flight2)
+    watch2._pod_event("ADDED", _bound("a", "Running", 901.0, scheduled=900.0))
+    flight2.sync(ledger2, snap)
+    assert "n1" not in ledger2.recent(970.0)
