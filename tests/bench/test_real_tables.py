@@ -53,6 +53,12 @@ def _section(text: str, heading: str) -> str:
             "realchurn-38b1233-results.json",
             lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
         ),
+        (
+            "#### loadwise again at commit d89f439 (a pod counted from its containers' start),"
+            " the same seed",
+            "realchurn-d89f439-results.json",
+            lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
+        ),
     ],
 )
 def test_the_real_kubelet_tables_are_the_recorded_runs(heading, results, render) -> None:
