@@ -336,6 +336,9 @@ class ClusterWatch:
         ledger counts it from then, and a reading taken before then holds none of it."""
         if at is None:
             return
+        # a start in the future is a node's clock or a bad status, not a start yet to come:
+        # taken as is, the pod would count whole, and stay in the ledger, until then
+        at = min(at, self._clock()) if math.isfinite(at) else at
         if self._inflight is not None:
             self._inflight.started(key, at)
         if math.isfinite(at):

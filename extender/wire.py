@@ -133,7 +133,6 @@ class ContainerState(Struct, omit_defaults=True):
 
 
 class ContainerStatus(Struct, omit_defaults=True):
-    name: str = ""
     state: ContainerState | None = None
 
 

@@ -500,6 +500,10 @@ def test_a_reading_holds_a_pod_from_its_containers_start_not_its_binding():
     later = msgspec.structs.replace(_snap(1010.0, settle=30.0), measured_at={"n1": 1005.0})
     flight.sync(ledger, later)
     assert ledger.placement("uid-a").load.usage.memory_bytes == 0.0
+    # a start after the watch's clock (1000: a node's clock ahead) is taken as now, not as
+    # a start to come that would keep the pod whole and in the ledger until then
+    watch._pod_event("ADDED", _bound("c", "Running", 90_000.0))
+    assert ledger.placement("uid-c").at == 1000.0
     # b counts from its start; a container restarted before it never moves it back
     assert ledger.placement("uid-b").at == 981.0
     watch._pod_event("MODIFIED", _bound("b", "Running", 970.0))
@@ -524,7 +528,7 @@ def test_a_pod_still_pending_when_the_window_passes_its_binding_stays_counted_wh
     reading holds it, so it keeps counting whole (the ledger's placement moved just past
     the window's start), and once it starts at 1003 it counts from then."""
     ledger, flight = Ledger(), InFlight()
-    watch = _watching(ledger, flight)
+    watch = _watching(ledger, flight, now=1010.0)  # the watch sees the start after it
     watch._pod_event("ADDED", _bound("a", "Pending", scheduled=900.0))
     whole = ledger.placement("uid-a").load.usage
     snap = msgspec.structs.replace(_snap(1000.0, settle=30.0), measured_at={"n1": 995.0})
