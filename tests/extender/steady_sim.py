@@ -794,6 +794,7 @@ def _worse_than_stock(
     seeds: range,
     duration: float = 900.0,
     source: str = LOAD_WATCHER,
+    start_lag: tuple[float, float] = (0.0, 0.0),
 ) -> dict[str, list[tuple[float, int]]]:
     """Per measure (the hottest node's mean CPU and memory after the warm-up and the hotter
     of the two, the largest share of a workload on one node, the seconds a workload sat all
@@ -812,8 +813,9 @@ def _worse_than_stock(
     }
     for seed in seeds:
         stream = make_stream(seed)
-        stock = run(request_placer(seed, stream), seed, duration=duration, source=source)
-        mine = run(new_extender(seed, stream), seed, duration=duration, source=source)
+        kw = {"duration": duration, "source": source, "start_lag": start_lag}
+        stock = run(request_placer(seed, stream), seed, **kw)
+        mine = run(new_extender(seed, stream), seed, **kw)
         out["cpu"].append((mine.hottest_cpu - stock.hottest_cpu, seed))
         out["memory"].append((mine.hottest_memory - stock.hottest_memory, seed))
         hotter = max(mine.hottest_cpu, mine.hottest_memory)
@@ -937,6 +939,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--whole-raises", action="store_true", help="raises taken whole, not beyond the least"
     )
+    parser.add_argument(
+        "--start-lag",
+        nargs=2,
+        type=float,
+        default=(0.0, 0.0),
+        metavar=("LO", "HI"),
+        help="seconds from a pod's binding to its containers' start (run's start_lag)",
+    )
     parser.add_argument("--no-fair-share", action="store_true", help="the fair-share term off")
     parser.add_argument("--room", type=float, help="the fair-share term's ROOM_PERCENT")
     parser.add_argument("--slack", type=float, help="the fair-share term's SHARE_SLACK")
@@ -981,7 +991,8 @@ def main(argv: list[str] | None = None) -> None:
     seeds = range(args.first, args.end)
     for name in args.classes:
         make, duration = CLASSES[name]
-        for measure, rows in _worse_than_stock(make, seeds, duration, args.source).items():
+        lag = (args.start_lag[0], args.start_lag[1])
+        for measure, rows in _worse_than_stock(make, seeds, duration, args.source, lag).items():
             if not rows:
                 continue
             worst, seed = max(rows)
