@@ -233,6 +233,7 @@ def prioritize(
     raised: dict[int, str] = {}  # the nodes the hottest-node term lowered, and why
     passed: list[int] = []  # the nodes the fair-share term lowered
     uses = [policy.uses(pod, n) for n in nodes] if isinstance(policy, LeastUsed) else []
+    loads = list(scores)  # before the hottest-node term: what the fair-share band weighs
     if isinstance(policy, LeastUsed) and policy.hottest_weight:
         raises = beyond_least(hottest_raises(uses), [any(u) for u in uses])
         for i, (score, by) in enumerate(zip(scores, raises, strict=True)):
@@ -258,10 +259,13 @@ def prioritize(
                 [n.info.memory_allocatable_bytes if n.info else 0 for n in nodes],
                 rooms(
                     [
-                        [u[0] if u else None for u in use] if n.info else []
+                        (use[0][0] if use[0] else None, use[1][0] if use[1] else None)
+                        if n.info
+                        else (None, None)
                         for n, use in zip(nodes, uses, strict=True)
                     ]
                 ),
+                loads,
             )
             passed = [i for i, (a, b) in enumerate(zip(scores, fair, strict=True)) if a != b]
             details = [

@@ -696,13 +696,16 @@ def _maybe_over_share(
         return False
     cpu, mem, cpu_all, mem_all = known.allocatable()
     total = sum(same) + 1
-    weighed = [after for w, after in ((table.wc, view.cpu_after), (table.wm, view.mem_after)) if w]
     if not cpu_all or not mem_all:
         return True
     for k in tops:
         i = known.positions[k]
         # (a node without room has no part: its least share is the slack alone)
-        roomy = cpu[k] and mem[k] and rooms([[after[i] for after in weighed]])[0]
+        after = (
+            view.cpu_after[i] if table.wc else None,
+            view.mem_after[i] if table.wm else None,
+        )
+        roomy = cpu[k] and mem[k] and rooms([after])[0]
         weight = capacity_weight(cpu[k], mem[k], cpu_all, mem_all) if roomy else 0.0
         if not within_least_share(same[k], total, weight):
             return True
@@ -714,15 +717,14 @@ def _rooms(table: _Table, view: _View, known: _Positions) -> list[bool]:
     ``LeastUsed.uses`` gives the general path: each weighed resource's use with the pod
     (every node here has a reading of each, ``_Table._load``; none where the allocatable
     is 0, as there)."""
-    per = [
-        [a if c else None for a, c in zip(known.get(after), known.get(alloc), strict=True)]
+    cpu, mem = (
+        [a if w and c else None for a, c in zip(known.get(after), known.get(alloc), strict=True)]
         for w, after, alloc in (
             (table.wc, view.cpu_after, table.cpu_alloc),
             (table.wm, view.mem_after, table.mem_alloc),
         )
-        if w
-    ]
-    return rooms(list(zip(*per, strict=True)))
+    )
+    return rooms(list(zip(cpu, mem, strict=True)))
 
 
 def _percent(used: float, allocatable: int, known: bool) -> int | None:
@@ -819,6 +821,9 @@ class LeastUsedFastPath:
                 for name, k in where.items():
                     scores[k] = spread_score(scores[k], spread[name], total, spread_weight)
                 crowded = list(where.values())
+        # before the hottest-node term: what the fair-share band weighs (``decide.prioritize``;
+        # a node over capacity is 0 here and below 0 there, and has no room in either)
+        loads = scores
         weight = self.policy.hottest_weight
         raised: dict[int, float] = {}
         if weight:
@@ -857,7 +862,9 @@ class LeastUsedFastPath:
                 # a node at the top may be over its share of the set (``decide.prioritize``,
                 # ``spread.fair_share``): judged on the same figures
                 cpu_alloc, mem_alloc, _, _ = known.allocatable()
-                fair = fair_share(scores, same, cpu_alloc, mem_alloc, _rooms(table, view, known))
+                fair = fair_share(
+                    scores, same, cpu_alloc, mem_alloc, _rooms(table, view, known), loads
+                )
                 moved = [k for k, (a, b) in enumerate(zip(scores, fair, strict=True)) if a != b]
                 if moved:
                     scores = fair

@@ -828,16 +828,28 @@ def _worse_than_stock(
     return out
 
 
-def _fair_share(*, off: bool, room: float | None, slack: float | None, band: int | None) -> None:
-    """least-used's fair-share term (``spread.fair_share``) off, or at another room level,
-    slack or band than its defaults."""
+def _fair_share(
+    *,
+    off: bool,
+    room: float | None,
+    room_cpu: float | None = None,
+    slack: float | None = None,
+    band: int | None = None,
+) -> None:
+    """least-used's fair-share term (``spread.fair_share``) off, or at another room level
+    (memory, CPU), slack or band than its defaults."""
     from loadwise.extender import decide, fastpath
     from loadwise.extender.policies import spread
 
     if off:
         for module in (decide, fastpath):
             setattr(module, "fair_share", lambda scores, *_: list(scores))  # noqa: B010
-    for name, value in (("ROOM_PERCENT", room), ("SHARE_SLACK", slack), ("SHARE_BAND", band)):
+    for name, value in (
+        ("ROOM_PERCENT", room),
+        ("ROOM_CPU_PERCENT", room_cpu),
+        ("SHARE_SLACK", slack),
+        ("SHARE_BAND", band),
+    ):
         if value is not None:
             setattr(spread, name, value)
 
@@ -949,6 +961,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--no-fair-share", action="store_true", help="the fair-share term off")
     parser.add_argument("--room", type=float, help="the fair-share term's ROOM_PERCENT")
+    parser.add_argument("--room-cpu", type=float, help="the fair-share term's ROOM_CPU_PERCENT")
     parser.add_argument("--slack", type=float, help="the fair-share term's SHARE_SLACK")
     parser.add_argument("--share-band", type=int, help="the fair-share term's SHARE_BAND")
     parser.add_argument(
@@ -966,7 +979,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.clamp_readings:
         _readings_clamped_at_capacity()
     _raised(args.raised_points, args.whole_raises)
-    _fair_share(off=args.no_fair_share, room=args.room, slack=args.slack, band=args.share_band)
+    _fair_share(
+        off=args.no_fair_share,
+        room=args.room,
+        room_cpu=args.room_cpu,
+        slack=args.slack,
+        band=args.share_band,
+    )
     if args.steady_mix:
         for seed in (31, 32, 33, 34):
             stock = run(request_placer(seed), seed, source=args.source)
