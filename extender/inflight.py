@@ -49,6 +49,7 @@ __all__ = [
     "DELTA",
     "LEARNED",
     "MAX_TRACKED",
+    "NOT_STARTED",
     "RESOLUTION_SECONDS",
     "REQUEST_MODE",
     "REQUEST_RULE",
@@ -66,8 +67,9 @@ __all__ = [
 LEARNED = "learned"
 DELTA = "delta"
 REQUEST_RULE = "request rule"
+NOT_STARTED = "not started"  # bound, containers not started: counted whole, held by no reading
 REQUEST_MODE = "request"  # estimator.mode: the request rule alone
-ESTIMATES = (LEARNED, DELTA, REQUEST_RULE)
+ESTIMATES = (LEARNED, DELTA, REQUEST_RULE, NOT_STARTED)
 # Pods tracked (bound or assumed): the same order as the pod store's cap.
 MAX_TRACKED = 200_000
 # Pods gone, kept with their stay for the deviation they made (``churn``): a few bursts
@@ -457,10 +459,13 @@ class InFlight:
         return len(changed)
 
     def how(self, key: str) -> str | None:
-        """How the placement of ``key`` is counted now: delta, learned or request rule."""
+        """How the placement of ``key`` is counted now: not started (bound, its containers
+        not started: whole at its estimate, ``started``), delta, learned or request rule."""
         pod = self._pods.get(key)
         if pod is None:
             return None
+        if key in self._pending:
+            return NOT_STARTED
         if self.delta and self.store.get(pod.name) is not None:
             return DELTA
         return pod.how

@@ -830,7 +830,8 @@ class Extender:
 
     def _estimates_note(self, raw: Pod, node: str, why: str, now: float) -> str:
         """``why`` with the estimates used: the pod's own (learned or request rule) and
-        how the pods in flight on ``node`` are counted (learned, delta, request rule)."""
+        how the pods in flight on ``node`` are counted (learned, delta, request rule, not
+        started)."""
         learned = self.inflight.learned(workload_key(raw), now) is not None
         note = f"estimate: {LEARNED if learned else REQUEST_RULE}"
         snap = self._snapshot()

@@ -16,6 +16,7 @@ from loadwise.extender.estimate import pod_facts
 from loadwise.extender.inflight import (
     DELTA,
     LEARNED,
+    NOT_STARTED,
     REQUEST_MODE,
     REQUEST_RULE,
     InFlight,
@@ -493,7 +494,13 @@ def test_a_reading_holds_a_pod_from_its_containers_start_not_its_binding():
     flight.sync(ledger, snap)
     assert ledger.placement("uid-a").load.usage == whole
     assert ledger.placement("uid-b").load.usage.memory_bytes == 0.0
+    # the Event's "in flight there" names a as not started (b, measured in no pod reading
+    # here, as the request rule)
+    assert flight.how("uid-a") == NOT_STARTED
+    counts = flight.in_flight(ledger, "n1", 970.0)
+    assert counts[NOT_STARTED] == 1 and counts[REQUEST_RULE] == 1, counts
     watch._pod_event("MODIFIED", _bound("a", "Running", 995.0))
+    assert flight.how("uid-a") != NOT_STARTED
     assert ledger.placement("uid-a").at == 995.0 and not flight.pending("uid-a")
     flight.sync(ledger, snap)
     assert ledger.placement("uid-a").load.usage == whole
