@@ -59,6 +59,11 @@ def _section(text: str, heading: str) -> str:
             "realchurn-d89f439-results.json",
             lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
         ),
+        (
+            "#### loadwise again at commit 54659f3 (spreading onto CPU up to 85 %), the same seed",
+            "realchurn-54659f3-results.json",
+            lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
+        ),
     ],
 )
 def test_the_real_kubelet_tables_are_the_recorded_runs(heading, results, render) -> None:
