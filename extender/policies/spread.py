@@ -146,7 +146,7 @@ ROOM_CPU_PERCENT = 85.0
 the pod stays at or under this. CPU is shared out by the kernel's scheduler (a busy node
 runs its pods slower; none is killed), memory is not (past it the kernel's OOM killer
 ends a pod), so spreading may take a node's CPU further than its memory. Below the
-filter's default threshold (90, ``config.DEFAULT_THRESHOLDS``), which the node then still
+filter's default threshold (90, ``decide.DEFAULT_THRESHOLDS``), which the node then still
 passes.
 
 At 75, as memory, a set of small pods piled up on the one node under 75 % when pods of
