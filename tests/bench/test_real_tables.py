@@ -16,6 +16,11 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 REPORT = DOCS / "placement.md"
 
 
+def _churn_table(path: Path) -> str:
+    """What ``python -m benchmarks.realchurn --table PATH`` prints."""
+    return realcount.markdown_table(realchurn.recorded(path), realchurn.columns())
+
+
 def _section(text: str, heading: str) -> str:
     """From ``heading`` to the next heading of any level: the churn's subsection is not part
     of the burst's section, so each table and commit is looked for in its own text."""
@@ -40,29 +45,29 @@ def _section(text: str, heading: str) -> str:
         (
             "### Pods that come and go, on workers of different sizes",
             "realchurn-results.json",
-            lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
+            _churn_table,
         ),
         (
             "#### loadwise again at commit b0b7457 (the fair-share term), the same seed",
             "realchurn-b0b7457-results.json",
-            lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
+            _churn_table,
         ),
         (
             "#### loadwise again at commit 38b1233 (raises beyond the least, with a ceiling),"
             " the same seed",
             "realchurn-38b1233-results.json",
-            lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
+            _churn_table,
         ),
         (
             "#### loadwise again at commit d89f439 (a pod counted from its containers' start),"
             " the same seed",
             "realchurn-d89f439-results.json",
-            lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
+            _churn_table,
         ),
         (
             "#### loadwise again at commit 54659f3 (spreading onto CPU up to 85 %), the same seed",
             "realchurn-54659f3-results.json",
-            lambda p: realcount.markdown_table(realchurn.recorded(p), realchurn.columns()),
+            _churn_table,
         ),
     ],
 )
