@@ -369,7 +369,7 @@ def run(args: argparse.Namespace) -> int:
         realcount.in_blocks(
             host, kube, args.contenders, args.repeats,
             lambda k, c, i: one_run(k, c, i, args), runs,
-            lambda done: write(out, meta, done),
+            lambda done: write(out, meta, done), args.first_repeat,
         )  # fmt: skip
         quiet(kube, WORKLOADS)
     finally:
@@ -409,6 +409,12 @@ def worker_memory(text: str) -> str:
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="runs per contender (default 5)")
+    parser.add_argument(
+        "--first-repeat",
+        type=int,
+        default=1,
+        help="the first run's number; run N replays trace SEED/N (default 1)",
+    )
     parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, default=list(CONTENDERS))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(

@@ -363,14 +363,16 @@ def in_blocks(
     one_run: Callable[[realnodes.Cluster, str, int], Any],
     runs: list[Any],
     recorded: Callable[[list[Any]], None] | None = None,
+    first: int = 1,
 ) -> None:
-    """Each contender's `repeats` runs in a block, after switch(host, contender). Each run
-    goes into `runs` (the caller's list, so that what ran is kept if a run fails), its
+    """Each contender's `repeats` runs in a block, after switch(host, contender), numbered
+    from `first` (a run's number picks its trace, so one recorded run can be replayed alone).
+    Each run goes into `runs` (the caller's list, so that what ran is kept if a run fails), its
     record to stderr, and then `recorded(runs)` is called."""
     for contender in contenders:
         switch(host, contender)
-        for i in range(repeats):
-            r = one_run(kube, contender, i + 1)
+        for i in range(first, first + repeats):
+            r = one_run(kube, contender, i)
             runs.append(r)
             print(json.dumps(asdict(r)), file=sys.stderr)
             if recorded is not None:

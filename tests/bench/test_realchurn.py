@@ -303,6 +303,17 @@ def test_runs_go_in_blocks_per_contender_and_each_is_kept_before_the_next(monkey
     assert saved == [1, 2, 3]
 
 
+def test_runs_can_start_at_a_later_number_to_replay_one_trace(monkeypatch) -> None:
+    monkeypatch.setattr(realcount, "switch", lambda host, contender: None)
+    runs: list[Run] = []
+    realcount.in_blocks(
+        "host", None, ["loadwise"], 1,  # type: ignore[arg-type]
+        lambda kube, contender, repeat: run(contender, repeat), runs, None, 3,
+    )  # fmt: skip
+    assert [(r.repeat, r.seed) for r in runs] == [(3, realchurn.run_seed(1, 3))]
+    assert realchurn.parser().parse_args(["--first-repeat", "3"]).first_repeat == 3
+
+
 def test_the_table_is_printed_again_from_a_results_file(tmp_path, capsys) -> None:
     runs = [
         run("stock", 1, bound={W1: 9, W2: 5}, oom_kills={W1: 2}),
