@@ -43,6 +43,7 @@ as it ends and to ``--out``/results.json (written again after every run), the ta
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -228,6 +229,12 @@ def churn_pods(pods: Sequence[Any]) -> list[Pod]:
     ]
 
 
+def evidence_path(out: str, contender: str, repeat: int) -> Path:
+    """Where a run's Events and extender journal are kept (``realcount.evidence``): beside
+    the results, one file per run, replaced when the same run is made again."""
+    return Path(out) / "evidence" / f"{contender}-{repeat}.json.gz"
+
+
 def one_run(
     kube: realnodes.Cluster,
     contender: str,
@@ -267,6 +274,10 @@ def one_run(
             break
         time.sleep(args.every)
     pods = window.count(kube, run)
+    kept = evidence_path(args.out, contender, repeat)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(kept, "wt") as f:
+        json.dump(realcount.evidence(kube, window.since), f)
     run.pods = len(pods)
     run.lifetimes_used = dict(churn.used)
     run.bound_by_workload = {

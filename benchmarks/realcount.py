@@ -283,6 +283,39 @@ def events_since(kube: realnodes.Cluster, reason: str, since: float, namespace: 
     ]
 
 
+def evidence(kube: realnodes.Cluster, since: float) -> dict[str, Any]:
+    """What explains one run's placements, kept beside its figures: every Event in the
+    default namespace since `since` (unix seconds: the kubelet's Evicted and pressure
+    Events, the scheduler's Scheduled, the extender's LoadwiseScored with its scores and the
+    pods it counted in flight) and the extender's journal on the control plane over the same
+    span. A run that went wrong on a cluster torn down after it is otherwise unexplained.
+    Events are kept an hour by the API server and sampled by the extender, so the journal
+    is read too; a node without the unit gives an empty journal, not an error."""
+    events = sorted(
+        (
+            {
+                "at": (
+                    e.last_timestamp or e.event_time or e.metadata.creation_timestamp
+                ).timestamp(),
+                "reason": e.reason,
+                "object": f"{e.involved_object.kind}/{e.involved_object.name}",
+                "count": e.count,
+                "message": e.message,
+            }
+            for e in kube.core().list_namespaced_event("default").items
+            if (e.last_timestamp or e.event_time or e.metadata.creation_timestamp).timestamp()
+            >= since - 1
+        ),
+        key=lambda e: e["at"],
+    )
+    journal = realnodes.sh(
+        realnodes.CONTROL_PLANE,
+        f"journalctl -u loadwise-extender --since @{int(since)} --no-pager -o short-iso",
+        check=False,
+    )
+    return {"since": since, "events": events, "journal": journal.splitlines()}
+
+
 def evicted_names(kube: realnodes.Cluster, since: float, pods: Iterable[Seen]) -> set[str]:
     """Those of `pods` the kubelet's Evicted Events since `since` name."""
     names = {p.name for p in pods}

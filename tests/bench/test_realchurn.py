@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -328,3 +329,34 @@ def test_the_table_is_printed_again_from_a_results_file(tmp_path, capsys) -> Non
         capsys.readouterr().out.strip()
         == realcount.markdown_table(runs, realchurn.columns()).strip()
     )
+
+
+def test_a_run_keeps_its_events_and_the_extenders_journal_for_its_own_span(monkeypatch) -> None:
+    def event(seconds: float, reason: str, name: str, message: str) -> SimpleNamespace:
+        return SimpleNamespace(
+            last_timestamp=at(seconds), event_time=None, metadata=None, reason=reason,
+            involved_object=SimpleNamespace(kind="Pod", name=name), count=1, message=message,
+        )  # fmt: skip
+
+    items = [
+        event(130, "Evicted", "api-2", "The node was low on resource: memory."),
+        event(50, "Scheduled", "api-0", "before the run"),
+        event(120, "LoadwiseScored", "api-1", "w1 scored 20: raises the hottest node"),
+    ]
+    core = SimpleNamespace(list_namespaced_event=lambda ns: SimpleNamespace(items=items))
+    scripts: list[tuple[str, str]] = []
+
+    def sh(node: str, script: str, check: bool = True) -> str:
+        scripts.append((node, script))
+        return "line one\nline two\n"
+
+    monkeypatch.setattr(realnodes, "sh", sh)
+    kept = realcount.evidence(SimpleNamespace(core=lambda: core), at(100).timestamp())  # type: ignore[arg-type]
+    assert [(e["reason"], e["object"]) for e in kept["events"]] == [
+        ("LoadwiseScored", "Pod/api-1"),
+        ("Evicted", "Pod/api-2"),
+    ]
+    assert kept["journal"] == ["line one", "line two"]
+    assert scripts[0][0] == realnodes.CONTROL_PLANE
+    assert f"--since @{int(at(100).timestamp())}" in scripts[0][1]
+    assert realchurn.evidence_path("out", "loadwise", 3) == Path("out/evidence/loadwise-3.json.gz")
