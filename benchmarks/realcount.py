@@ -287,8 +287,11 @@ def evidence(kube: realnodes.Cluster, since: float) -> dict[str, Any]:
     """What explains one run's placements, kept beside its figures: every Event in the
     default namespace since `since` (unix seconds: the kubelet's Evicted and pressure
     Events, the scheduler's Scheduled, the extender's LoadwiseScored with its scores and the
-    pods it counted in flight) and the extender's journal on the control plane over the same
-    span. A run that went wrong on a cluster torn down after it is otherwise unexplained.
+    pods it counted in flight), the extender's journal on the control plane over the same
+    span (a watchdog restart shows there) and kube-scheduler's log lines that name the
+    extender (a call it gave up on: the extender is ignorable, so the pod was then placed by
+    the stock scores alone). A run that went wrong on a cluster torn down after it is
+    otherwise unexplained.
     Events are kept an hour by the API server and sampled by the extender, so the journal
     is read too; a node without the unit gives an empty journal, not an error."""
     events = sorted(
@@ -313,7 +316,25 @@ def evidence(kube: realnodes.Cluster, since: float) -> dict[str, Any]:
         f"journalctl -u loadwise-extender --since @{int(since)} --no-pager -o short-iso",
         check=False,
     )
-    return {"since": since, "events": events, "journal": journal.splitlines()}
+    core = kube.core()
+    scheduler = {
+        pod.metadata.name: [
+            line
+            for line in core.read_namespaced_pod_log(
+                pod.metadata.name, "kube-system", since_seconds=max(1, int(time.time() - since))
+            ).splitlines()
+            if "extender" in line.lower()
+        ]
+        for pod in core.list_namespaced_pod(
+            "kube-system", label_selector="component=kube-scheduler"
+        ).items
+    }
+    return {
+        "since": since,
+        "events": events,
+        "journal": journal.splitlines(),
+        "scheduler": scheduler,
+    }
 
 
 def evicted_names(kube: realnodes.Cluster, since: float, pods: Iterable[Seen]) -> set[str]:

@@ -343,7 +343,13 @@ def test_a_run_keeps_its_events_and_the_extenders_journal_for_its_own_span(monke
         event(50, "Scheduled", "api-0", "before the run"),
         event(120, "LoadwiseScored", "api-1", "w1 scored 20: raises the hottest node"),
     ]
-    core = SimpleNamespace(list_namespaced_event=lambda ns: SimpleNamespace(items=items))
+    scheduler = SimpleNamespace(metadata=SimpleNamespace(name="kube-scheduler-cp"))
+    logs = "I1201 scheduled\nE1201 failed to run extender: context deadline exceeded\n"
+    core = SimpleNamespace(
+        list_namespaced_event=lambda ns: SimpleNamespace(items=items),
+        list_namespaced_pod=lambda ns, label_selector: SimpleNamespace(items=[scheduler]),
+        read_namespaced_pod_log=lambda name, ns, since_seconds: logs,
+    )
     scripts: list[tuple[str, str]] = []
 
     def sh(node: str, script: str, check: bool = True) -> str:
@@ -357,6 +363,9 @@ def test_a_run_keeps_its_events_and_the_extenders_journal_for_its_own_span(monke
         ("Evicted", "Pod/api-2"),
     ]
     assert kept["journal"] == ["line one", "line two"]
+    assert kept["scheduler"] == {
+        "kube-scheduler-cp": ["E1201 failed to run extender: context deadline exceeded"]
+    }
     assert scripts[0][0] == realnodes.CONTROL_PLANE
     assert f"--since @{int(at(100).timestamp())}" in scripts[0][1]
     assert realchurn.evidence_path("out", "loadwise", 3) == Path("out/evidence/loadwise-3.json.gz")
