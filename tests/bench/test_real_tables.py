@@ -69,6 +69,18 @@ def _section(text: str, heading: str) -> str:
             "realchurn-54659f3-results.json",
             _churn_table,
         ),
+        (
+            "#### loadwise again at commit 425727a and at commit c6a0558 (the same extender),"
+            " the same seed, under load",
+            "realchurn-425727a-results.json",
+            _churn_table,
+        ),
+        (
+            "#### loadwise again at commit 425727a and at commit c6a0558 (the same extender),"
+            " the same seed, under load",
+            "realchurn-c6a0558-results.json",
+            _churn_table,
+        ),
     ],
 )
 def test_the_real_kubelet_tables_are_the_recorded_runs(heading, results, render) -> None:
