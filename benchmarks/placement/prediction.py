@@ -9,7 +9,8 @@ a contender's records are read from all of them (pods are joined by name, unique
 Prints how fresh the load readings behind each run's decisions were (a run that read stalled
 metrics is flagged and left out of the rest), then, per steady scenario, the mean absolute
 error of the predicted use of the node each pod went to, at its binding and one reading
-interval later (steady_tables.error_table).
+interval later (steady_tables.error_table), and how often kube-scheduler bound a pod elsewhere
+than the extender's favourite (steady_tables.override_table).
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ from benchmarks.placement.steady_measures import (
     freshness,
     read_decisions,
 )
-from benchmarks.placement.steady_tables import error_table, prediction_errors
+from benchmarks.placement.steady_tables import (
+    error_table,
+    override_counts,
+    override_table,
+    prediction_errors,
+)
 
 __all__ = ["decision_logs", "freshness_table", "main"]
 
@@ -92,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         if sc.steady is None:
             continue
         errors = prediction_errors(sc, [r for r in runs if r.scenario == name], decisions, settings)
+        mine = [r for r in runs if r.scenario == name]
         print(f"## {name}\n")
         print("\n".join(error_table(errors)) + "\n")
+        print("\n".join(override_table(override_counts(mine, decisions))) + "\n")
     return 0
 
 

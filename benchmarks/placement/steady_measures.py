@@ -406,6 +406,64 @@ def prediction_error(
     return PredictionError(lag, joined, mean["cpu"], mean["memory"])
 
 
+OVERRIDE_POINTS = 1.0
+"""How much hotter (on the hotter of CPU and memory, the extender's own prediction) the node a
+pod went to must be than the extender's favourite for the binding to count as overridden
+onto a hotter node: among nodes of one size and load the favourite is one of several within
+a fraction of a point, and kube-scheduler's pick among them is a tie broken, not an override."""
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """How often kube-scheduler bound a pod elsewhere than the extender's favourite: its own
+    plugins' scores (requests, the workload's spread) outweighed the extender's weighted
+    priority. Over the `decisions` records joined with a binding: `elsewhere` bound to
+    another node, `hotter` of those to a node the extender predicted at least
+    ``OVERRIDE_POINTS`` hotter than its favourite, by `points` on average (None: none)."""
+
+    decisions: int
+    elsewhere: int
+    hotter: int
+    points: float | None
+
+
+def _hotter_of_two(figures: object) -> float | None:
+    if not isinstance(figures, Sequence) or isinstance(figures, str):
+        return None
+    values = [float(v) for v in figures if isinstance(v, int | float) and not isinstance(v, bool)]
+    return max(values) if values else None
+
+
+def overrides(records: Sequence[Mapping[str, object]], placed: Mapping[str, str]) -> Overrides:
+    """`Overrides` of decision `records` (extender/decisionlog.py) against where each pod
+    was first bound (`placed`: pod name -> node); a pod's last record counts (an earlier
+    one was a retry); a record without a favourite, or a pod not in `placed`, is left out."""
+    last: dict[str, Mapping[str, object]] = {}
+    for rec in records:
+        pod = rec.get("pod")
+        if isinstance(pod, str):
+            last[pod.rpartition("/")[2]] = rec
+    decisions = elsewhere = 0
+    raised: list[float] = []
+    for pod, node in placed.items():
+        found = last.get(pod)
+        favourite = found.get("favourite") if found is not None else None
+        if found is None or not isinstance(favourite, str):
+            continue
+        decisions += 1
+        if node == favourite:
+            continue
+        elsewhere += 1
+        nodes = found.get("nodes")
+        if not isinstance(nodes, Mapping):
+            continue
+        there, best = _hotter_of_two(nodes.get(node)), _hotter_of_two(nodes.get(favourite))
+        if there is not None and best is not None and there - best >= OVERRIDE_POINTS:
+            raised.append(there - best)
+    points = sum(raised) / len(raised) if raised else None
+    return Overrides(decisions, elsewhere, len(raised), points)
+
+
 def read_decisions(path: str) -> list[dict[str, object]]:
     """The records of a decision log (JSON lines), its rotated part (``path.1``, the older)
     first when there is one; a line that is not a JSON object is an error naming its

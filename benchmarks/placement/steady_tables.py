@@ -29,14 +29,17 @@ from benchmarks.placement.formatting import num, spread
 from benchmarks.placement.runner import RunResult
 from benchmarks.placement.scenario import Scenario
 from benchmarks.placement.steady_measures import (
+    OVERRIDE_POINTS,
     READING_INTERVAL,
     RESOURCES,
+    Overrides,
     PredictionError,
     Settings,
     SteadyMeasures,
     Timeline,
     hotter_mean,
     measure,
+    overrides,
     prediction_error,
 )
 from benchmarks.placement.steady_report import timeline_of
@@ -426,4 +429,41 @@ def error_table(errors: Mapping[str, Sequence[PredictionError]]) -> list[str]:
                 values = [v for e in mine if (v := e.of(res)) is not None]
                 cells.append(spread(values, pts) if values else "-")
             out.append(f"| {name} | {when} | " + " | ".join(cells) + " |")
+    return out
+
+
+def override_counts(
+    results: Sequence[RunResult], decisions: Mapping[str, Sequence[Mapping[str, object]]]
+) -> dict[str, list[Overrides]]:
+    """Per contender with decision records, each run's ``steady_measures.overrides``."""
+    out: dict[str, list[Overrides]] = {}
+    for r in results:
+        records = decisions.get(r.contender)
+        if not records:
+            continue
+        got = overrides(records, r.placed)
+        if got.decisions:
+            out.setdefault(r.contender, []).append(got)
+    return out
+
+
+def override_table(counts: Mapping[str, Sequence[Overrides]]) -> list[str]:
+    """Per contender: decisions, how many pods kube-scheduler bound elsewhere than the
+    extender's favourite, how many onto a node the extender predicted hotter, and by how
+    much (medians over runs, min-max)."""
+    out = [
+        "| contender | decisions | bound elsewhere than the favourite | onto a node predicted"
+        f" {OVERRIDE_POINTS:g}+ points hotter | by, points |",
+        "|---|---|---|---|---|",
+    ]
+    whole = num(1, "{:.0f}")
+    for name, runs in counts.items():
+        points = [o.points for o in runs if o.points is not None]
+        cells = [
+            spread([o.decisions for o in runs], whole),
+            spread([o.elsewhere for o in runs], whole),
+            spread([o.hotter for o in runs], whole),
+            spread(points, num(1, "{:.1f}")) if points else "-",
+        ]
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
     return out

@@ -128,3 +128,28 @@ def test_freshness_takes_each_decisions_oldest_reading_and_flags_a_stalled_run(t
     logs = {"x": {tmp_path / "r1" / "x.decisions.jsonl": fresh}}
     table = freshness_table(logs, tmp_path)
     assert table[-1] == "| x | r1 | 3 | 30.0 | 40.0 | no |"
+
+
+def test_a_binding_elsewhere_counts_as_overridden_onto_a_hotter_node_only_past_a_point():
+    from benchmarks.placement.steady_measures import OVERRIDE_POINTS, overrides
+    from benchmarks.placement.steady_tables import override_table
+
+    def decided(pod, favourite, **nodes):
+        return {**_record(pod, **nodes), "favourite": favourite}
+
+    records = [
+        decided("p1", "a", a=[40.0, 60.0], b=[40.0, 80.0]),  # a retry: the later record counts
+        decided("p1", "a", a=[40.0, 60.0], b=[40.0, 81.25]),
+        decided("p2", "a", a=[40.0, 60.0], b=[40.0, 60.0 + OVERRIDE_POINTS / 2]),  # a near tie
+        decided("p3", "b", a=[90.0, 10.0], b=[20.0, 20.0]),  # as the extender chose
+        decided("p4", "a", a=[50.0, None], b=[None, None]),  # no figure to compare
+        _record("p5", a=[1.0, 1.0]),  # no favourite: left out
+    ]
+    placed = {"p1": "b", "p2": "b", "p3": "b", "p4": "b", "p5": "a", "p6": "a"}
+    got = overrides(records, placed)
+    assert (got.decisions, got.elsewhere, got.hotter) == (4, 3, 1)
+    assert got.points == pytest.approx(21.25)
+    none = overrides(records[3:4], {"p3": "b"})
+    assert (none.elsewhere, none.hotter, none.points) == (0, 0, None)
+    table = override_table({"least-used": [got, none, got]})
+    assert table[-1] == "| least-used | 4 (1-4) | 3 (0-3) | 1 (0-1) | 21.2 (21.2-21.2) |"
