@@ -276,8 +276,12 @@ def one_run(
     pods = window.count(kube, run)
     kept = evidence_path(args.out, contender, repeat)
     kept.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        found: dict[str, Any] = realcount.evidence(kube, window.since)
+    except Exception as exc:  # the run's figures are counted already: keep them, say why not this
+        found = {"since": window.since, "error": f"{type(exc).__name__}: {exc}"}
     with gzip.open(kept, "wt") as f:
-        json.dump(realcount.evidence(kube, window.since), f)
+        json.dump(found, f)
     run.pods = len(pods)
     run.lifetimes_used = dict(churn.used)
     run.bound_by_workload = {

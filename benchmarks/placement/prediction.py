@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         sc = scenarios.load(path)
         if sc.steady is None:
             continue
-        errors = prediction_errors(sc, [r for r in runs if r.scenario == name], decisions, settings)
         mine = [r for r in runs if r.scenario == name]
+        errors = prediction_errors(sc, mine, decisions, settings)
         print(f"## {name}\n")
         print("\n".join(error_table(errors)) + "\n")
         print("\n".join(override_table(override_counts(mine, decisions))) + "\n")
