@@ -273,14 +273,20 @@ def conditions(kube: realnodes.Cluster) -> dict[str, dict[str, str]]:
     }
 
 
-def events_since(kube: realnodes.Cluster, reason: str, since: float, namespace: str) -> list[Any]:
-    items = kube.core().list_namespaced_event(namespace, field_selector=f"reason={reason}").items
-    return [
-        e
-        for e in items
-        if (e.last_timestamp or e.event_time or e.metadata.creation_timestamp).timestamp()
-        >= since - 1
-    ]
+def event_at(e: Any) -> float:
+    """When an Event last happened (unix seconds): its lastTimestamp, else its eventTime
+    (events.k8s.io writers set only that), else when the object was created."""
+    return float((e.last_timestamp or e.event_time or e.metadata.creation_timestamp).timestamp())
+
+
+def events_since(
+    kube: realnodes.Cluster, since: float, namespace: str, reason: str | None = None
+) -> list[Any]:
+    """The Events in `namespace` (of `reason` only, when given) that happened at or after
+    `since` (a second's slack: the API server keeps whole seconds)."""
+    selector = {"field_selector": f"reason={reason}"} if reason else {}
+    items = kube.core().list_namespaced_event(namespace, **selector).items
+    return [e for e in items if event_at(e) >= since - 1]
 
 
 def evidence(kube: realnodes.Cluster, since: float) -> dict[str, Any]:
@@ -297,17 +303,13 @@ def evidence(kube: realnodes.Cluster, since: float) -> dict[str, Any]:
     events = sorted(
         (
             {
-                "at": (
-                    e.last_timestamp or e.event_time or e.metadata.creation_timestamp
-                ).timestamp(),
+                "at": event_at(e),
                 "reason": e.reason,
                 "object": f"{e.involved_object.kind}/{e.involved_object.name}",
                 "count": e.count,
                 "message": e.message,
             }
-            for e in kube.core().list_namespaced_event("default").items
-            if (e.last_timestamp or e.event_time or e.metadata.creation_timestamp).timestamp()
-            >= since - 1
+            for e in events_since(kube, since, "default")
         ),
         key=lambda e: e["at"],
     )
@@ -342,7 +344,7 @@ def evicted_names(kube: realnodes.Cluster, since: float, pods: Iterable[Seen]) -
     names = {p.name for p in pods}
     return {
         e.involved_object.name
-        for e in events_since(kube, "Evicted", since, "default")
+        for e in events_since(kube, since, "default", "Evicted")
         if e.involved_object.name in names
     }
 

@@ -358,6 +358,19 @@ def _use_at(parts: Sequence[Slice], starts: Sequence[float], t: float) -> Slice 
     return g if t < g.start + g.seconds else None
 
 
+def last_records(records: Sequence[Mapping[str, object]]) -> dict[str, Mapping[str, object]]:
+    """Each pod's last decision record (an earlier one was a retry), by the pod's name without
+    its namespace; a record without 'pod' (text) and 'nodes' (a mapping) is an error naming
+    it."""
+    last: dict[str, Mapping[str, object]] = {}
+    for k, rec in enumerate(records):
+        pod, nodes = rec.get("pod"), rec.get("nodes")
+        if not isinstance(pod, str) or not isinstance(nodes, Mapping):
+            raise ValueError(f"decision record {k}: needs 'pod' (text) and 'nodes' (a mapping)")
+        last[pod.rpartition("/")[2]] = rec
+    return last
+
+
 def prediction_error(
     tl: Timeline,
     records: Sequence[Mapping[str, object]],
@@ -372,12 +385,7 @@ def prediction_error(
     parts = list(slices(tl, 0.0))
     starts = [g.start for g in parts]
     index = {n.name: i for i, n in enumerate(tl.nodes)}
-    last: dict[str, Mapping[str, object]] = {}
-    for k, rec in enumerate(records):
-        pod, nodes = rec.get("pod"), rec.get("nodes")
-        if not isinstance(pod, str) or not isinstance(nodes, Mapping):
-            raise ValueError(f"decision record {k}: needs 'pod' (text) and 'nodes' (a mapping)")
-        last[pod.rpartition("/")[2]] = rec
+    last = last_records(records)
     sums = {"cpu": [0.0, 0], "memory": [0.0, 0]}
     joined = 0
     for stay in tl.stays:
@@ -437,12 +445,10 @@ def _hotter_of_two(figures: object) -> float | None:
 def overrides(records: Sequence[Mapping[str, object]], placed: Mapping[str, str]) -> Overrides:
     """`Overrides` of decision `records` (extender/decisionlog.py) against where each pod
     was first bound (`placed`: pod name -> node); a pod's last record counts (an earlier
-    one was a retry); a record without a favourite, or a pod not in `placed`, is left out."""
-    last: dict[str, Mapping[str, object]] = {}
-    for rec in records:
-        pod = rec.get("pod")
-        if isinstance(pod, str):
-            last[pod.rpartition("/")[2]] = rec
+    one was a retry: ``last_records``, which refuses a malformed record as
+    ``prediction_error`` does); a record without a favourite, or a pod not in `placed`, is
+    left out."""
+    last = last_records(records)
     decisions = elsewhere = 0
     raised: list[float] = []
     for pod, node in placed.items():
@@ -454,9 +460,8 @@ def overrides(records: Sequence[Mapping[str, object]], placed: Mapping[str, str]
         if node == favourite:
             continue
         elsewhere += 1
-        nodes = found.get("nodes")
-        if not isinstance(nodes, Mapping):
-            continue
+        nodes = found["nodes"]
+        assert isinstance(nodes, Mapping)  # last_records checked it
         there, best = _hotter_of_two(nodes.get(node)), _hotter_of_two(nodes.get(favourite))
         if there is not None and best is not None and there - best >= OVERRIDE_POINTS:
             raised.append(there - best)
