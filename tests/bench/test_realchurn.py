@@ -307,11 +307,14 @@ def test_runs_go_in_blocks_per_contender_and_each_is_kept_before_the_next(monkey
 def test_runs_can_start_at_a_later_number_to_replay_one_trace(monkeypatch) -> None:
     monkeypatch.setattr(realcount, "switch", lambda host, contender: None)
     runs: list[Run] = []
+
+    def one(kube: object, contender: str, repeat: int) -> Run:
+        return run(contender, repeat, seed=realchurn.run_seed(3401, repeat))
+
     realcount.in_blocks(
-        "host", None, ["loadwise"], 1,  # type: ignore[arg-type]
-        lambda kube, contender, repeat: run(contender, repeat), runs, None, 3,
+        "host", None, ["loadwise"], 1, one, runs, None, 3,  # type: ignore[arg-type]
     )  # fmt: skip
-    assert [(r.repeat, r.seed) for r in runs] == [(3, realchurn.run_seed(1, 3))]
+    assert [(r.repeat, r.seed) for r in runs] == [(3, "3401/3")]
     assert realchurn.parser().parse_args(["--first-repeat", "3"]).first_repeat == 3
 
 
