@@ -13,7 +13,7 @@ from .policies.least_used import (
     LeastUsed,
     beyond_least,
     hottest_raises,
-    less_for_raising,
+    lower_for_raising,
     raised_note,
 )
 from .policies.spread import fair_share, near_best, passed_note, rooms
@@ -236,12 +236,13 @@ def prioritize(
     loads = list(scores)  # before the hottest-node term: what the fair-share band weighs
     if isinstance(policy, LeastUsed) and policy.hottest_weight:
         raises = beyond_least(hottest_raises(uses), [any(u) for u in uses])
-        for i, (score, by) in enumerate(zip(scores, raises, strict=True)):
-            lowered = less_for_raising(score, by, policy.hottest_weight)
-            if lowered != score:
-                raised[i] = raised_note(by)
-                details[i] = NodeScore(lowered, details[i].why + raised[i])
-                scores[i] = lowered
+        changed = lower_for_raising(
+            scores, {i: by for i, by in enumerate(raises) if by > 0.0}, policy.hottest_weight
+        )
+        for i, lowered in sorted(changed.items()):
+            raised[i] = raised_note(raises[i])
+            details[i] = NodeScore(lowered, details[i].why + raised[i])
+            scores[i] = lowered
     band: int = getattr(policy, "spread_band", 0)
     if band:  # the spreading term among the near-best (policies.spread.near_best)
         spread = near_best(scores, [n.same_owner for n in nodes], band)

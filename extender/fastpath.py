@@ -53,7 +53,7 @@ from .ledger import NodeTotals, Pending
 from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
-from .policies.least_used import least_used, less_for_raising, level_weights, unavoidable
+from .policies.least_used import least_used, level_weights, lower_for_raising, unavoidable
 from .policies.spread import (
     capacity_weight,
     fair_share,
@@ -674,11 +674,7 @@ def _less_for_raising(
     least = unavoidable(raised.values(), len(scores))
     if least:  # every node raises it: only beyond the least counts
         raised = {k: v - least for k, v in raised.items() if v > least}
-    lowered: dict[int, int] = {}
-    for k, by in raised.items():
-        score = less_for_raising(scores[k], by, weight)
-        if score != scores[k]:
-            lowered[k] = score
+    lowered = lower_for_raising(scores, raised, weight)
     return lowered, {k: raised[k] for k in lowered}
 
 

@@ -11,7 +11,7 @@ capacity), as a scheduler that spreads by pod count does.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..estimate import PodFacts, demand_after
@@ -25,14 +25,18 @@ __all__ = [
     "HOTTEST_WEIGHT",
     "NO_DATA",
     "RAISED_CEILING",
+    "RAISED_GAP",
     "RAISED_POINTS",
     "RESOURCES",
     "LeastUsed",
     "beyond_least",
+    "held",
     "hottest_raises",
     "least_used",
     "level_weights",
     "less_for_raising",
+    "lower_for_raising",
+    "raised_ceiling",
     "raised_note",
     "unavoidable",
 ]
@@ -189,22 +193,80 @@ lab at 57b15ca (docs/placement.md, 5 runs): steady-hog's hottest memory 73.8 % (
 against 76.4 at eddd121, pods beside the hog 1.9 averaged over the stream against 2.3;
 steady-mix's CPU 71.3 against 71.0, within each other's ranges."""
 RAISED_CEILING = 20
-"""The score such a node keeps at most: priority 2 of 10 (``to_extender_priority``), two
-steps below a node at 40. At 25 (priority 3) steady-hog's gain was gone in the simulator
+"""The score such a node keeps at most: priority 2 of 10 (``to_extender_priority``), and
+``RAISED_GAP`` below the best of the rest (``raised_ceiling``). At 25 (priority 3) steady-hog's gain was gone in the simulator
 (72.5 %); at 15 (priority 2 too) and 10 one stream of equal nodes more than 10 points of
 share above stock's, and steady-hog 70.9 and 70.3."""
 
 
-def less_for_raising(score: int, raised: float, weight: float = HOTTEST_WEIGHT) -> int:
+RAISED_GAP = 40
+"""Points of score such a node keeps below the best of the nodes the ceiling does not hold
+(``raised_ceiling``): four priority steps, 400 of kube-scheduler's points at the extender's
+weight of 10, as many as NodeResourcesFit (weight 1, 0-100), NodeResourcesBalancedAllocation
+(1, 0-100) and PodTopologySpread (2, 0-100) can give one node over another together.
+
+``RAISED_CEILING`` alone is a gap that narrows as the cluster fills: with the best node at
+44 (priority 4) a node at the ceiling was two steps below it, and in the placement
+benchmark's steady-hog, in each of 5 runs at 54659f3, kube-scheduler bound one pod (two in
+one run) onto the hog's node at 81 % memory against the extender's favourite at 69 %: that
+node held few requests and few of the set, so its own plugins scored it more than 200
+points higher (docs/placement/prediction.md, "overrides")."""
+
+
+def raised_ceiling(others: Iterable[int]) -> int:
+    """The score a node whose placement raises the hottest by ``RAISED_POINTS`` or more
+    beyond the least keeps at most: ``RAISED_CEILING``, and ``RAISED_GAP`` below the best
+    of ``others`` (the other nodes' scores after ``less_for_raising``), never below 1, so
+    it stays above every node the pod would take over capacity (those score 0 or less)."""
+    top = max(others, default=None)
+    if top is None:
+        return RAISED_CEILING
+    return max(1, min(RAISED_CEILING, top - RAISED_GAP))
+
+
+def held(raised: float) -> bool:
+    """Whether a node raising the hottest by ``raised`` beyond the least is held at the
+    ceiling (``RAISED_POINTS``; 0: never)."""
+    return bool(RAISED_POINTS) and raised >= RAISED_POINTS
+
+
+def less_for_raising(
+    score: int, raised: float, weight: float = HOTTEST_WEIGHT, ceiling: int = RAISED_CEILING
+) -> int:
     """``score`` less ``weight`` points per point ``raised`` (``hottest_raises`` beyond the
     least, ``beyond_least``), never below min(score, ``HOTTEST_FLOOR``), and at most
-    ``RAISED_CEILING`` from ``RAISED_POINTS`` on; a score at or below 0 (over capacity, no
-    data) stays as it is."""
+    ``ceiling`` (``raised_ceiling``) from ``RAISED_POINTS`` on; a score at or below 0 (over
+    capacity, no data) stays as it is."""
     if raised <= 0.0 or score <= 0 or not weight:
         return score
     lowered = max(min(score, HOTTEST_FLOOR), int(score - weight * raised))
-    if RAISED_POINTS and raised >= RAISED_POINTS:
-        return min(lowered, RAISED_CEILING)
+    if held(raised):
+        return min(lowered, ceiling)
+    return lowered
+
+
+def lower_for_raising(
+    scores: Sequence[int], raises: Mapping[int, float], weight: float = HOTTEST_WEIGHT
+) -> dict[int, int]:
+    """``less_for_raising`` over one request's nodes: position -> lowered score for each
+    of ``raises`` (position -> points beyond the least) it changes. The nodes held at the
+    ceiling are lowered last, ``RAISED_GAP`` below the best of the rest as lowered. The
+    one implementation both the general path and the fast path take."""
+    lowered: dict[int, int] = {}
+    ceilinged = {k for k, by in raises.items() if held(by)}
+    for k, by in raises.items():
+        if k not in ceilinged:
+            score = less_for_raising(scores[k], by, weight)
+            if score != scores[k]:
+                lowered[k] = score
+    if ceilinged:
+        ceiling = raised_ceiling(
+            lowered.get(k, s) for k, s in enumerate(scores) if k not in ceilinged
+        )
+        for k in ceilinged:
+            score = less_for_raising(scores[k], raises[k], weight, ceiling)
+            if score != scores[k]:
+                lowered[k] = score
     return lowered
 
 

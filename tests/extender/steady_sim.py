@@ -856,14 +856,16 @@ def _fair_share(
 
 def _hottest_weight(weight: float) -> None:
     """least-used's hottest-node term at ``weight`` (0: off) instead of its default."""
-    from loadwise.extender import decide, fastpath
-    from loadwise.extender.policies.least_used import less_for_raising
+    from loadwise.extender.policies import least_used
 
-    def at_weight(score: int, raised: float, _default: float = 0.0) -> int:
-        return less_for_raising(score, raised, weight)
+    kept = least_used.less_for_raising
 
-    for module in (decide, fastpath):
-        setattr(module, "less_for_raising", at_weight)  # noqa: B010 - not re-exported
+    def at_weight(
+        score: int, raised: float, _default: float = 0.0, ceiling: int = least_used.RAISED_CEILING
+    ) -> int:
+        return kept(score, raised, weight, ceiling)
+
+    least_used.less_for_raising = at_weight  # both paths call it through lower_for_raising
 
 
 def _raised(points: float | None, whole: bool) -> None:

@@ -21,12 +21,15 @@ from loadwise.extender.policies.least_used import (
     HOTTEST_LEVEL_POWER,
     HOTTEST_WEIGHT,
     RAISED_CEILING,
+    RAISED_GAP,
     RAISED_POINTS,
     beyond_least,
     hottest_raises,
     least_used,
     less_for_raising,
     level_weights,
+    lower_for_raising,
+    raised_ceiling,
 )
 from loadwise.extender.policies.load_variation import compute_score
 from loadwise.extender.policies.spread import near_best, spread_score
@@ -390,12 +393,14 @@ def test_a_raise_of_raised_points_or_more_keeps_the_score_at_the_ceiling():
     assert less_for_raising(-5, 8.0) == -5  # over capacity: as it was
 
 
-def test_the_memory_hog_s_node_stays_two_steps_below_nodes_it_would_pass(monkeypatch):
-    """steady-hog's decision (docs/placement.md): once a reading shows the hog, its node
-    holds few pods, so kube-scheduler's own scores (requests, the workload's spread) favour
-    it by some 2.5 priority steps. The pod raises its memory, the hottest, by 4 points
-    beyond what the others raise the hottest CPU; lowered by the weight alone it stays a
-    step below the best, held at the ceiling two."""
+def test_the_memory_hog_s_node_stays_four_steps_below_the_best(monkeypatch):
+    """steady-hog's decision (docs/placement/prediction.md, "overrides"): once a reading
+    shows the hog, its node holds few pods, so kube-scheduler's own scores (requests, the
+    workload's spread) favour it by more than two priority steps. The pod raises its
+    memory, the hottest, by 6 points beyond what the others raise; lowered by the weight
+    alone it stays a step below the best; at ``RAISED_CEILING`` alone (20, priority 2) two
+    steps, and kube-scheduler bound a pod there in every run at 54659f3; ``RAISED_GAP``
+    below the best (44) it answers 0, four steps."""
     from loadwise.extender.policies import least_used
 
     p = pod_facts(pod(container({"cpu": "150m", "memory": "512Mi"}, {"memory": "512Mi"})))
@@ -410,11 +415,25 @@ def test_the_memory_hog_s_node_stays_two_steps_below_nodes_it_would_pass(monkeyp
         ranked = {r.node: r.priority for r in prioritize(p, nodes, LeastUsed(dominant_weight=1))}
         return max(ranked.values()), ranked["sh-4"]
 
-    top, hog = steps()
-    assert (top, hog) == (4, 2)
+    assert steps() == (4, 0)
+    monkeypatch.setattr(least_used, "RAISED_GAP", 0)
+    assert steps() == (4, 2)
     monkeypatch.setattr(least_used, "RAISED_POINTS", 0.0)
     top, hog = steps()
     assert top - hog == 1
+
+
+def test_the_ceiling_keeps_a_raising_node_raised_gap_below_the_best_of_the_rest():
+    assert raised_ceiling([]) == RAISED_CEILING  # nothing to keep below
+    assert raised_ceiling([90, 40]) == RAISED_CEILING  # the best far above: the ceiling
+    assert raised_ceiling([44, 30]) == 44 - RAISED_GAP
+    assert raised_ceiling([30, -101]) == 1  # above every node over capacity or without data
+    # the held node is lowered last, below the rest as lowered; a small raise is not held
+    got = lower_for_raising([80, 90, 60], {0: 10.0, 2: 1.0})
+    assert got == {0: RAISED_CEILING, 2: 58}
+    got = lower_for_raising([70, 44, 50], {0: 10.0, 2: 2.0})
+    assert got == {0: 46 - RAISED_GAP, 2: 46}
+    assert lower_for_raising([70, 44], {0: 10.0}, 0.0) == {}  # the term off
 
 
 def test_less_for_raising_keeps_a_node_that_fits_above_every_node_over_capacity():

@@ -220,7 +220,7 @@ def test_a_placement_that_raises_the_hottest_node_loses_to_one_that_does_not(mon
     11.4) and on CPU in 2; with it in 3 and 1, and 1.9 points cooler on CPU on average; with
     a node's CPU read as a real kubelet's (``sim.MEAN``, the default since lab/kwokclock.py)
     memory in 5 (worst 10.8)."""
-    from loadwise.extender import decide, fastpath
+    from loadwise.extender.policies import least_used
 
     def count(worse: list[float]) -> int:
         return sum(d > 2.0 for d in worse)
@@ -229,11 +229,10 @@ def test_a_placement_that_raises_the_hottest_node_loses_to_one_that_does_not(mon
     assert count(cpu) <= 2, cpu[:3]
     assert count(memory) <= 5, memory[:5]
 
-    def unchanged(score: int, raised: float, weight: float = 0.0) -> int:
+    def unchanged(score: int, raised: float, weight: float = 0.0, ceiling: int = 0) -> int:
         return score
 
-    for module in (decide, fastpath):
-        monkeypatch.setattr(module, "less_for_raising", unchanged)
+    monkeypatch.setattr(least_used, "less_for_raising", unchanged)
     without = _hottest(sim.new_extender)
     assert count(_worse(without, "hottest_memory")) >= 6
     assert statistics.mean(cpu) < statistics.mean(_worse(without)) - 1.0
