@@ -194,9 +194,10 @@ against 76.4 at eddd121, pods beside the hog 1.9 averaged over the stream agains
 steady-mix's CPU 71.3 against 71.0, within each other's ranges."""
 RAISED_CEILING = 20
 """The score such a node keeps at most: priority 2 of 10 (``to_extender_priority``), and
-``RAISED_GAP`` below the best of the rest (``raised_ceiling``). At 25 (priority 3) steady-hog's gain was gone in the simulator
-(72.5 %); at 15 (priority 2 too) and 10 one stream of equal nodes more than 10 points of
-share above stock's, and steady-hog 70.9 and 70.3."""
+``RAISED_GAP`` below the best of the rest (``raised_ceiling``). At 25 (priority 3)
+steady-hog's gain was gone in the simulator (72.5 %); at 15 (priority 2 too) and 10 one
+stream of equal nodes more than 10 points of share above stock's, and steady-hog 70.9 and
+70.3."""
 
 
 RAISED_GAP = 40
