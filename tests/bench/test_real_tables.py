@@ -81,6 +81,12 @@ def _section(text: str, heading: str) -> str:
             "realchurn-c6a0558-results.json",
             _churn_table,
         ),
+        (
+            "#### loadwise again at commit 25eed7c (a raising node four priority steps below the"
+            " best), the same seed",
+            "realchurn-25eed7c-results.json",
+            _churn_table,
+        ),
     ],
 )
 def test_the_real_kubelet_tables_are_the_recorded_runs(heading, results, render) -> None:
