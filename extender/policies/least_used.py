@@ -211,7 +211,8 @@ weight of 10, as many as NodeResourcesFit (weight 1, 0-100), NodeResourcesBalanc
 benchmark's steady-hog, in each of 5 runs at 54659f3, kube-scheduler bound one pod (two in
 one run) onto the hog's node at 81 % memory against the extender's favourite at 69 %: that
 node held few requests and few of the set, so its own plugins scored it more than 200
-points higher (docs/placement/prediction.md, "overrides")."""
+points higher (docs/history/placement-54659f3/placement/prediction.md). At 25eed7c, in none of
+5 runs (docs/placement/prediction.md)."""
 
 
 def raised_ceiling(others: Iterable[int]) -> int:
