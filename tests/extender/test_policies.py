@@ -394,8 +394,8 @@ def test_a_raise_of_raised_points_or_more_keeps_the_score_at_the_ceiling():
 
 
 def test_the_memory_hog_s_node_stays_four_steps_below_the_best(monkeypatch):
-    """steady-hog's decision (docs/placement/prediction.md, "overrides"): once a reading
-    shows the hog, its node holds few pods, so kube-scheduler's own scores (requests, the
+    """steady-hog's decision (docs/history/placement-54659f3/placement/prediction.md): once
+    a reading shows the hog, its node holds few pods, so kube-scheduler's own scores (requests, the
     workload's spread) favour it by more than two priority steps. The pod raises its
     memory, the hottest, by 6 points beyond what the others raise; lowered by the weight
     alone it stays a step below the best; at ``RAISED_CEILING`` alone (20, priority 2) two
