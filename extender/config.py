@@ -74,7 +74,7 @@ class SourceConfig(msgspec.Struct, forbid_unknown_fields=True):
     kind: SourceKind = "load-watcher"
     url: str | None = None
     file: str | None = None
-    refresh_seconds: float = 30.0
+    refresh_seconds: float = 15.0
     stale_after_seconds: float = 180.0
     max_stale_seconds: float | None = None
     """How long a stale snapshot is still read as the last known measurement (plus

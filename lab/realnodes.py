@@ -867,7 +867,7 @@ def make_hot(cluster: Cluster, node: str, millicores: int, extender_url: str) ->
     """Run the burner on `node` (Deployment `burner`), burning `millicores` while requesting
     10m, and wait until the extender on the control plane holds a load measured after
     metrics-server first saw it: metrics-server scrapes every 15 s, load-watcher collects once
-    a minute, the extender reads it every 30 s (site.yml's defaults). The node's measured
+    a minute, the extender reads it every 15 s (site.yml's defaults). The node's measured
     CPU then (millicores); `delete(cluster, "burner")` ends it."""
     from lab.workloads import create_deployment
 

@@ -260,8 +260,9 @@ def extender_settings(
 ) -> dict[str, Any]:
     """The extender's config file (docs/contracts.md) for a loadwise contender: its policy at
     default arguments, events at their defaults (on with a kubeconfig, 60 a minute), as an
-    operator would run it; load read at the default refresh (30 s, the same period as
-    Trimaran's collector, pkg/trimaran/collector.go ``metricsUpdateIntervalSeconds``) from
+    operator would run it; load read at the default refresh (15 s, metrics-server's
+    resolution as the role installs it; Trimaran's collector reads every 30 s,
+    pkg/trimaran/collector.go ``metricsUpdateIntervalSeconds``, its own default) from
     metrics.k8s.io, the role's default, or from the lab's load-watcher where the scenario's
     ``source`` is Prometheus (load-watcher then reports each node's mean and standard
     deviation) or the contender reads it always (``watcher_only``)."""

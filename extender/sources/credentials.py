@@ -8,7 +8,7 @@ runs. A file is stat()ed before each request and read again when its device, ino
 size or modification time changed: a rotated token is used from the next request on,
 without a restart and without first failing one. Waiting for a 401 instead would cost
 a failed reading each rotation, and not every server answers a stale token with 401
-(some answer 403). A stat() every ``refresh_seconds`` (30 s) costs nothing.
+(some answer 403). A stat() every ``refresh_seconds`` (15 s) costs nothing.
 """
 
 from __future__ import annotations

@@ -46,10 +46,10 @@ BURST = 8
 # the lease (leaseDuration, 15 s by default); the rest is this machine's 2 busy cores.
 BIND_SECONDS = 180
 # site.yml's settings for the extender (roles/loadwise_extender/defaults/main.yml): it reads
-# its source every 30 s and calls the load stale past 180 s; load-watcher collects once a
-# minute. A snapshot goes stale at most 180 + 60 + 30 s after its source stopped (a minute
+# its source every 15 s and calls the load stale past 180 s; load-watcher collects once a
+# minute. A snapshot goes stale at most 180 + 60 + 15 s after its source stopped (a minute
 # more for this machine).
-STALE_SECONDS = 180 + 60 + 30 + 60
+STALE_SECONDS = 180 + 60 + 15 + 60
 SOURCE = "3 nodes from load-watcher"
 LOAD_STALE = "loadwise_extender_load_stale"
 SOURCE_ERRORS = "loadwise_extender_source_errors_total"
@@ -220,7 +220,7 @@ def test_load_watcher_gone_mid_burst(installed, hot_node):
     errors = metric(SOURCE_ERRORS) or 0.0
     try:
         with burst(kube, "no-watcher", lambda: scale(kube, "load-watcher", 0)) as (where, _):
-            # read every 30 s, then every 5 s while failing (extender/sources/refresh.py)
+            # read every 15 s, then every 5 s while failing (extender/sources/refresh.py)
             failed = wait_for(
                 "the extender to count failed reads of load-watcher",
                 lambda: (m := metric(SOURCE_ERRORS) or 0.0) > errors and m,
