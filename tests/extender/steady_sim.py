@@ -13,9 +13,10 @@ of its pods over the 15 s before the scrape, as a real kubelet and the lab's kwo
 the scrape, as kwok reports it when read only then), its memory the instant's; a pod's use
 shows from its second scrape (a CPU rate needs two samples). load-watcher collects
 metrics-server's latest every 60 s (its ``window.end``); the extender reads load-watcher
-every 30 s and PodMetrics every 15 s. With ``run(source=METRICS_SERVER)`` it reads
-metrics.k8s.io instead, as the role installs it: every 30 s, the last scrape's figures
-stamped with the scrape's time. Every phase is drawn from the seed.
+every 15 s (REFRESH, the role's default) and PodMetrics every 15 s. With
+``run(source=METRICS_SERVER)`` it reads metrics.k8s.io instead, as the role installs it:
+every REFRESH, the last scrape's figures stamped with the scrape's time. Every phase is drawn
+from the seed, by a generator of its own (so a period's change leaves the arrivals alone).
 
 The scheduler is kube-scheduler's default profile on these nodes: NodeResourcesFit
 (LeastAllocated on requests, weight 1), NodeResourcesBalancedAllocation (weight 1) and
@@ -59,7 +60,7 @@ GI = 1024**3
 T0 = 1_800_000_000.0
 SCRAPE = 15.0  # metrics-server --metric-resolution
 COLLECT = 60.0  # load-watcher's collection period
-REFRESH = 30.0  # the extender's source.refresh_seconds
+REFRESH = 15.0  # the extender's source.refresh_seconds
 POD_POLL = 15.0  # estimator.pod_usage_seconds
 SETTLE = 45.0  # extender/sources/watcher.py LATEST_SETTLE_SECONDS
 EXTENDER_WEIGHT = 10  # the role's loadwise_scheduler_config_weight
@@ -545,8 +546,12 @@ def run(
     cpu: str = MEAN,
     source: str = LOAD_WATCHER,
     start_lag: tuple[float, float] = (0.0, 0.0),
+    refresh: float = REFRESH,
 ) -> Result:
     """One run of ``placer.stream`` (arrivals, lifetimes, phases from ``seed`` alone).
+
+    ``refresh``: how often the extender reads its source (``source.refresh_seconds``;
+    ``REFRESH``, the role's default, unless a test looks at another period).
 
     ``start_lag``: the range of seconds between a pod's binding and its containers'
     start, drawn per pod (a real kubelet's 1-3 s without an image to pull; more with
@@ -569,8 +574,16 @@ def run(
     stream = placer.stream
     nodes = {n.name: n for n in stream.nodes}
     rng = random.Random(seed)
+    # The periods' phases come from a generator of their own, one draw each, so that a
+    # period's change (REFRESH, say) moves only its phase. The stream's generator still
+    # makes the four draws it made when it drew the phases itself (periods 15, 60, 30 and 15
+    # then), so that every arrival and life stays what the seeds gave before: the tests name
+    # streams by their seeds.
+    for period in (15, 60, 30, 15):
+        rng.randrange(period)
+    phases = random.Random(seed * 6_151 + 11)
     scrape_at, collect_at, refresh_at, poll_at = (
-        rng.randrange(int(p)) for p in (SCRAPE, COLLECT, REFRESH, POD_POLL)
+        int(p * phases.random()) for p in (SCRAPE, COLLECT, refresh, POD_POLL)
     )
     running: dict[str, Running] = {}
     background = {n.name: [n.background[0], n.background[1]] for n in stream.nodes}
@@ -696,7 +709,7 @@ def run(
         elif source == LOAD_WATCHER and step % int(COLLECT) == collect_at and scraped:
             loads = {n: NodeLoad(ResourceLoad(c), ResourceLoad(m)) for n, (c, m) in scraped.items()}
             collected = LoadSnapshot("sim", t, t, loads, settle_seconds=SETTLE)
-        if step % int(REFRESH) == refresh_at and collected is not None:
+        if step % int(refresh) == refresh_at and collected is not None:
             placer.node_reading(collected, t)
         if step % int(POD_POLL) == poll_at:
             placer.pod_reading(PodUsageReading(dict(pod_figures), {}, t), t)
@@ -795,6 +808,7 @@ def _worse_than_stock(
     duration: float = 900.0,
     source: str = LOAD_WATCHER,
     start_lag: tuple[float, float] = (0.0, 0.0),
+    refresh: float = REFRESH,
 ) -> dict[str, list[tuple[float, int]]]:
     """Per measure (the hottest node's mean CPU and memory after the warm-up and the hotter
     of the two, the largest share of a workload on one node, the seconds a workload sat all
@@ -813,7 +827,7 @@ def _worse_than_stock(
     }
     for seed in seeds:
         stream = make_stream(seed)
-        kw = {"duration": duration, "source": source, "start_lag": start_lag}
+        kw = {"duration": duration, "source": source, "start_lag": start_lag, "refresh": refresh}
         stock = run(request_placer(seed, stream), seed, **kw)
         mine = run(new_extender(seed, stream), seed, **kw)
         out["cpu"].append((mine.hottest_cpu - stock.hottest_cpu, seed))
@@ -940,6 +954,9 @@ def main(argv: list[str] | None = None) -> None:
         default=LOAD_WATCHER,
         help="where node readings come from (run's source)",
     )
+    parser.add_argument(
+        "--refresh", type=float, default=REFRESH, help="source.refresh_seconds (run's refresh)"
+    )
     parser.add_argument("--steady-mix", action="store_true", help="steady-mix, run seeds 31-34")
     parser.add_argument(
         "--steady-hog", action="store_true", help="steady-hog (360 s), run seeds 31-34"
@@ -990,8 +1007,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     if args.steady_mix:
         for seed in (31, 32, 33, 34):
-            stock = run(request_placer(seed), seed, source=args.source)
-            mine = run(new_extender(seed), seed, source=args.source)
+            kw = {"source": args.source, "refresh": args.refresh}
+            stock = run(request_placer(seed), seed, **kw)
+            mine = run(new_extender(seed), seed, **kw)
             print(
                 f"steady-mix seed {seed}: CPU {mine.hottest_cpu:.1f}"
                 f" against {stock.hottest_cpu:.1f}, memory {mine.hottest_memory:.1f}"
@@ -1001,8 +1019,9 @@ def main(argv: list[str] | None = None) -> None:
             )
     if args.steady_hog:
         for seed in (31, 32, 33, 34):
-            stock = run(request_placer(seed, STEADY_HOG), seed, duration=360.0, source=args.source)
-            mine = run(new_extender(seed, STEADY_HOG), seed, duration=360.0, source=args.source)
+            kw = {"duration": 360.0, "source": args.source, "refresh": args.refresh}
+            stock = run(request_placer(seed, STEADY_HOG), seed, **kw)
+            mine = run(new_extender(seed, STEADY_HOG), seed, **kw)
             print(
                 f"steady-hog seed {seed}: memory {mine.hottest_memory:.1f}"
                 f" against {stock.hottest_memory:.1f}, CPU {mine.hottest_cpu:.1f}"
@@ -1013,7 +1032,9 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.classes:
         make, duration = CLASSES[name]
         lag = (args.start_lag[0], args.start_lag[1])
-        for measure, rows in _worse_than_stock(make, seeds, duration, args.source, lag).items():
+        for measure, rows in _worse_than_stock(
+            make, seeds, duration, args.source, lag, args.refresh
+        ).items():
             if not rows:
                 continue
             worst, seed = max(rows)
