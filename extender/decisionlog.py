@@ -3,18 +3,17 @@
 With ``estimator.decision_log`` set, each prioritize call the extender ranks appends one
 JSON line to that file, and so does each filter call that leaves one node (kube-scheduler
 then skips prioritize and binds the pod there: with every node over its thresholds the
-filter passes only the least over (with least-used, those within its spreading band too),
-so on a busy cluster many pods are placed by the filter alone, and a log of prioritize
-calls misses them). A line holds: which verb decided
-(``verb``: prioritize or filter), when (``at``, unix seconds), the pod (``pod``,
-namespace/name), how its own use was estimated (``estimate``: learned or request rule), the
-estimator mode, the extender's favourite (``favourite``; after a filter, the node it left),
-and per candidate node the CPU and memory it predicts the node will use with the pod on it,
-in percent of the node's allocatable (``nodes``: name -> [cpu, memory], null where it has no
-figure), and how old each node's load reading was (``age``: name -> seconds,
-``reading_ages``). The placement benchmark joins the lines
-with the pods' bindings and compares each prediction with the node's true use
-(benchmarks/placement/steady_measures.py ``prediction_error``).
+filter passes only the least over (with least-used, those within its spreading band too), so
+on a busy cluster many pods are placed by the filter alone, and a log of prioritize calls
+misses them). A line holds: which verb decided (``verb``: prioritize or filter), when
+(``at``, unix seconds), the pod (``pod``, namespace/name), how its own use was estimated
+(``estimate``: learned, implied or request rule), the estimator mode, the extender's
+favourite (``favourite``; after a filter, the node it left), and per candidate node the CPU
+and memory it predicts the node will use with the pod on it, in percent of the node's
+allocatable (``nodes``: name -> [cpu, memory], null where it has no figure), and how old
+each node's load reading was (``age``: name -> seconds, ``reading_ages``). The placement
+benchmark joins the lines with the pods' bindings and compares each prediction with the
+node's true use (benchmarks/placement/steady_measures.py ``prediction_error``).
 
 A JSON-lines file, not a field of the pod's Event: Events are rate-limited (60 a minute by
 default) and sampled, and a benchmark needs every decision; a file the extender appends to

@@ -5,7 +5,7 @@ x 0.70 memory) is far from use for pods that use more or less than they request.
 In the placement benchmark's steady-mix, "over" pods (100m / 128Mi requested,
 400m / 768Mi used) counted 85m / 90Mi and "idle" pods (400m requested, 100m used)
 340m, so a node that just received "over" pods looked cooler than it was and got
-more. This module replaces the estimate where measurements allow, in three ways:
+more. This module replaces the estimate where measurements allow, in four ways:
 
 1. **Learned estimate**: a new pod of a workload (``workloads.workload_key``) whose
    siblings were measured lately counts their use's percentile (p90 by default);
@@ -20,6 +20,19 @@ more. This module replaces the estimate where measurements allow, in three ways:
    the share is that rule for a reading that holds the pod for part of its window.
 3. **Departures at measured use**: a pod that leaves comes off its node at what it
    was last measured using (its estimate if never measured), not at its estimate.
+
+4. **Implied by node readings**: a workload none of whose pods has a figure of its own yet
+   (metrics-server lists a pod from its second scrape, 15-30 s after it starts) is
+   estimated from what its pods did to the nodes (``implied``): between two stamped
+   readings of a node, its rise (memory, and CPU), less what the extender knows of the pods
+   that came or went, over the number of the workload's pods the new reading holds and the
+   old did not. Only on a node where that workload is the one unmeasured newcomer, and only
+   from two nodes or more (the lower median): one node's background may move by gigabytes
+   between two readings. Until its first own figure, a pod of a workload of 200 created at
+   once (the placement benchmark's burst: 64 MiB requested, 140 MiB used) counted at the
+   request rule's 45 MiB, and a reading taken during the burst made the node that had
+   received none look emptiest: it took pods at a third of their weight
+   (docs/history/burst-refresh-ab).
 
 "Placed" is when the pod's containers started, once its status says so
 (``cluster.started_at``): a bound pod still ``Pending`` is held by no reading and counts
@@ -47,6 +60,7 @@ from .workloads import Learner
 
 __all__ = [
     "DELTA",
+    "IMPLIED",
     "LEARNED",
     "MAX_TRACKED",
     "NOT_STARTED",
@@ -59,17 +73,21 @@ __all__ = [
     "departed_share",
     "held_share",
     "held_shares",
+    "implied",
     "learned_facts",
     "measured_load",
     "unheld_load",
 ]
 
 LEARNED = "learned"
+IMPLIED = "implied"  # learned from node readings, before the workload's own figures
 DELTA = "delta"
 REQUEST_RULE = "request rule"
 NOT_STARTED = "not started"  # bound, containers not started: counted whole, held by no reading
 REQUEST_MODE = "request"  # estimator.mode: the request rule alone
-ESTIMATES = (LEARNED, DELTA, REQUEST_RULE, NOT_STARTED)
+ESTIMATES = (LEARNED, IMPLIED, DELTA, REQUEST_RULE, NOT_STARTED)
+# Nodes whose readings must each imply a workload's use before it is taken (``implied``).
+IMPLIED_NODES = 2
 # Pods tracked (bound or assumed): the same order as the pod store's cap.
 MAX_TRACKED = 200_000
 # Pods gone, kept with their stay for the deviation they made (``churn``): a few bursts
@@ -83,7 +101,7 @@ RESOLUTION_SECONDS = 15.0
 class Tracked(msgspec.Struct, frozen=True):
     """One pod the extender counts somewhere: its ``namespace/name`` (the key of its
     measurements), node, workload and controller, what it was estimated at (``base``)
-    and how (``how``: learned or request rule), whether the watch saw it bound, and
+    and how (``how``: learned, implied or request rule), whether the watch saw it bound, and
     when it was assumed or bound."""
 
     name: str
@@ -256,6 +274,85 @@ def departed_share(left_at: float, snapshot: LoadSnapshot) -> float:
     return min(1.0, max(0.0, (left_at - (end - settle)) / settle))
 
 
+Newcomer = tuple[str | None, Stay]
+"""A pod on a node, for ``implied``: its workload when the extender has no figure of its
+own for it nor for any sibling (the unknown), else None; and its stay (its use: measured,
+else its estimate)."""
+
+
+def implied(
+    previous: LoadSnapshot,
+    current: LoadSnapshot,
+    pods: Mapping[str, list[Newcomer]],
+    capacity: Callable[[str], tuple[float, float] | None],
+) -> dict[str, tuple[float | None, float]]:
+    """Per workload, what one of its pods uses as two readings of its nodes imply it:
+    (CPU millicores, None where its pods made too little of a CPU window; memory bytes).
+
+    For a node both readings stamp (``LoadSnapshot.measured_at``), the rise between them
+    (percentages of ``capacity``: the node's millicores and bytes), less the change the
+    pods of known use made (each weighed by how much more of it the new reading holds
+    than the old, ``held_shares``: a pod gone between them less, one come more), is what
+    the unknown ones made; over how many of them the new reading holds beyond the old, a
+    pod's use. A node with unknowns of two workloads, or less than one such pod's worth
+    newly held, says nothing. A workload is implied from ``IMPLIED_NODES`` nodes or more,
+    at the lower median of their figures: a node whose background moved between the two
+    readings (a hog starting, a swing) gives a figure far off, and one such node must not
+    make it."""
+    found: dict[str, list[tuple[float | None, float]]] = {}
+    for node, stays in pods.items():
+        after, before = current.nodes.get(node), previous.nodes.get(node)
+        at, was = current.measured_at.get(node), previous.measured_at.get(node)
+        size = capacity(node)
+        if after is None or before is None or at is None or was is None or not at > was:
+            continue
+        if size is None or size[0] <= 0 or size[1] <= 0:
+            continue
+        cpu_now, memory_now = after.cpu.avg, after.memory.avg
+        cpu_then, memory_then = before.cpu.avg, before.memory.avg
+        if cpu_now is None or memory_now is None or cpu_then is None or memory_then is None:
+            continue
+        rise_cpu = (cpu_now - cpu_then) * size[0] / 100
+        rise_memory = (memory_now - memory_then) * size[1] / 100
+        unknown: str | None = None
+        share_cpu = share_memory = 0.0
+        mixed = False
+        for workload, (placed, left, cpu, memory) in stays:
+            new_cpu, new_memory = held_shares(placed, left, current, node=node)
+            old_cpu, old_memory = held_shares(placed, left, previous, node=node)
+            more_cpu, more_memory = new_cpu - old_cpu, new_memory - old_memory
+            if workload is None:
+                rise_cpu -= cpu * more_cpu
+                rise_memory -= memory * more_memory
+                continue
+            if more_cpu <= 0.0 and more_memory <= 0.0:
+                continue
+            if unknown is not None and workload != unknown:
+                mixed = True
+                break
+            unknown = workload
+            share_cpu += more_cpu
+            share_memory += more_memory
+        if mixed or unknown is None or share_memory < 1.0:
+            continue
+        cpu_each = max(0.0, rise_cpu / share_cpu) if share_cpu >= 1.0 else None
+        memory_each = min(size[1], max(0.0, rise_memory / share_memory))
+        found.setdefault(unknown, []).append((cpu_each, memory_each))
+    out: dict[str, tuple[float | None, float]] = {}
+    for workload, figures in found.items():
+        if len(figures) < IMPLIED_NODES:
+            continue
+        cpus = [c for c, _ in figures if c is not None]
+        each = _lower_median(cpus) if len(cpus) >= IMPLIED_NODES else None
+        out[workload] = (each, _lower_median([m for _, m in figures]))
+    return out
+
+
+def _lower_median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
+
+
 class InFlight:
     """The per-pod usage store, the learned estimates and the pods tracked, joined."""
 
@@ -290,7 +387,7 @@ class InFlight:
         self._pending: set[str] = set()
         # (node, stay) of the pods gone, in the order they left (``stays``)
         self._gone: deque[tuple[str, Stay]] = deque(maxlen=MAX_STAYS)
-        self.taken: dict[str, int] = dict.fromkeys((LEARNED, REQUEST_RULE), 0)
+        self.taken: dict[str, int] = dict.fromkeys((LEARNED, IMPLIED, REQUEST_RULE), 0)
         """How many pods were estimated each way (exported on /metrics)."""
 
     def __len__(self) -> int:
@@ -305,13 +402,21 @@ class InFlight:
         if learned is None:
             self.taken[REQUEST_RULE] += 1
             return facts, REQUEST_RULE
-        self.taken[LEARNED] += 1
-        return learned_facts(facts, learned), LEARNED
+        how = self.kind(workload, now)
+        self.taken[how] += 1
+        return learned_facts(facts, learned), how
 
     def learned(self, workload: str | None, now: float) -> Usage | None:
         if workload is None or not self.learn:
             return None
         return self.learner.estimate(workload, now)
+
+    def kind(self, workload: str | None, now: float) -> str:
+        """How a new pod of ``workload`` is estimated: learned (its siblings' own
+        figures), implied (node readings', ``implied``) or by the request rule."""
+        if self.learned(workload, now) is None:
+            return REQUEST_RULE
+        return LEARNED if self.learner.measured(workload, now) else IMPLIED
 
     # -- the pods tracked -----------------------------------------------------------
 
@@ -460,7 +565,8 @@ class InFlight:
 
     def how(self, key: str) -> str | None:
         """How the placement of ``key`` is counted now: not started (bound, its containers
-        not started: whole at its estimate, ``started``), delta, learned or request rule."""
+        not started: whole at its estimate, ``started``), delta, learned, implied or request
+        rule."""
         pod = self._pods.get(key)
         if pod is None:
             return None
@@ -475,6 +581,7 @@ class InFlight:
         ledger: Ledger,
         snapshot: LoadSnapshot | None,
         created: Callable[[str], float | None] | None = None,
+        capacity: Callable[[str], tuple[float, float] | None] | None = None,
     ) -> None:
         """Recount what the ledger counts beside ``snapshot``: every measured pod placed
         within the reading's window at ``delta_load``, every unmeasured one at
@@ -482,7 +589,9 @@ class InFlight:
         it left. A new snapshot recounts the whole window; the same snapshot again only
         the pods tracked, measured or departed since (what a recount reads of a pod is
         its own figures and the snapshot's times, nothing of the clock). ``created``: a
-        node's creation time, where known (``held_share``'s ``since``)."""
+        node's creation time, where known (``held_share``'s ``since``); ``capacity``: a
+        node's millicores and bytes, where known, for what a new snapshot beside the last
+        implies of the workloads not measured yet (``implied``)."""
         if not self.delta or snapshot is None:
             return
         since = snapshot.window_end - snapshot.settle_seconds
@@ -509,6 +618,8 @@ class InFlight:
                     self._recount_departure(ledger, key, gone, snapshot, node_since(gone.node))
             return
         self._dirty = set()
+        if self._synced is not None and capacity is not None:
+            self._imply(self._synced, snapshot, capacity)
         for key in self._pending:
             if (placed := ledger.placement(key)) is not None:
                 self._still_waiting(ledger, key, placed, since)
@@ -521,6 +632,65 @@ class InFlight:
         for key in [k for k in self._departed if k not in seen]:
             del self._departed[key]
         self._synced = snapshot
+
+    def _imply(
+        self,
+        previous: LoadSnapshot,
+        current: LoadSnapshot,
+        capacity: Callable[[str], tuple[float, float] | None],
+    ) -> None:
+        """What ``current`` beside ``previous`` implies of the workloads none of whose pods
+        has a figure of its own (``implied``): kept by the learner, and the pods of those
+        workloads still counted at the request rule (or an earlier implied figure) counted
+        at it from now."""
+        stamps = list(previous.measured_at.values())
+        if not stamps:
+            return
+        # a pod placed before this came whole into both readings, or ran through both
+        # windows: it moved neither
+        cut = min(stamps) - RESOLUTION_SECONDS
+        now = current.window_end
+        learner = self.learner
+        unknown_of: dict[str, bool] = {}
+
+        def unknown(workload: str | None) -> bool:
+            if workload is None:
+                return False
+            if workload not in unknown_of:
+                unknown_of[workload] = not learner.measured(workload, now)
+            return unknown_of[workload]
+
+        pods: dict[str, list[Newcomer]] = {}
+        for key, pod in self._pods.items():
+            if key in self._pending or pod.at <= cut:
+                continue
+            measured = self.store.get(pod.name)
+            use = pod.base.usage if measured is None else measured
+            stay = (pod.at, math.inf, use.cpu_millis, use.memory_bytes)
+            who = pod.workload if measured is None and unknown(pod.workload) else None
+            pods.setdefault(pod.node, []).append((who, stay))
+        for node, stay in self._gone:
+            if stay[1] > cut:
+                pods.setdefault(node, []).append((None, stay))
+        found = implied(previous, current, pods, capacity)
+        if not found:
+            return
+        cpus: dict[str, float] = {}
+        for pod in self._pods.values():
+            if pod.workload in found:
+                cpus.setdefault(pod.workload, pod.base.usage.cpu_millis)
+        figures: dict[str, Usage] = {}
+        for workload, (cpu, memory) in found.items():
+            usage = Usage(cpus.get(workload, 0.0) if cpu is None else cpu, memory)
+            if learner.imply(workload, usage, now):
+                figures[workload] = usage
+        for key, pod in list(self._pods.items()):
+            figure = figures.get(pod.workload) if pod.workload is not None else None
+            if figure is None or pod.how not in (REQUEST_RULE, IMPLIED):
+                continue
+            base = measured_load(figure, pod.base.tlp_cpu_millis)
+            self._pods[key] = msgspec.structs.replace(pod, base=base, how=IMPLIED)
+            self._dirty.add(key)
 
     def _still_waiting(
         self, ledger: Ledger, key: str, placed: Placement, since: float

@@ -28,7 +28,7 @@ from .estimate import EstimatorArgs, PodFacts, TLPArgs, demand_after, go_round, 
 from .events import Decision, EventRecorder, Scored
 from .exemptions import exemption, ignored
 from .fastpath import FastAnswer, LeastUsedFastPath
-from .inflight import LEARNED, REQUEST_RULE, InFlight, Tracked
+from .inflight import InFlight, Tracked
 from .ledger import HORIZON_SECONDS, REPORT_INTERVAL_SECONDS, Ledger, Pending
 from .metrics import Metrics
 from .model import LoadSnapshot, NodeInfo, NodeState
@@ -156,8 +156,9 @@ def _estimator_metrics(metrics: Metrics) -> tuple[Counter, Counter]:
         known = (
             Counter(
                 "loadwise_extender_estimates_total",
-                "Pods estimated, by path: learned from their workload's measured use, or the "
-                "request rule (a workload not measured lately).",
+                "Pods estimated, by path: learned from their workload's measured use, implied "
+                "by node readings (before its first measurement), or the request rule (a "
+                "workload not measured lately).",
                 ["path"],
                 registry=metrics.registry,
             ),
@@ -450,8 +451,15 @@ class Extender:
             self._checked = (snap, out)
         # what the ledger counts beside this reading, corrected by the pods' measured use
         # (``inflight``): here, so the fast path and the general path read the same
-        self.inflight.sync(self.ledger, out, self._created)
+        self.inflight.sync(self.ledger, out, self._created, self._capacity)
         return out
+
+    def _capacity(self, node: str) -> tuple[float, float] | None:
+        """``node``'s CPU millicores and memory bytes, where the extender knows its size."""
+        info = self.size_of(node)
+        if info is None:
+            return None
+        return float(info.cpu_capacity_millis), float(info.memory_capacity_bytes)
 
     def _created(self, node: str) -> float | None:
         """When ``node``'s Node object was created, where the extender has seen it."""
@@ -566,7 +574,6 @@ class Extender:
         self.ledger.assume(pod.key, node, load, now)
         if raw is not None:
             workload = workload_key(raw)
-            learned = self.inflight.learned(workload, now) is not None
             self.inflight.track(
                 pod.key,
                 Tracked(
@@ -575,7 +582,7 @@ class Extender:
                     workload,
                     owner_key(raw),
                     load,
-                    LEARNED if learned else REQUEST_RULE,
+                    self.inflight.kind(workload, now),
                     False,
                     now,
                 ),
@@ -821,19 +828,17 @@ class Extender:
         before the pod is counted on the favourite: the prediction the scores read."""
         assert self.decision_log is not None
         states, _ = self._states(names, infos)
-        learned = self.inflight.learned(workload_key(raw), now) is not None
-        how = LEARNED if learned else REQUEST_RULE
+        how = self.inflight.kind(workload_key(raw), now)
         mode = self.settings.estimator.mode
         ages = reading_ages(now, self._snapshot(), names)
         record = decision_record(now, pod, how, mode, win, states, ages, verb=verb)
         self.decision_log.write(record)
 
     def _estimates_note(self, raw: Pod, node: str, why: str, now: float) -> str:
-        """``why`` with the estimates used: the pod's own (learned or request rule) and
-        how the pods in flight on ``node`` are counted (learned, delta, request rule, not
-        started)."""
-        learned = self.inflight.learned(workload_key(raw), now) is not None
-        note = f"estimate: {LEARNED if learned else REQUEST_RULE}"
+        """``why`` with the estimates used: the pod's own (learned, implied or request
+        rule) and how the pods in flight on ``node`` are counted (learned, implied, delta,
+        request rule, not started)."""
+        note = f"estimate: {self.inflight.kind(workload_key(raw), now)}"
         snap = self._snapshot()
         if snap is not None:
             since = snap.window_end - snap.settle_seconds

@@ -100,6 +100,7 @@ class ResourceRequirements(Struct, omit_defaults=True):
 
 class Container(Struct, omit_defaults=True):
     name: str = ""
+    image: str = ""
     resources: ResourceRequirements | None = None
     restartPolicy: str | None = None
     """On an init container, "Always" makes it a native sidecar (Kubernetes 1.29+)."""

@@ -6,16 +6,25 @@ label, ``pod-template-hash`` (a Deployment's ReplicaSet) or
 ``controller-revision-hash`` (StatefulSet, DaemonSet). Pods of one revision run
 the same template, so their use is the best guess for a new sibling's (Katalyst's
 load-aware plugin predicts a new pod from its owner workload's history for the
-same reason). A pod without a controller has no siblings: None.
+same reason). Pods without a controller are siblings when their namespace and their
+containers (names, images, requests and limits) are the same: pods made from one
+template by a script or a tool that sets no ownerReference (the placement benchmark's
+one-shot scenarios create theirs so).
 
 ``LearnedUsage`` keeps, per workload, its pods' recent measured use and answers a
 high percentile of it (p90 by default, nearest rank) over a recent window; memory
 is bounded (workloads, samples per workload) and a workload nobody measured within
 the window is forgotten.
+
+Before any of a workload's pods is measured on its own (metrics-server lists a pod from
+its second scrape, 15-30 s after it starts), what node readings say of its pods can
+stand in: ``Learner.imply`` keeps one such figure (``inflight.implied``), answered only
+while the workload has no measurement of its own and dropped at its first one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import deque
 
@@ -32,6 +41,7 @@ __all__ = [
     "Learner",
     "owner_key",
     "percentile",
+    "template_key",
     "workload_key",
 ]
 
@@ -53,12 +63,25 @@ def owner_key(pod: Pod) -> str | None:
     return None
 
 
-def workload_key(pod: Pod) -> str | None:
+_template_encoder = msgspec.json.Encoder()
+
+
+def template_key(pod: Pod) -> str:
+    """A pod without a controller's workload: ``namespace/~`` and a digest of its
+    containers and init containers as the extender reads them (name, image, resources)."""
+    spec = pod.spec
+    shape = _template_encoder.encode((spec.initContainers, spec.containers, spec.resources))
+    digest = hashlib.blake2b(shape, digest_size=8).hexdigest()
+    return f"{pod.metadata.namespace}/~{digest}"
+
+
+def workload_key(pod: Pod) -> str:
     """The pod's workload: its controller and revision label (``owner_key`` plus
-    ``@hash``; the controller alone when it sets neither label, as a Job does)."""
+    ``@hash``; the controller alone when it sets neither label, as a Job does); for a pod
+    without a controller, its template (``template_key``)."""
     owner = owner_key(pod)
     if owner is None:
-        return None
+        return template_key(pod)
     labels = pod.metadata.labels or {}
     for name in REVISION_LABELS:
         value = labels.get(name)
@@ -75,11 +98,19 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class _Workload:
-    __slots__ = ("cached", "samples")
+    __slots__ = ("cached", "implied", "samples")
 
     def __init__(self) -> None:
         self.samples: deque[tuple[float, float, float]] = deque(maxlen=MAX_SAMPLES)
         self.cached: tuple[float, Usage] | None = None  # (as of, estimate)
+        self.implied: tuple[float, Usage] | None = None  # (as of, figure): ``Learner.imply``
+
+    def last(self) -> float:
+        """When the workload was last measured or implied; -inf: never."""
+        times = [self.samples[-1][0]] if self.samples else []
+        if self.implied is not None:
+            times.append(self.implied[0])
+        return max(times, default=-math.inf)
 
 
 class LearnedUsage(msgspec.Struct, frozen=True):
@@ -114,12 +145,35 @@ class Learner:
         self._table[workload] = entry  # last: the table's order is by last measurement
         entry.samples.append((at, usage.cpu_millis, usage.memory_bytes))
         entry.cached = None
+        entry.implied = None  # its pods' own figures from now on
+        self._bound()
+
+    def imply(self, workload: str, usage: Usage, at: float) -> bool:
+        """What node readings say one of ``workload``'s pods uses (``inflight.implied``),
+        kept only while none of its pods has been measured within the window: True when
+        kept."""
+        if self.measured(workload, at):
+            return False
+        entry = self._table.pop(workload, None) or _Workload()
+        self._table[workload] = entry
+        entry.implied = (at, usage)
+        self._bound()
+        return True
+
+    def _bound(self) -> None:
         while len(self._table) > self.settings.max_workloads:
             del self._table[next(iter(self._table))]
 
+    def measured(self, workload: str | None, now: float) -> bool:
+        """Whether ``workload``'s estimate comes from its pods' own figures (not implied)."""
+        if workload is None or self.estimate(workload, now) is None:
+            return False
+        return bool(self._table[workload].samples)
+
     def estimate(self, workload: str, now: float) -> Usage | None:
-        """The percentile of the workload's samples within the window; None when it has
-        none (never measured, or not lately)."""
+        """The percentile of the workload's samples within the window, else the figure
+        implied for it within the window (``imply``); None when it has neither (never
+        measured, or not lately)."""
         entry = self._table.get(workload)
         if entry is None:
             return None
@@ -128,7 +182,11 @@ class Learner:
         while samples and samples[0][0] < cut:
             samples.popleft()
             entry.cached = None
+        if entry.implied is not None and entry.implied[0] < cut:
+            entry.implied = None
         if not samples:
+            if entry.implied is not None:
+                return entry.implied[1]
             del self._table[workload]
             return None
         if entry.cached is not None:
@@ -143,5 +201,5 @@ class Learner:
     def prune(self, now: float) -> None:
         """Forget the workloads with no sample within the window."""
         cut = now - self.settings.window_seconds
-        for name in [n for n, e in self._table.items() if not e.samples or e.samples[-1][0] < cut]:
+        for name in [n for n, e in self._table.items() if e.last() < cut]:
             del self._table[name]

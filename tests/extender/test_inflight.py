@@ -15,6 +15,7 @@ from loadwise.extender.config import load_settings
 from loadwise.extender.estimate import pod_facts
 from loadwise.extender.inflight import (
     DELTA,
+    IMPLIED,
     LEARNED,
     NOT_STARTED,
     REQUEST_MODE,
@@ -25,6 +26,7 @@ from loadwise.extender.inflight import (
     departed_share,
     held_share,
     held_shares,
+    implied,
     unheld_load,
 )
 from loadwise.extender.ledger import Ledger
@@ -82,7 +84,10 @@ def test_workload_key_is_the_controller_and_its_revision():
     assert workload_key(_pod()) == "ns/rs-1@h1"
     assert owner_key(_pod()) == "ns/rs-1"
     assert workload_key(_pod(hash_="")) == "ns/rs-1"  # a Job: the controller alone
-    assert workload_key(_pod(owner="")) is None
+    # no controller: its namespace and template, the same for pods of one template
+    bare = workload_key(_pod("a", owner=""))
+    assert bare.startswith("ns/~") and bare == workload_key(_pod("b", owner="", hash_=""))
+    assert bare != workload_key(_pod("c", owner="", memory="256Mi"))
 
 
 def test_percentile_is_nearest_rank():
@@ -192,7 +197,7 @@ def test_estimate_is_learned_from_measured_siblings_else_the_request_rule():
     got, how = flight.estimate(facts, "ns/rs-1@h1", 100.0)
     assert how == LEARNED and got.usage == Usage(380.0, 700.0 * MI)
     assert got.placed().usage == got.usage and got.tlp_cpu_millis == facts.tlp_cpu_millis
-    assert flight.taken == {LEARNED: 1, REQUEST_RULE: 1}
+    assert flight.taken == {LEARNED: 1, IMPLIED: 0, REQUEST_RULE: 1}
 
 
 def test_assumptions_expire_and_a_bound_pod_is_not_replaced_by_one():
@@ -552,3 +557,112 @@ def test_a_pod_still_pending_when_the_window_passes_its_binding_stays_counted_wh
     watch2._pod_event("ADDED", _bound("a", "Running", 901.0, scheduled=900.0))
     flight2.sync(ledger2, snap)
     assert "n1" not in ledger2.recent(970.0)
+
+
+# -- implied by node readings ---------------------------------------------------------
+
+GI = 1024**3
+
+
+def _stamped(at, memory_gib, cpu_millis=None):
+    """A metrics-server-like reading at ``at`` of 8-core / 16 GiB nodes: per node its
+    memory in GiB (and CPU in millicores; 1000 when not given), each stamped at ``at``."""
+    cpu_millis = cpu_millis or {}
+    nodes = {
+        n: NodeLoad(ResourceLoad(cpu_millis.get(n, 1000.0) / 80), ResourceLoad(g / 16 * 100))
+        for n, g in memory_gib.items()
+    }
+    return LoadSnapshot(
+        "metrics-server",
+        at + 5,
+        at + 5,
+        nodes,
+        settle_seconds=30.0,
+        measured_at=dict.fromkeys(memory_gib, at),
+    )
+
+
+def _sizes(node):
+    return (8000.0, 16.0 * GI)
+
+
+def test_learner_keeps_an_implied_figure_only_until_the_workload_is_measured():
+    learner = Learner(LearnedUsage(window_seconds=100))
+    assert learner.imply("w", Usage(60.0, 140.0 * MI), at=1000.0)
+    assert learner.estimate("w", 1010.0) == Usage(60.0, 140.0 * MI)
+    assert not learner.measured("w", 1010.0)
+    learner.observe("w", Usage(50.0, 100.0 * MI), at=1020.0)
+    assert learner.measured("w", 1020.0)
+    assert learner.estimate("w", 1020.0) == Usage(50.0, 100.0 * MI)  # its own figure, alone
+    assert not learner.imply("w", Usage(1.0, 1.0), at=1030.0)  # refused once measured
+    assert learner.estimate("w", 1030.0) == Usage(50.0, 100.0 * MI)
+    assert learner.imply("v", Usage(1.0, 2.0), at=1000.0)
+    learner.prune(1101.0)
+    assert learner.estimate("v", 1101.0) is None  # aged out of the window like a sample
+
+
+def test_implied_is_each_newcomers_share_of_the_rise_less_the_pods_of_known_use():
+    """Two readings 15 s apart. n1 took 2 pods of w (140 MiB, 60m each) and lost a pod of
+    known use (100 MiB, 300m) it held before; n2 took 3 of w; n3 took 1 of w and its
+    background grew by 4 GiB between the readings (a hog starting)."""
+    mib = 1 / 1024
+    before = _stamped(100.0, {"n1": 4.0, "n2": 4.0, "n3": 4.0})
+    after = _stamped(
+        115.0,
+        {"n1": 4.0 + (2 * 140 - 100) * mib, "n2": 4.0 + 3 * 140 * mib, "n3": 8.0 + 140 * mib},
+        {"n1": 1000.0 + 2 * 60 * 10 / 15 - 300 * 5 / 15, "n2": 1000.0 + 3 * 60 * 10 / 15},
+    )
+    w = (105.0, math.inf, 42.5, 45.0 * MI)  # placed at 105, counted at the request rule
+    pods = {
+        "n1": [("w", w), ("w", w), (None, (50.0, 110.0, 300.0, 100.0 * MI))],
+        "n2": [("w", w)] * 3,
+        "n3": [("w", w)],
+    }
+    cpu, memory = implied(before, after, pods, _sizes)["w"]
+    assert memory == pytest.approx(140.0 * MI)  # n3's 4 GiB is the one figure left out
+    assert cpu == pytest.approx(60.0)  # n3 made under one pod's CPU window: no CPU figure
+    # a reading that does not move (or none stamped) says nothing
+    assert implied(before, before, pods, _sizes) == {}
+    unstamped = msgspec.structs.replace(after, measured_at={})
+    assert implied(before, unstamped, pods, _sizes) == {}
+
+
+def test_implied_needs_two_nodes_with_one_unknown_workload_each():
+    mib = 1 / 1024
+    before = _stamped(100.0, {"n1": 4.0, "n2": 4.0})
+    after = _stamped(115.0, {"n1": 4.0 + 280 * mib, "n2": 4.0 + 280 * mib})
+    w = (105.0, math.inf, 42.5, 45.0 * MI)
+    both = {"n1": [("w", w), ("w", w)], "n2": [("w", w), ("v", w)]}
+    assert implied(before, after, both, _sizes) == {}  # n2 cannot tell w from v: n1 alone
+    one = {"n1": [("w", w), ("w", w)], "n2": [("w", w), ("w", w)]}
+    assert implied(before, after, one, _sizes)["w"][1] == pytest.approx(140.0 * MI)
+    # nodes of unknown size say nothing either
+    assert implied(before, after, one, lambda node: None) == {}
+
+
+def test_a_reading_implies_the_unmeasured_workload_and_its_pods_in_flight_count_at_it():
+    """Through InFlight.sync: pods of a workload never measured, counted at the request rule,
+    are counted at what the next readings imply, and a new sibling is estimated at it."""
+    flight = InFlight(Learner(LearnedUsage(window_seconds=600)))
+    ledger = Ledger()
+    base = PodLoad(Usage(42.5, 45.0 * MI), Usage(42.5, 45.0 * MI), 0.0)
+    first = _stamped(100.0, {"n1": 4.0, "n2": 4.0})
+    flight.sync(ledger, first, capacity=_sizes)
+    for i, node in enumerate(("n1", "n1", "n2", "n2", "n1", "n2")):
+        key = f"k{i}"
+        at = 105.0 if i < 4 else 118.0  # the last two come after the second reading's sample
+        ledger.assume(key, node, base, at)
+        flight.track(key, Tracked(f"ns/p{i}", node, "w", "rs", base, REQUEST_RULE, True, at))
+    assert flight.kind("w", 116.0) == REQUEST_RULE
+    mib = 1 / 1024
+    second = _stamped(115.0, {"n1": 4.0 + 280 * mib, "n2": 4.0 + 280 * mib})
+    flight.sync(ledger, second, capacity=_sizes)
+    assert flight.kind("w", 121.0) == IMPLIED
+    assert flight.learned("w", 121.0).memory_bytes == pytest.approx(140.0 * MI)
+    late = flight.get("k4")
+    assert late.how == IMPLIED and late.base.usage.memory_bytes == pytest.approx(140.0 * MI)
+    # the pods not in the new reading count at the implied figure in the ledger
+    assert ledger.placement("k4").load.usage.memory_bytes == pytest.approx(140.0 * MI)
+    facts = pod_facts(_pod())
+    _, how = flight.estimate(facts, "w", 121.0)
+    assert how == IMPLIED and flight.taken[IMPLIED] == 1
