@@ -1,7 +1,11 @@
-"""Per run of this A/B: how long the burst took to bind, where its pods went, and what the
-extender saw of burst-small when the first reading taken during the burst reached it.
+"""Per run of a burst A/B: how long the burst took to bind, where its pods went, what the
+extender saw of burst-small when the first reading taken during the burst reached it, and
+how its decisions estimated the pod they placed.
 
-    .venv/bin/python docs/history/burst-refresh-ab/trace.py
+    .venv/bin/python docs/history/burst-refresh-ab/trace.py [ARM_DIR ...]
+
+Each ARM_DIR holds a ``placement/`` of run records and ``decisions/SEED.jsonl.gz``, the
+extender's decision records of each run; by default this folder's r15 and r30.
 
 "Would hold" is the node's memory once every pod bound to it so far uses what the scenario
 gives it (benchmarks/scenarios/burst.yaml: 140 MiB each, beside the node's background); "saw"
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -46,22 +51,23 @@ def _nodes() -> tuple[dict[str, float], dict[str, float], float]:
     return capacity, background, _mebibytes(workload["usage"]["memory"])
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     capacity, background, use = _nodes()
+    arms = [Path(a) for a in argv] or [HERE / "r15", HERE / "r30"]
     print(
-        "| refresh | seed | bound in, s | pods on burst-small | hottest node would hold, % "
+        "| arm | seed | bound in, s | pods on burst-small | hottest node would hold, % "
         "| first reading during the burst, s | burst-small then: saw / would hold, % "
-        "| pods it took before the next reading |"
+        "| pods it took before the next reading | estimates: implied / learned / request rule |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for arm in ("r15", "r30"):
-        for run in sorted((HERE / arm / "placement/runs/burst").glob("*.json.gz")):
+    print("|---|---|---|---|---|---|---|---|---|")
+    for arm in arms:
+        for run in sorted((arm / "placement/runs/burst").glob("*.json.gz")):
             record = json.loads(gzip.decompress(run.read_bytes()))
             seed = record["seed"]
             bound = record["bound_at"].values()
             per_node = Counter(record["bindings"].values())
             hottest = max((background[n] + per_node[n] * use) / capacity[n] * 100 for n in capacity)
-            lines = gzip.decompress((HERE / arm / f"decisions/{seed}.jsonl.gz").read_bytes())
+            lines = gzip.decompress((arm / f"decisions/{seed}.jsonl.gz").read_bytes())
             decisions = [
                 d for d in map(json.loads, lines.splitlines()) if d["verb"] == "prioritize"
             ]
@@ -80,11 +86,13 @@ def main() -> None:
                 )
                 after = decisions[i]["at"] - decisions[0]["at"]
                 first = f"{after:.0f} | {saw:.1f} / {holds:.1f} | {took}"
+            how = Counter(d["estimate"] for d in decisions)
+            kinds = " / ".join(str(how[k]) for k in ("implied", "learned", "request rule"))
             print(
-                f"| {arm[1:]} s | {seed} | {max(bound) - min(bound):.0f} | {per_node[SMALL]} "
-                f"| {hottest:.1f} | {first} |"
+                f"| {arm.name} | {seed} | {max(bound) - min(bound):.0f} | {per_node[SMALL]} "
+                f"| {hottest:.1f} | {first} | {kinds} |"
             )
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
