@@ -32,7 +32,7 @@ import msgspec
 
 from .estimate import EstimatorArgs, TLPArgs, pod_load
 from .exceptions import QuantityError
-from .inflight import REQUEST_RULE, InFlight, Tracked
+from .inflight import InFlight, Tracked
 from .model import NodeInfo, PodLoad, Usage, usable_node_info
 from .nodestate import ClusterFacts
 from .reflector import ListWatchClient, Reflector
@@ -351,12 +351,9 @@ class ClusterWatch:
         if inflight is None:
             return load
         workload = workload_key(pod)
-        now = self._clock()
-        learned = inflight.learned(workload, now)
-        how = REQUEST_RULE
+        learned, how = inflight.learned_how(workload, self._clock())
         if learned is not None:
             load = PodLoad(learned, learned, load.tlp_cpu_millis)
-            how = inflight.kind(workload, now)
         meta = pod.metadata
         name = f"{meta.namespace}/{meta.name}"
         inflight.track(

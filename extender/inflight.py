@@ -398,25 +398,26 @@ class InFlight:
     def estimate(self, facts: PodFacts, workload: str | None, now: float) -> tuple[PodFacts, str]:
         """The pod's figures: learned from its workload's siblings when they were
         measured within the window, else ``facts`` (the request rule)."""
-        learned = self.learned(workload, now)
-        if learned is None:
-            self.taken[REQUEST_RULE] += 1
-            return facts, REQUEST_RULE
-        how = self.kind(workload, now)
+        learned, how = self.learned_how(workload, now)
         self.taken[how] += 1
+        if learned is None:
+            return facts, how
         return learned_facts(facts, learned), how
 
     def learned(self, workload: str | None, now: float) -> Usage | None:
-        if workload is None or not self.learn:
-            return None
-        return self.learner.estimate(workload, now)
+        return self.learned_how(workload, now)[0]
 
     def kind(self, workload: str | None, now: float) -> str:
         """How a new pod of ``workload`` is estimated: learned (its siblings' own
         figures), implied (node readings', ``implied``) or by the request rule."""
-        if self.learned(workload, now) is None:
-            return REQUEST_RULE
-        return LEARNED if self.learner.measured(workload, now) else IMPLIED
+        return self.learned_how(workload, now)[1]
+
+    def learned_how(self, workload: str | None, now: float) -> tuple[Usage | None, str]:
+        """``learned`` and ``kind`` in one look at the learner."""
+        found = None if workload is None or not self.learn else self.learner.lookup(workload, now)
+        if found is None:
+            return None, REQUEST_RULE
+        return found[0], LEARNED if found[1] else IMPLIED
 
     # -- the pods tracked -----------------------------------------------------------
 
@@ -526,14 +527,17 @@ class InFlight:
         out: dict[str, list[Stay]] = {}
         for node, stay in gone:
             out.setdefault(node, []).append(stay)
-        store = self.store
         for pod in self._pods.values():
             if pod.at > since:
-                measured = store.get(pod.name)
-                use = pod.base.usage if measured is None else measured
-                stay = (pod.at, math.inf, use.cpu_millis, use.memory_bytes)
-                out.setdefault(pod.node, []).append(stay)
+                out.setdefault(pod.node, []).append(self._stay(pod)[0])
         return out
+
+    def _stay(self, pod: Tracked) -> tuple[Stay, bool]:
+        """``pod``'s stay so far (still there) at its use, measured else its estimate, and
+        whether it was measured."""
+        measured = self.store.get(pod.name)
+        use = pod.base.usage if measured is None else measured
+        return (pod.at, math.inf, use.cpu_millis, use.memory_bytes), measured is not None
 
     def departure_of(self, key: str, name: str, estimate: PodLoad) -> PodLoad:
         """``departure`` for a pod known by ``name`` (``namespace/name``) even if untracked."""
@@ -664,10 +668,8 @@ class InFlight:
         for key, pod in self._pods.items():
             if key in self._pending or pod.at <= cut:
                 continue
-            measured = self.store.get(pod.name)
-            use = pod.base.usage if measured is None else measured
-            stay = (pod.at, math.inf, use.cpu_millis, use.memory_bytes)
-            who = pod.workload if measured is None and unknown(pod.workload) else None
+            stay, measured = self._stay(pod)
+            who = pod.workload if not measured and unknown(pod.workload) else None
             pods.setdefault(pod.node, []).append((who, stay))
         for node, stay in self._gone:
             if stay[1] > cut:

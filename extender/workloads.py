@@ -166,14 +166,19 @@ class Learner:
 
     def measured(self, workload: str | None, now: float) -> bool:
         """Whether ``workload``'s estimate comes from its pods' own figures (not implied)."""
-        if workload is None or self.estimate(workload, now) is None:
-            return False
-        return bool(self._table[workload].samples)
+        found = self.lookup(workload, now) if workload is not None else None
+        return found is not None and found[1]
 
     def estimate(self, workload: str, now: float) -> Usage | None:
         """The percentile of the workload's samples within the window, else the figure
         implied for it within the window (``imply``); None when it has neither (never
         measured, or not lately)."""
+        found = self.lookup(workload, now)
+        return None if found is None else found[0]
+
+    def lookup(self, workload: str, now: float) -> tuple[Usage, bool] | None:
+        """``estimate`` and whether it is the workload's own figures (True) or implied
+        (False), in one look at the table."""
         entry = self._table.get(workload)
         if entry is None:
             return None
@@ -186,17 +191,17 @@ class Learner:
             entry.implied = None
         if not samples:
             if entry.implied is not None:
-                return entry.implied[1]
+                return entry.implied[1], False
             del self._table[workload]
             return None
         if entry.cached is not None:
-            return entry.cached[1]
+            return entry.cached[1], True
         q = self.settings.percentile
         usage = Usage(
             percentile([s[1] for s in samples], q), percentile([s[2] for s in samples], q)
         )
         entry.cached = (now, usage)
-        return usage
+        return usage, True
 
     def prune(self, now: float) -> None:
         """Forget the workloads with no sample within the window."""
