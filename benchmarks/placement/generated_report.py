@@ -291,9 +291,10 @@ def spreading(runs: Sequence[RunSummary]) -> list[str]:
         "time-averaged, in %, the median over each contender's runs (min-max); on the "
         "clusters of equal nodes, the scenarios where its median is more than "
         f"{100 * SHARE_WITHIN:g} points above stock's; and the seconds during which some "
-        "workload's pods, two or more, were all on one node while another node would have "
-        f"stayed at or under {100 * HOT_THRESHOLD:g} % with one more of them (median over "
-        "runs, max).",
+        "workload's pods, two or more and all its replicas, were all on one node while another "
+        f"node would have stayed at or under {100 * HOT_THRESHOLD:g} % with one more of them "
+        "(median over runs, max; the instants between a pod's going and its replacement's "
+        "binding are not judged).",
         "",
         "| contender | runs | largest share, % | equal nodes: more than "
         f"{100 * SHARE_WITHIN:g} points above stock | s all on one node, another with room |",

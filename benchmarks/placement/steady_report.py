@@ -65,6 +65,7 @@ def timeline_of(scenario: Scenario, result: RunResult) -> Timeline | None:
             Change(c["at"] - start, c["node"], c["memory"], c.get("hot")) for c in result.changes
         ),
         end - start,
+        {w.name: w.replicas for w in scenario.workloads},
     )
 
 
@@ -232,7 +233,10 @@ INTRO = """\
   where background changes split the stream (phases with the same backgrounds together);
   and the **largest share of a workload's running pods on one node**, time-averaged over
   the instants where some workload runs at least two (1/n spread over n nodes, 100 % all on
-  one: what a node's loss costs). Beside them two **optima over each run's own trace**
+  one: what a node's loss costs), and the **seconds all on one node while another had
+  room**: some workload running all its replicas, two or more, on one node while another
+  would stay at or under 80 % with one more of them (the stretch between a pod's going and
+  its replacement's binding is not judged). Beside them two **optima over each run's own trace**
   (`benchmarks/placement/optimum.py`, solved with HiGHS): **per instant**, the best
   placement of the pods running at each instant with pods free to move, time-averaged (a
   bound no scheduler, migrating or not, can beat), and **without migration**, each pod

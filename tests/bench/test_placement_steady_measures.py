@@ -119,6 +119,30 @@ def test_a_workload_all_on_one_node_counts_as_piled_only_while_another_node_has_
         assert piled(g, (NODES[0], b), TL.usage) is room, memory
 
 
+def test_a_replacement_in_flight_is_not_judged_as_piled_when_the_replicas_are_known():
+    # web has 3 replicas: two on a, one on b (b has room); b's pod goes at 50 s and its
+    # replacement binds on b at 50.5 s: for that half second both running pods are on a
+    stays = (
+        Stay("p1", "web", "a", 0, 100),
+        Stay("p2", "web", "a", 0, 100),
+        Stay("p3", "web", "b", 0, 50),
+        Stay("p4", "web", "b", 50.5, 100),
+    )
+    usage = {"web": Resources(0.2, 0.2 * GI)}
+    unknown = Timeline(NODES, stays, usage, (), 100)
+    assert measure(unknown, warmup=10).piled_seconds == pytest.approx(0.5)
+    known = Timeline(NODES, stays, usage, (), 100, {"web": 3})
+    assert measure(known, warmup=10).piled_seconds == 0
+    # the replacement bound on a instead: all three on a while b has room, judged
+    onto_a = (*stays[:3], Stay("p4", "web", "a", 50.5, 100))
+    m = measure(Timeline(NODES, onto_a, usage, (), 100, {"web": 3}), warmup=10)
+    assert m.piled_seconds == pytest.approx(49.5)
+    # more running than declared (a replacement bound before its predecessor went): judged
+    over = (*onto_a[:2], Stay("p3", "web", "a", 0, 60), Stay("p4", "web", "a", 50, 100))
+    m = measure(Timeline(NODES, over, usage, (), 100, {"web": 3}), warmup=10)
+    assert m.piled_seconds == pytest.approx(90)
+
+
 def test_weighted_percentile_is_nearest_rank_over_time():
     values = [(0.25, 10.0), (0.5, 30.0), (1.125, 50.0)]
     assert weighted_percentile(values, 40) == 0.5  # 36 of 90 s: reached within 0.5

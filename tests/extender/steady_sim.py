@@ -264,9 +264,9 @@ class Result:
     use of the node a pod went to, against its true use ``lag`` seconds later (per
     resource: ``cpu@0``, ``memory@60``, ...); empty for the stock placer."""
     all_on_one: int = 0
-    """Seconds after the warm-up with some workload's running pods (two or more) all on one
-    node while another node would stay at or under ``HOT_THRESHOLD`` in CPU and memory with
-    one more of them (``_room``)."""
+    """Seconds after the warm-up with some workload's running pods (two or more, all its
+    replicas) all on one node while another node would stay at or under ``HOT_THRESHOLD``
+    in CPU and memory with one more of them (``_room``)."""
     bias: dict[int, float] = field(default_factory=dict)
     """Per minute of the run (its first second: 0, 60, ...), the mean signed error of the
     predicted CPU of the node a pod went to at its binding (points; above 0: over)."""
@@ -676,7 +676,9 @@ def run(
                 if len(mine) >= 2:
                     shares.append(max(mine.count(n) for n in nodes) / len(mine))
                     tops.append(shares[-1])
-                    if len(set(mine)) == 1:
+                    # judged only with all its replicas running, as steady_measures.piled:
+                    # a replacement still starting says nothing of where it was put
+                    if len(set(mine)) == 1 and len(mine) >= w.replicas:
                         piled = piled or any(
                             n != mine[0] and _room(nodes[n], now[n], w.use_at(step, duration))
                             for n in nodes
