@@ -87,6 +87,12 @@ def _section(text: str, heading: str) -> str:
             "realchurn-25eed7c-results.json",
             _churn_table,
         ),
+        (
+            "#### loadwise again at commit 17ee217 (learned and implied estimates, reading every"
+            " 15 s), the same seed, under load",
+            "realchurn-17ee217-results.json",
+            _churn_table,
+        ),
     ],
 )
 def test_the_real_kubelet_tables_are_the_recorded_runs(heading, results, render) -> None:
