@@ -404,16 +404,14 @@ class InFlight:
             return facts, how
         return learned_facts(facts, learned), how
 
-    def learned(self, workload: str | None, now: float) -> Usage | None:
-        return self.learned_how(workload, now)[0]
-
     def kind(self, workload: str | None, now: float) -> str:
         """How a new pod of ``workload`` is estimated: learned (its siblings' own
         figures), implied (node readings', ``implied``) or by the request rule."""
         return self.learned_how(workload, now)[1]
 
     def learned_how(self, workload: str | None, now: float) -> tuple[Usage | None, str]:
-        """``learned`` and ``kind`` in one look at the learner."""
+        """A new pod of ``workload``'s learned figure (None: none) and ``kind``, in one look
+        at the learner."""
         found = None if workload is None or not self.learn else self.learner.lookup(workload, now)
         if found is None:
             return None, REQUEST_RULE

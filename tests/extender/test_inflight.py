@@ -381,7 +381,7 @@ def test_request_mode_drops_pod_readings_and_counts_every_pod_at_the_request_rul
     base = PodLoad(Usage(85.0, 1.0), Usage(85.0, 1.0), 0.0)
     flight.track("a", Tracked("ns/a", "n1", "w", "o", base, REQUEST_RULE, True, 10.0))
     assert flight.take(PodUsageReading({"ns/a": PodUsage(400.0, 2.0, 20.0)}, {}, 20.0)) == 0
-    assert flight.learned("w", 20.0) is None
+    assert flight.learned_how("w", 20.0) == (None, REQUEST_RULE)
     facts = pod_facts(_pod())
     assert flight.estimate(facts, "w", 20.0) == (facts, REQUEST_RULE)
     assert flight.how("a") == REQUEST_RULE
@@ -657,8 +657,9 @@ def test_a_reading_implies_the_unmeasured_workload_and_its_pods_in_flight_count_
     mib = 1 / 1024
     second = _stamped(115.0, {"n1": 4.0 + 280 * mib, "n2": 4.0 + 280 * mib})
     flight.sync(ledger, second, capacity=_sizes)
-    assert flight.kind("w", 121.0) == IMPLIED
-    assert flight.learned("w", 121.0).memory_bytes == pytest.approx(140.0 * MI)
+    implied, how = flight.learned_how("w", 121.0)
+    assert how == IMPLIED and flight.kind("w", 121.0) == IMPLIED
+    assert implied is not None and implied.memory_bytes == pytest.approx(140.0 * MI)
     late = flight.get("k4")
     assert late.how == IMPLIED and late.base.usage.memory_bytes == pytest.approx(140.0 * MI)
     # the pods not in the new reading count at the implied figure in the ledger
