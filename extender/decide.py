@@ -245,7 +245,9 @@ def prioritize(
             scores[i] = lowered
     band: int = getattr(policy, "spread_band", 0)
     if band:  # the spreading term among the near-best (policies.spread.near_best)
-        spread = near_best(scores, [n.same_owner for n in nodes], band)
+        spread = near_best(
+            scores, [n.same_owner for n in nodes], band, max(n.owner_pods for n in nodes)
+        )
         details = [
             d if s == d.score else NodeScore(s, f"{d.why}; spread: {n.same_owner} of its set here")
             for d, s, n in zip(details, spread, nodes, strict=True)

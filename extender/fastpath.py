@@ -849,7 +849,7 @@ class LeastUsedFastPath:
         if spread and band:
             # then among the near-best, as ``decide.prioritize`` (``spread.near_best``)
             same = [spread.get(name, 0) for name in known.names]
-            spreaded = near_best(scores, same, band)
+            spreaded = near_best(scores, same, band, sum(spread.values()))
             moved = [k for k, (a, b) in enumerate(zip(scores, spreaded, strict=True)) if a != b]
             if moved:
                 scores = spreaded

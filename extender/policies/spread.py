@@ -79,9 +79,12 @@ SPREAD_BAND = 5
 6 and its mean of CPU and memory by about 3: nodes within 5 points differ by a pod or two."""
 
 
-def near_best(scores: Sequence[int], same: Sequence[int], band: int = SPREAD_BAND) -> list[int]:
+def near_best(
+    scores: Sequence[int], same: Sequence[int], band: int = SPREAD_BAND, total: int | None = None
+) -> list[int]:
     """``scores`` with the spreading term (see the module docstring): ``same[i]`` is how many
-    of the pod's controller's pods node ``i`` holds. A new list either way."""
+    of the pod's controller's pods node ``i`` holds, ``total`` how many it has on every node,
+    the ones the filter left out included (None: ``sum(same)``). A new list either way."""
     out = list(scores)
     if band <= 0 or not scores or not any(same):
         return out
@@ -95,9 +98,13 @@ def near_best(scores: Sequence[int], same: Sequence[int], band: int = SPREAD_BAN
             # capacity, least_used below 0, stays where it is)
             out[i] = max(floor, min(scores[i], 0), scores[i] - band * extra)
     holders = [i for i, n in enumerate(same) if n > 0]
-    if len(holders) == 1:
+    if len(holders) == 1 and same[holders[0]] >= (sum(same) if total is None else total):
         # every pod of the set on one node: it comes just below the best other node that
-        # has data and room (a node over capacity or unmeasured scores 0 or below)
+        # has data and room (a node over capacity or unmeasured scores 0 or below). Judged
+        # on the set's pods on every node: the only holder among the candidates is not the
+        # only one when the filter left out nodes holding the rest (gen-4513 at 17ee217: the
+        # mini PC with 2 of 5 put below a 4-core node ending at 90 % CPU, which the raise
+        # rule had held 40 points under it, while two other 4-core nodes held 1 each)
         only = holders[0]
         others = [s for i, s in enumerate(out) if i != only and s > 0]
         if others and out[only] >= max(others):

@@ -308,6 +308,16 @@ def test_dominant_resource_weight_sinks_a_node_short_of_one_resource():
 # -- spreading among the near-best -----------------------------------------------------
 
 
+def test_near_best_judges_a_sole_holder_over_the_set_on_every_node_not_the_candidates():
+    # a mini PC (score 40) holds 2 of a set of 4; a small node (12, held down by the raise
+    # rule) holds none; the two nodes holding the other 2 were filtered out. Among the
+    # candidates the mini PC looks like the only holder; it is not, and stays the best.
+    assert near_best([40, 12], [2, 0], total=4) == [40, 12]
+    # all the set's pods there: it comes just below the best other node, as before
+    assert near_best([40, 12], [2, 0], total=2) == [11, 12]
+    assert near_best([40, 12], [2, 0]) == [11, 12]  # total unknown: the candidates' sum
+
+
 def test_near_best_lowers_only_near_best_nodes_holding_more_and_never_past_the_band():
     # a and b within 5 of the best (80); a holds 2 more of the set than b: down to the floor
     assert near_best([80, 78, 60], [3, 1, 0]) == [75, 78, 60]
