@@ -245,8 +245,20 @@ def prioritize(
             scores[i] = lowered
     band: int = getattr(policy, "spread_band", 0)
     if band:  # the spreading term among the near-best (policies.spread.near_best)
+        room = (
+            rooms(
+                [
+                    (use[0][0] if use[0] else None, use[1][0] if use[1] else None)
+                    if n.info
+                    else (None, None)
+                    for n, use in zip(nodes, uses, strict=True)
+                ]
+            )
+            if uses
+            else None
+        )
         spread = near_best(
-            scores, [n.same_owner for n in nodes], band, max(n.owner_pods for n in nodes)
+            scores, [n.same_owner for n in nodes], band, max(n.owner_pods for n in nodes), room
         )
         details = [
             d if s == d.score else NodeScore(s, f"{d.why}; spread: {n.same_owner} of its set here")
@@ -260,14 +272,7 @@ def prioritize(
                 [n.same_owner for n in nodes],
                 [n.info.cpu_allocatable_millis if n.info else 0 for n in nodes],
                 [n.info.memory_allocatable_bytes if n.info else 0 for n in nodes],
-                rooms(
-                    [
-                        (use[0][0] if use[0] else None, use[1][0] if use[1] else None)
-                        if n.info
-                        else (None, None)
-                        for n, use in zip(nodes, uses, strict=True)
-                    ]
-                ),
+                room or [],
                 loads,
             )
             passed = [i for i, (a, b) in enumerate(zip(scores, fair, strict=True)) if a != b]

@@ -60,6 +60,7 @@ from .policies.spread import (
     near_best,
     passed_note,
     rooms,
+    sole_holder,
     spread_score,
     within_least_share,
 )
@@ -849,7 +850,9 @@ class LeastUsedFastPath:
         if spread and band:
             # then among the near-best, as ``decide.prioritize`` (``spread.near_best``)
             same = [spread.get(name, 0) for name in known.names]
-            spreaded = near_best(scores, same, band, sum(spread.values()))
+            total = sum(spread.values())
+            room = _rooms(table, view, known) if sole_holder(same, total) is not None else None
+            spreaded = near_best(scores, same, band, total, room)
             moved = [k for k, (a, b) in enumerate(zip(scores, spreaded, strict=True)) if a != b]
             if moved:
                 scores = spreaded

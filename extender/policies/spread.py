@@ -18,9 +18,10 @@ Three terms:
   points below the cool nodes') is never chosen for spreading's sake, however many
   replicas the others hold. Among near-equals, where the winner was the node with the
   fewest pods placed lately, it is now the one with the fewest replicas. And a node holding
-  every pod of the set comes just below the best other node with data (a score above 0):
-  the second replica goes elsewhere whatever the band, onto the best other node, which the
-  filter has kept under its thresholds. That much overrides load, once per set: in the
+  every pod of the set (on every node, not only among the candidates) comes just below the
+  best other node with data and room for the pod (a score above 0; ``rooms``): the second
+  replica goes elsewhere whatever the band, onto the best other node that stays under the
+  room bounds. That much overrides load, once per set: in the
   simulator's het-22 (2-, 4- and 8-core nodes) a two-replica set had both pods on the 8-core
   node while others had room for 262 of 480 s.
 - ``fair_share`` (least-used, always, after ``near_best``): the band keeps a workload
@@ -69,6 +70,7 @@ __all__ = [
     "near_best",
     "passed_note",
     "rooms",
+    "sole_holder",
     "spread_factor",
     "spread_score",
     "within_least_share",
@@ -79,12 +81,27 @@ SPREAD_BAND = 5
 6 and its mean of CPU and memory by about 3: nodes within 5 points differ by a pod or two."""
 
 
+def sole_holder(same: Sequence[int], total: int | None = None) -> int | None:
+    """The node holding every pod of the set (``same``, ``total`` as in ``near_best``), if
+    one does."""
+    holders = [i for i, n in enumerate(same) if n > 0]
+    if len(holders) == 1 and same[holders[0]] >= (sum(same) if total is None else total):
+        return holders[0]
+    return None
+
+
 def near_best(
-    scores: Sequence[int], same: Sequence[int], band: int = SPREAD_BAND, total: int | None = None
+    scores: Sequence[int],
+    same: Sequence[int],
+    band: int = SPREAD_BAND,
+    total: int | None = None,
+    room: Sequence[bool] | None = None,
 ) -> list[int]:
     """``scores`` with the spreading term (see the module docstring): ``same[i]`` is how many
     of the pod's controller's pods node ``i`` holds, ``total`` how many it has on every node,
-    the ones the filter left out included (None: ``sum(same)``). A new list either way."""
+    the ones the filter left out included (None: ``sum(same)``), ``room[i]`` whether node
+    ``i`` has room for the pod (``rooms``; None: every node with a score above 0 has). A new
+    list either way."""
     out = list(scores)
     if band <= 0 or not scores or not any(same):
         return out
@@ -97,16 +114,19 @@ def near_best(
             # never below the band's floor, nor below 0 from above it (a node over
             # capacity, least_used below 0, stays where it is)
             out[i] = max(floor, min(scores[i], 0), scores[i] - band * extra)
-    holders = [i for i, n in enumerate(same) if n > 0]
-    if len(holders) == 1 and same[holders[0]] >= (sum(same) if total is None else total):
+    only = sole_holder(same, total)
+    if only is not None:
         # every pod of the set on one node: it comes just below the best other node that
-        # has data and room (a node over capacity or unmeasured scores 0 or below). Judged
-        # on the set's pods on every node: the only holder among the candidates is not the
-        # only one when the filter left out nodes holding the rest (gen-4513 at 17ee217: the
-        # mini PC with 2 of 5 put below a 4-core node ending at 90 % CPU, which the raise
-        # rule had held 40 points under it, while two other 4-core nodes held 1 each)
-        only = holders[0]
-        others = [s for i, s in enumerate(out) if i != only and s > 0]
+        # has data and room (a node over capacity or unmeasured scores 0 or below; with
+        # ``room``, one under ``ROOM_CPU_PERCENT`` / ``ROOM_PERCENT`` with the pod, as
+        # ``fair_share`` offers). Judged on the set's pods on every node: the only holder
+        # among the candidates is not the only one when the filter left out nodes holding
+        # the rest (gen-4513 at 17ee217: the mini PC with 2 of 5 put below a 4-core node
+        # ending at 90 % CPU, which the hottest-node term had held 40 points under it,
+        # while two other 4-core nodes held 1 each). And a node that would end above the
+        # room bounds is no place to spread to: the set then stays together, as the
+        # spreading goal allows when no other node has room.
+        others = [s for i, s in enumerate(out) if i != only and s > 0 and (room is None or room[i])]
         if others and out[only] >= max(others):
             out[only] = max(others) - 1
     return out

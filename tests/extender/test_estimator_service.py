@@ -347,8 +347,8 @@ def test_fast_and_general_paths_agree_with_spreading_among_the_near_best(monkeyp
 
     moved = []
 
-    def counting(scores, same, band=5, total=None):
-        out = near_best(scores, same, band, total)
+    def counting(scores, same, band=5, total=None, room=None):
+        out = near_best(scores, same, band, total, room)
         moved.append(out != list(scores))
         return out
 

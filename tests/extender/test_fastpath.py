@@ -485,3 +485,54 @@ def test_every_node_over_capacity_is_answered_by_the_fast_path_as_the_general_pa
     # the capacity or more): the first requests' best scored above 0, later ones below
     bests = [max(a.fine) for a in answers]
     assert bests[0] > 0 and any(-100 < b < 0 for b in bests) and bests[-1] < 0
+
+
+def test_a_set_on_one_node_is_spread_only_onto_a_node_with_room_on_both_paths(monkeypatch):
+    """``spread.near_best`` puts a node holding every pod of a set just below the best other
+    node with room for the pod; a node that would end over the room bounds is passed by. The
+    fast path works out the rooms only when one node holds the whole set, and must answer
+    as the general path, with the nodes holding the rest of a set sometimes filtered out."""
+    from loadwise.extender import fastpath
+    from loadwise.extender.policies.spread import near_best
+
+    roomless = []
+
+    def keeping(scores, same, band=5, total=None, room=None):
+        out = near_best(scores, same, band, total, room)
+        if room is not None and out != near_best(scores, same, band, total):
+            roomless.append(out)  # a node without room would have been spread onto
+        return out
+
+    monkeypatch.setattr(fastpath, "near_best", keeping)
+    rng = random.Random(11)
+    now = time.time()
+    names = [f"n{i}" for i in range(5)]
+    # n1 has no memory room for a 128 MiB pod (75.6 % with it) and, the hottest node being
+    # n2 (no CPU room), is not held down by the hottest-node term; n3 has room and scores
+    # below n1: spread onto a room-less node or not puts the holder above or below n3
+    loads = {
+        n: NodeLoad(ResourceLoad(cpu), ResourceLoad(memory))
+        for n, (cpu, memory) in zip(
+            names, ((20, 20), (40, 74), (88, 10), (70, 60), (20, 20)), strict=True
+        )
+    }
+    snap = LoadSnapshot("s", now - 5, now, loads)
+    nodes = [node_json(n, cpu="4", memory="8Gi") for n in names]
+    fast, general = _warmed_pair(snap, nodes)
+    for i in range(60):
+        owner = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": f"web-{i % 6}",
+            "uid": f"rs-{i % 6}",
+            "controller": True,
+        }
+        spec = container({"cpu": f"{rng.choice([100, 250, 400])}m", "memory": "128Mi"})
+        pod = pod_json(spec, uid=f"u{i}", name=f"web-{i % 6}-{i}")
+        pod["metadata"]["ownerReferences"] = [owner]
+        subset = rng.sample(names, rng.randrange(2, len(names) + 1))
+        body = json.dumps({"Pod": pod, "NodeNames": subset}).encode()
+        a = fast.prioritize_json(decode_args(body, raw_nodes=False))
+        b = general.prioritize_json(decode_args(body, raw_nodes=False))
+        assert bytes(a) == bytes(b), f"request {i}"
+    assert roomless, "no request had a set on one node beside a node without room"

@@ -316,6 +316,11 @@ def test_near_best_judges_a_sole_holder_over_the_set_on_every_node_not_the_candi
     # all the set's pods there: it comes just below the best other node, as before
     assert near_best([40, 12], [2, 0], total=2) == [11, 12]
     assert near_best([40, 12], [2, 0]) == [11, 12]  # total unknown: the candidates' sum
+    # the other node has no room for the pod (it would end over the room bounds): the set
+    # stays together rather than spread onto it; with room, it goes there as above
+    assert near_best([40, 12], [2, 0], total=2, room=[True, False]) == [40, 12]
+    assert near_best([40, 12], [2, 0], total=2, room=[True, True]) == [11, 12]
+    assert near_best([40, 12, 30], [2, 0, 0], total=2, room=[True, False, True]) == [29, 12, 30]
 
 
 def test_near_best_lowers_only_near_best_nodes_holding_more_and_never_past_the_band():
