@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_MEMORY_BYTES",
     "MEMORY_FACTOR",
     "PEAK_SIGMAS",
+    "REQUEST_RULE",
     "TLP_DEFAULT_CPU_MILLIS",
     "TLP_REQUESTS_MULTIPLIER",
     "TLP_TARGET_UTILIZATION",
@@ -282,6 +283,10 @@ def predict_tlp_cpu(pod: Pod, args: TLPArgs | None = None) -> int:
     return total + _parse(pod.spec.overhead, "pod.spec.overhead").get("cpu", 0)
 
 
+REQUEST_RULE = "request rule"
+"""A pod estimated from its own requests and limits (``pod_load``), not from measurements."""
+
+
 class PodFacts(msgspec.Struct, frozen=True):
     """A pod's numbers, computed once per request and shared by every node."""
 
@@ -296,6 +301,10 @@ class PodFacts(msgspec.Struct, frozen=True):
     """What the pod counts on a node once placed there (:func:`pod_load`: the herding
     ledger's figures, the filter's among them); None (a hand-built PodFacts): ``usage``
     for both the scores and the filter."""
+    how: str = REQUEST_RULE
+    """How ``usage`` was estimated: ``REQUEST_RULE`` from the pod's own spec, or as
+    ``inflight.InFlight.estimate`` found it (learned, implied), looked up once per request
+    and read by the decision log, the herding count and the Event."""
 
     def placed(self) -> PodLoad:
         """``load``, built once per pod shape by :func:`pod_facts`."""

@@ -52,7 +52,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 
 from .churn import Stay
-from .estimate import PodFacts
+from .estimate import REQUEST_RULE, PodFacts
 from .ledger import Ledger, Placement
 from .model import DEFAULT_SETTLE_SECONDS, LoadSnapshot, PodLoad, Usage
 from .podusage import PodUsage, PodUsageReading, PodUsageStore
@@ -82,7 +82,6 @@ __all__ = [
 LEARNED = "learned"
 IMPLIED = "implied"  # learned from node readings, before the workload's own figures
 DELTA = "delta"
-REQUEST_RULE = "request rule"
 NOT_STARTED = "not started"  # bound, containers not started: counted whole, held by no reading
 REQUEST_MODE = "request"  # estimator.mode: the request rule alone
 ESTIMATES = (LEARNED, IMPLIED, DELTA, REQUEST_RULE, NOT_STARTED)
@@ -402,16 +401,11 @@ class InFlight:
         self.taken[how] += 1
         if learned is None:
             return facts, how
-        return learned_facts(facts, learned), how
-
-    def kind(self, workload: str | None, now: float) -> str:
-        """How a new pod of ``workload`` is estimated: learned (its siblings' own
-        figures), implied (node readings', ``implied``) or by the request rule."""
-        return self.learned_how(workload, now)[1]
+        return msgspec.structs.replace(learned_facts(facts, learned), how=how), how
 
     def learned_how(self, workload: str | None, now: float) -> tuple[Usage | None, str]:
-        """A new pod of ``workload``'s learned figure (None: none) and ``kind``, in one look
-        at the learner."""
+        """A new pod of ``workload``'s learned figure (None: none) and how it is estimated
+        (learned, implied or the request rule), in one look at the learner."""
         found = None if workload is None or not self.learn else self.learner.lookup(workload, now)
         if found is None:
             return None, REQUEST_RULE

@@ -582,7 +582,7 @@ class Extender:
                     workload,
                     owner_key(raw),
                     load,
-                    self.inflight.kind(workload, now),
+                    pod.how,
                     False,
                     now,
                 ),
@@ -808,7 +808,7 @@ class Extender:
             # would be; the watch replaces it with the real binding.)
             self._assume(pod, win, now, args.pod)
             if record:
-                why = self._estimates_note(args.pod, win, why, now)
+                why = self._estimates_note(pod, win, why)
         if scored is not None:  # (an exempt pod is scored as any: only its Event says so)
             self._note_scores(args, pod, scored, win, why, stale, exemption(args.pod))
         return body
@@ -828,17 +828,17 @@ class Extender:
         before the pod is counted on the favourite: the prediction the scores read."""
         assert self.decision_log is not None
         states, _ = self._states(names, infos)
-        how = self.inflight.kind(workload_key(raw), now)
+        how = pod.how
         mode = self.settings.estimator.mode
         ages = reading_ages(now, self._snapshot(), names)
         record = decision_record(now, pod, how, mode, win, states, ages, verb=verb)
         self.decision_log.write(record)
 
-    def _estimates_note(self, raw: Pod, node: str, why: str, now: float) -> str:
+    def _estimates_note(self, pod: PodFacts, node: str, why: str) -> str:
         """``why`` with the estimates used: the pod's own (learned, implied or request
         rule) and how the pods in flight on ``node`` are counted (learned, implied, delta,
         request rule, not started)."""
-        note = f"estimate: {self.inflight.kind(workload_key(raw), now)}"
+        note = f"estimate: {pod.how}"
         snap = self._snapshot()
         if snap is not None:
             since = snap.window_end - snap.settle_seconds

@@ -75,6 +75,17 @@ def _args(pod, names=("a", "b")):
     return decode_args(json.dumps({"Pod": pod, "Nodes": {"items": nodes}}).encode())
 
 
+def _first_then_learned(ext, clock) -> None:
+    """Two decisions: web-abc-1 at the request rule, measured at 400m / 768 MiB (4x its
+    request), then web-abc-2, learned from it."""
+    ext.prioritize(_args(_pod("web-abc-1")))
+    ext.inflight.take(
+        PodUsageReading({"shop/web-abc-1": PodUsage(400.0, 768.0 * MI, T + 1)}, {}, T + 1)
+    )
+    clock.now = T + 2
+    ext.prioritize(_args(_pod("web-abc-2")))
+
+
 def test_the_event_names_the_estimates_and_the_paths_are_counted():
     clock = FakeClock(T)
     notes = Notes()
@@ -99,6 +110,34 @@ def test_the_event_names_the_estimates_and_the_paths_are_counted():
     sample = ext.metrics.registry.get_sample_value
     assert sample("loadwise_extender_estimates_total", {"path": "learned"}) == 2.0
     assert sample("loadwise_extender_estimates_total", {"path": "request rule"}) == 1.0
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_one_look_at_the_learner_per_decision_and_every_record_agrees(tmp_path, fast):
+    """The pod's estimate is looked up once: the Event, the decision log and the pod
+    counted in flight name the kind the scores used, however many of them a decision
+    writes."""
+    log = tmp_path / "decisions.jsonl"
+    clock = FakeClock(T)
+    notes = Notes()
+    ext = _extender(clock, notes, fast=fast, **{"estimator.decision_log": str(log)})
+    looks = []
+    real = ext.inflight.learner.lookup
+
+    def counting(workload, now):
+        looks.append(workload)
+        return real(workload, now)
+
+    ext.inflight.learner.lookup = counting  # type: ignore[method-assign]
+    _first_then_learned(ext, clock)
+    ext.decision_log.close()
+    assert len(looks) == 2  # one per decision
+    first, second = (json.loads(line) for line in log.read_text().splitlines())
+    assert (first["estimate"], second["estimate"]) == ("request rule", "learned")
+    assert notes.decisions["uid-web-abc-2"].why.endswith(
+        "; estimate: learned; in flight there: 1 learned"
+    )
+    assert ext.inflight.how("uid-web-abc-2") == "learned"
 
 
 def test_a_measured_pod_counts_its_measured_use_not_its_estimate():
@@ -197,12 +236,7 @@ def test_the_decision_log_records_each_candidates_predicted_use(tmp_path, fast):
     log = tmp_path / "decisions.jsonl"
     clock = FakeClock(T)
     ext = _extender(clock, fast=fast, **{"estimator.decision_log": str(log)})
-    ext.prioritize(_args(_pod("web-abc-1")))
-    ext.inflight.take(
-        PodUsageReading({"shop/web-abc-1": PodUsage(400.0, 768.0 * MI, T + 1)}, {}, T + 1)
-    )
-    clock.now = T + 2
-    ext.prioritize(_args(_pod("web-abc-2")))
+    _first_then_learned(ext, clock)
     ext.decision_log.close()
     first, second = (json.loads(line) for line in log.read_text().splitlines())
     assert first["verb"] == "prioritize" and first["pod"] == "shop/web-abc-1"

@@ -653,12 +653,12 @@ def test_a_reading_implies_the_unmeasured_workload_and_its_pods_in_flight_count_
         at = 105.0 if i < 4 else 118.0  # the last two come after the second reading's sample
         ledger.assume(key, node, base, at)
         flight.track(key, Tracked(f"ns/p{i}", node, "w", "rs", base, REQUEST_RULE, True, at))
-    assert flight.kind("w", 116.0) == REQUEST_RULE
+    assert flight.learned_how("w", 116.0)[1] == REQUEST_RULE
     mib = 1 / 1024
     second = _stamped(115.0, {"n1": 4.0 + 280 * mib, "n2": 4.0 + 280 * mib})
     flight.sync(ledger, second, capacity=_sizes)
     implied, how = flight.learned_how("w", 121.0)
-    assert how == IMPLIED and flight.kind("w", 121.0) == IMPLIED
+    assert how == IMPLIED
     assert implied is not None and implied.memory_bytes == pytest.approx(140.0 * MI)
     late = flight.get("k4")
     assert late.how == IMPLIED and late.base.usage.memory_bytes == pytest.approx(140.0 * MI)
