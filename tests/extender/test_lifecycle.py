@@ -59,18 +59,19 @@ def test_a_body_still_arriving_when_the_signal_comes_is_answered_then_the_proces
     assert b"Connection: close" in head
     assert json.loads(payload)["NodeNames"] == ["n1", "n3"]  # n2: memory 93% in the file
     assert ext.exit_code(timeout=5) == 0
-    # it exits once the request is answered, not after the 10 s body deadline
-    assert time.monotonic() - signalled < 3.0, ext.log
+    # it exits once the request is answered, not after the 10 s body deadline (the bound
+    # leaves a loaded 2-core machine seconds to start and end the process's exit)
+    assert time.monotonic() - signalled < 8.0, ext.log
     assert "still in flight" not in ext.log
 
 
 def test_with_nothing_in_flight_it_exits_at_once_and_closes_idle_connections(running):
-    ext = running()
+    ext = running(shutdown_grace_seconds=30.0)
     idle = socket.create_connection((ext.host, ext.port))  # a keep-alive caller between requests
     signalled = time.monotonic()
     ext.signal()
-    assert ext.exit_code(timeout=5) == 0
-    assert time.monotonic() - signalled < 2.0, ext.log
+    assert ext.exit_code(timeout=20) == 0
+    assert time.monotonic() - signalled < 10.0, ext.log  # the 30 s grace not waited for
     idle.settimeout(2)
     assert idle.recv(1) == b""  # closed by the server, no answer
     idle.close()
@@ -98,6 +99,6 @@ def test_a_second_signal_cuts_the_wait_short(running):
     ext.signal()
     ext.wait_for_line("stopping: listeners closed")
     ext.signal()
-    assert ext.exit_code(timeout=8) == 0
-    assert time.monotonic() - signalled < 4.0, ext.log
+    assert ext.exit_code(timeout=20) == 0
+    assert time.monotonic() - signalled < 10.0, ext.log  # not the 30 s grace
     sock.close()
