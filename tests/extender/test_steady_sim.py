@@ -208,7 +208,7 @@ def _worse(mine: dict[int, sim.Result], measure: str = "hottest_cpu") -> list[fl
     )
 
 
-def test_least_used_ranks_nodes_over_capacity_by_how_far_over(monkeypatch):
+def test_least_used_ranks_nodes_over_capacity_by_how_far_over():
     """Measured when written: at most 2.7 points hotter than stock on any of the 60
     streams, 12.7 cooler on average; at most 8.3 hotter and 12.5 cooler on average once a
     node the pod takes over capacity scores that resource alone (het-144, 6.6 cooler than
@@ -224,23 +224,17 @@ def test_least_used_ranks_nodes_over_capacity_by_how_far_over(monkeypatch):
     phases are drawn apart from the stream: at most 7.5 hotter, 14.7 cooler on average, and
     Koordinator's clamp changes nothing here (7.5, 14.8): with readings fresher by 15 s no
     node is left far over long enough for the order among nodes over capacity to decide. It
-    does at a 30 s refresh (the default before, and still a setting): more than 20 points
-    hotter than stock on some stream, which the last assertion shows."""
-    from loadwise.extender import fastpath
-    from loadwise.extender.policies import least_used as module
-
+    did at a 30 s refresh (the default before, and still a setting): stream 101 26.4 points
+    hotter than stock with the clamp, 44.5 cooler without, at fa9d56a. Since ``spread.near_best``
+    judges a set held by one node over every node and spreads only onto a node with room,
+    the clamp costs nothing there either (stream 101 42.3 cooler with it or without): at a
+    30 s refresh the worst stream is 1.6 points hotter with it and 7.5 (stream 145)
+    without, the same with ``sim.INSTANT`` readings (2.1 and 7.5). So the order among
+    nodes over capacity rests on the policy's own cases (tests/extender/test_policies.py),
+    and here only the bounds are kept."""
     worse = _worse(_least_used())
     assert worse[0] <= 13.0, worse[:3]
     assert statistics.mean(worse) <= -8.0
-
-    original = module.least_used
-
-    def koordinator(allocatable: float, used: float) -> int:
-        return max(0, original(allocatable, used))
-
-    monkeypatch.setattr(module, "least_used", koordinator)
-    monkeypatch.setattr(fastpath, "least_used", koordinator)
-    assert _worse(_hottest(sim.new_extender, refresh=30.0))[0] > 20.0
 
 
 def test_a_placement_that_raises_the_hottest_node_loses_to_one_that_does_not(monkeypatch):
