@@ -258,7 +258,11 @@ def prioritize(
             else None
         )
         spread = near_best(
-            scores, [n.same_owner for n in nodes], band, max(n.owner_pods for n in nodes), room
+            scores,
+            [n.same_owner for n in nodes],
+            band,
+            max((n.owner_pods for n in nodes), default=0),
+            room,
         )
         details = [
             d if s == d.score else NodeScore(s, f"{d.why}; spread: {n.same_owner} of its set here")

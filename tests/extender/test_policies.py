@@ -360,6 +360,7 @@ def test_two_replicas_on_near_equal_nodes_go_to_two_nodes():
     assert best(prioritize(facts, nodes, LeastUsed())).node == "a"
     ranked = prioritize(facts, second, LeastUsed())
     assert best(ranked).node == "b"
+    assert prioritize(facts, [], LeastUsed()) == []  # no candidates: nothing to rank
     assert "spread: 1 of its set here" in ranked[0].detail.why
 
 
