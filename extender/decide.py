@@ -245,6 +245,9 @@ def prioritize(
             scores[i] = lowered
     band: int = getattr(policy, "spread_band", 0)
     if band:  # the spreading term among the near-best (policies.spread.near_best)
+        same = [n.same_owner for n in nodes]
+        # whether each node has room for the pod, for both spreading terms; neither acts
+        # unless the pod's set has pods on some candidate
         room = (
             rooms(
                 [
@@ -254,29 +257,23 @@ def prioritize(
                     for n, use in zip(nodes, uses, strict=True)
                 ]
             )
-            if uses
+            if uses and any(same)
             else None
         )
-        spread = near_best(
-            scores,
-            [n.same_owner for n in nodes],
-            band,
-            max((n.owner_pods for n in nodes), default=0),
-            room,
-        )
+        spread = near_best(scores, same, band, max((n.owner_pods for n in nodes), default=0), room)
         details = [
             d if s == d.score else NodeScore(s, f"{d.why}; spread: {n.same_owner} of its set here")
             for d, s, n in zip(details, spread, nodes, strict=True)
         ]
         scores = spread
-        if uses and any(n.same_owner for n in nodes):
+        if room is not None:
             # and beyond the band, a node over its share of the set (spread.fair_share)
             fair = fair_share(
                 scores,
-                [n.same_owner for n in nodes],
+                same,
                 [n.info.cpu_allocatable_millis if n.info else 0 for n in nodes],
                 [n.info.memory_allocatable_bytes if n.info else 0 for n in nodes],
-                room or [],
+                room,
                 loads,
             )
             passed = [i for i, (a, b) in enumerate(zip(scores, fair, strict=True)) if a != b]
