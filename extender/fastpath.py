@@ -851,6 +851,7 @@ class LeastUsedFastPath:
             # then among the near-best, as ``decide.prioritize`` (``spread.near_best``)
             same = [spread.get(name, 0) for name in known.names]
             total = sum(spread.values())
+            # the rooms are worked out at most once a request, for whichever term needs them
             room = _rooms(table, view, known) if sole_holder(same, total) is not None else None
             spreaded = near_best(scores, same, band, total, room)
             moved = [k for k, (a, b) in enumerate(zip(scores, spreaded, strict=True)) if a != b]
@@ -861,9 +862,9 @@ class LeastUsedFastPath:
                 # a node at the top may be over its share of the set (``decide.prioritize``,
                 # ``spread.fair_share``): judged on the same figures
                 cpu_alloc, mem_alloc, _, _ = known.allocatable()
-                fair = fair_share(
-                    scores, same, cpu_alloc, mem_alloc, _rooms(table, view, known), loads
-                )
+                if room is None:
+                    room = _rooms(table, view, known)
+                fair = fair_share(scores, same, cpu_alloc, mem_alloc, room, loads)
                 moved = [k for k, (a, b) in enumerate(zip(scores, fair, strict=True)) if a != b]
                 if moved:
                     scores = fair
