@@ -91,6 +91,12 @@ class Workload:
     life: tuple[float, float] = (60.0, 180.0)
     drift: float = 0.0
     """A pod created at the end of the run uses (1 + drift) x ``use``; linear in between."""
+    limits: tuple[int, int] | None = None
+    """millicores, bytes: the pods' limits, which the request rule estimates from."""
+    bare: bool = False
+    """Pods without a controller (the placement benchmark's one-shot scenarios): no
+    ownerReference, so no system default PodTopologySpread; the extender takes pods of one
+    template for one workload."""
 
     def use_at(self, elapsed: float, duration: float) -> tuple[int, int]:
         f = 1.0 + self.drift * min(1.0, elapsed / duration)
@@ -125,6 +131,52 @@ STEADY_HOG = Stream(
     ((60.0, "sh-4", 6 * GI), (240.0, "sh-4", 512 * MI)),
 )
 """benchmarks/scenarios/steady-hog.yaml: a memory hog on one node from 60 s to 240 s."""
+
+_STAY = (1e9, 1e9)  # a one-shot scenario's pods stay
+
+STRONG_WEAK = Stream(
+    "strong-weak",
+    (SimNode("sw-strong", 8000, 16 * GI, (500, GI)),)
+    + tuple(SimNode(f"sw-weak-{i}", 2000, 4 * GI, (300, GI)) for i in range(1, 5)),
+    (
+        Workload(
+            "stream",
+            48,
+            (100, 128 * MI),
+            (200, 400 * MI),
+            rate=2.0,
+            life=_STAY,
+            limits=(500, 512 * MI),
+            bare=True,
+        ),
+    ),
+)
+"""benchmarks/scenarios/strong-weak.yaml: 48 bare pods at 2 a second that stay."""
+
+HOG = Stream(
+    "hog",
+    (
+        SimNode("hog-a", 4000, 8 * GI, (100, 256 * MI)),
+        SimNode("hog-b", 4000, 8 * GI, (100, 256 * MI)),
+        SimNode("hog-c", 4000, 8 * GI, (500, 6 * GI)),
+    ),
+    (
+        Workload(
+            "web",
+            30,
+            (100, 128 * MI),
+            (150, 200 * MI),
+            rate=30.0,
+            life=_STAY,
+            limits=(200, 256 * MI),
+            bare=True,
+        ),
+    ),
+)
+"""benchmarks/scenarios/hog.yaml: 30 bare pods at once (the lab creates them 8 requests at a
+time, here 30 a second) beside a memory hog no pod requests."""
+
+ONE_SHOT = {s.name: s for s in (STRONG_WEAK, HOG)}
 
 
 def heterogeneous(seed: int) -> Stream:
@@ -298,15 +350,21 @@ def _pod(
         uid=f"uid-{name}",
         containers=[
             kubeobjects.container(
-                "c", requests={"cpu": f"{w.request[0]}m", "memory": str(w.request[1])}
+                "c",
+                requests={"cpu": f"{w.request[0]}m", "memory": str(w.request[1])},
+                limits=None
+                if w.limits is None
+                else {"cpu": f"{w.limits[0]}m", "memory": str(w.limits[1])},
             )
         ],
     )
     meta = obj["metadata"]
-    meta["labels"] = {"app": w.name, "pod-template-hash": f"h-{w.name}"}
-    meta["ownerReferences"] = [
-        {"kind": "ReplicaSet", "name": w.name, "uid": f"rs-{w.name}", "controller": True}
-    ]
+    meta["labels"] = {"app": w.name}
+    if not w.bare:
+        meta["labels"]["pod-template-hash"] = f"h-{w.name}"
+        meta["ownerReferences"] = [
+            {"kind": "ReplicaSet", "name": w.name, "uid": f"rs-{w.name}", "controller": True}
+        ]
     if node:
         obj["spec"]["nodeName"] = node
         obj["status"] = {
@@ -348,6 +406,8 @@ class Scheduler:
             balanced = int((1 - abs(fc - fm) / 2) * 100)
             out[n.name] = least + balanced
             raw[n.name] = round(counts.get(n.name, 0) * weight + (PTS_MAX_SKEW - 1))
+        if w.bare:  # the system default constraint selects a controller's pods only
+            return out
         top, low = max(raw.values()), min(raw.values())
         for name, s in raw.items():
             spread = 100 if top == 0 else 100 * (top + low - s) // top
@@ -734,6 +794,32 @@ def run(
     )
 
 
+def one_shot(placer: Placer, seed: int, *, source: str = METRICS_SERVER) -> dict[str, int]:
+    """Where ``placer`` leaves a one-shot stream's pods (``ONE_SHOT``): pods per node, once
+    all are placed (90 s, on the lab's metrics-server readings, containers starting 1-3 s
+    after their binding, as a kubelet starts them)."""
+    run(placer, seed, duration=90.0, warmup=0.0, lags=(0,), source=source, start_lag=(1.0, 3.0))
+    owners = placer.scheduler.owners
+    return {
+        n.name: sum(owners.get(w.name, {}).get(n.name, 0) for w in placer.stream.workloads)
+        for n in placer.stream.nodes
+    }
+
+
+def hottest_of(stream: Stream, pods: dict[str, int]) -> float:
+    """The hotter of CPU and memory of the hottest node, percent, for a one-shot stream
+    of one workload with ``pods`` per node (the report's max CPU % / max mem %)."""
+    (w,) = stream.workloads
+    return max(
+        100
+        * max(
+            (n.background[0] + pods[n.name] * w.use[0]) / n.cpu,
+            (n.background[1] + pods[n.name] * w.use[1]) / n.memory,
+        )
+        for n in stream.nodes
+    )
+
+
 def cpu_bias(
     records: list[dict[str, Any]], truth: list[dict[str, tuple[float, float]]]
 ) -> dict[int, float]:
@@ -964,6 +1050,14 @@ def main(argv: list[str] | None = None) -> None:
         "--steady-hog", action="store_true", help="steady-hog (360 s), run seeds 31-34"
     )
     parser.add_argument(
+        "--one-shot",
+        nargs="+",
+        choices=tuple(ONE_SHOT),
+        default=[],
+        help="one-shot scenarios on metrics-server's readings (the lab's), run FIRST..END:"
+        " each run's pods per node and hottest node",
+    )
+    parser.add_argument(
         "--clamp-readings", action="store_true", help="uses over 100 %% read as 100"
     )
     parser.add_argument(
@@ -987,7 +1081,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--share-band", type=int, help="the fair-share term's SHARE_BAND")
     parser.add_argument(
         "--classes",
-        nargs="+",
+        nargs="*",
         choices=tuple(CLASSES),
         default=["heterogeneous", "equal sizes"],
         help=f"which classes of stream: {', '.join(CLASSES)}",
@@ -1031,6 +1125,19 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
     seeds = range(args.first, args.end)
+    for name in args.one_shot:
+        stream = ONE_SHOT[name]
+        for seed in seeds:
+            for who, placer in (
+                ("stock", request_placer(seed, stream)),
+                ("least-used", new_extender(seed, stream)),
+            ):
+                pods = one_shot(placer, seed)
+                print(
+                    f"{name} seed {seed} {who:10}: hottest {hottest_of(stream, pods):5.1f} %, "
+                    + ", ".join(f"{node} {n}" for node, n in pods.items()),
+                    flush=True,
+                )
     for name in args.classes:
         make, duration = CLASSES[name]
         lag = (args.start_lag[0], args.start_lag[1])
