@@ -44,6 +44,7 @@ __all__ = [
     "ClusterView",
     "ClusterWatch",
     "PlacementSink",
+    "latest",
     "scheduled_at",
     "started_at",
 ]
@@ -97,10 +98,27 @@ _node = msgspec.json.Decoder(Node)
 _pod = msgspec.json.Decoder(Pod)
 
 
+def latest(at: float | None) -> float | None:
+    """The latest instant a status time ``at`` can stand for: the API server writes them to
+    the second (metav1.Time, RFC 3339 without a fraction), so a container started at
+    17.08 reads 17, and the pod is taken to have started by 18. A reading's own time
+    (metrics-server's NodeMetrics ``timestamp``, to the second as well) is taken at its
+    earliest, so a pod counts as held by a reading only when it surely ran at its sample:
+    taken at 17, a pod started 17.08 was counted as held by a sample taken at 17.0, and
+    left out of its node's figure until the next reading (the steady simulator's
+    strong-weak with estimates that match use: the 48th pod went to a 2-core node seen 10
+    points of memory short of what it held, 83.6 % in 3 of 5 runs; the test on estimates
+    that match use in tests/extender/test_steady_sim.py). A time with a fraction is taken
+    as written."""
+    if at is None or not math.isfinite(at) or at != math.floor(at):
+        return at
+    return at + 1.0
+
+
 def scheduled_at(pod: Pod) -> float | None:
     for condition in (pod.status.conditions if pod.status else None) or ():
         if condition.type == "PodScheduled" and condition.status == "True":
-            return timestamp(condition.lastTransitionTime)
+            return latest(timestamp(condition.lastTransitionTime))
     return None
 
 
@@ -128,7 +146,7 @@ def started_at(pod: Pod) -> float | None:
         if c.state is not None and c.state.running is not None
     ]
     known = [t for t in starts if t is not None]
-    return max(known) if known else None
+    return latest(max(known)) if known else None
 
 
 class ClusterWatch:

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from loadwise.extender import kubeobjects
-from loadwise.extender.cluster import ClusterWatch, started_at
+from loadwise.extender.cluster import ClusterWatch, latest, scheduled_at, started_at
 from loadwise.extender.config import load_settings
 from loadwise.extender.estimate import pod_facts
 from loadwise.extender.inflight import (
@@ -476,12 +476,34 @@ def test_started_at_reads_the_pod_s_phase_and_its_containers_start():
     assert started_at(_pod("a", node="n1")) is None  # no status: nothing said
     assert started_at(_bound("a", "Pending")) == math.inf
     assert started_at(_bound("a", "Running")) is None  # running, but no container says since when
-    assert started_at(_bound("a", "Running", 1000.0, 1003.0)) == 1003.0
-    assert started_at(_bound("a", "Running", 1000.0, waiting=1)) == 1000.0
+    # the latest start, at the latest instant its whole second stands for (cluster.latest)
+    assert started_at(_bound("a", "Running", 1000.0, 1003.0)) == 1004.0
+    assert started_at(_bound("a", "Running", 1000.0, waiting=1)) == 1001.0
     assert started_at(_bound("a", "Succeeded", 1000.0)) is None
     bad = msgspec.to_builtins(_bound("a", "Running", 1000.0))
     bad["status"]["containerStatuses"][0]["state"]["running"]["startedAt"] = "yesterday"
     assert started_at(msgspec.convert(bad, type=Pod)) is None
+
+
+def test_a_status_time_to_the_second_stands_for_the_latest_instant_in_it():
+    """The API server writes startedAt and PodScheduled to the second: a container that
+    started at 990.4 reads 990. A reading sampled at 990 (its timestamp to the second, taken
+    at its earliest) may not hold it, so it counts whole until a later sample; one that
+    reads 989 started by 990 and is held."""
+    assert latest(990.0) == 991.0 and latest(990.25) == 990.25  # a time with a fraction: as is
+    assert latest(None) is None and latest(math.inf) == math.inf
+    pod = msgspec.to_builtins(_bound("a", "Running", 990.0))
+    pod["status"]["conditions"][0]["lastTransitionTime"] = "1970-01-01T00:16:20Z"  # 980
+    assert scheduled_at(msgspec.convert(pod, type=Pod)) == 981.0
+    snap = msgspec.structs.replace(_snap(1000.0, settle=30.0), measured_at={"n1": 990.0})
+    for started, held in ((990.0, False), (989.0, True)):
+        ledger, flight = Ledger(), InFlight()
+        watch = _watching(ledger, flight)
+        watch._pod_event("ADDED", _bound("a", "Running", started))
+        whole = ledger.placement("uid-a").load.usage
+        flight.sync(ledger, snap)
+        left = ledger.placement("uid-a").load.usage
+        assert (left.memory_bytes < whole.memory_bytes) is held, (started, left, whole)
 
 
 def test_a_reading_holds_a_pod_from_its_containers_start_not_its_binding():
@@ -506,7 +528,8 @@ def test_a_reading_holds_a_pod_from_its_containers_start_not_its_binding():
     assert counts[NOT_STARTED] == 1 and counts[REQUEST_RULE] == 1, counts
     watch._pod_event("MODIFIED", _bound("a", "Running", 995.0))
     assert flight.how("uid-a") != NOT_STARTED
-    assert ledger.placement("uid-a").at == 995.0 and not flight.pending("uid-a")
+    # started in the second 995 (the status's whole second): by 996 at the latest
+    assert ledger.placement("uid-a").at == 996.0 and not flight.pending("uid-a")
     flight.sync(ledger, snap)
     assert ledger.placement("uid-a").load.usage == whole
     later = msgspec.structs.replace(_snap(1010.0, settle=30.0), measured_at={"n1": 1005.0})
@@ -517,9 +540,9 @@ def test_a_reading_holds_a_pod_from_its_containers_start_not_its_binding():
     watch._pod_event("ADDED", _bound("c", "Running", 90_000.0))
     assert ledger.placement("uid-c").at == 1000.0
     # b counts from its start; a container restarted before it never moves it back
-    assert ledger.placement("uid-b").at == 981.0
+    assert ledger.placement("uid-b").at == 982.0  # started in the second 981
     watch._pod_event("MODIFIED", _bound("b", "Running", 970.0))
-    assert ledger.placement("uid-b").at == 981.0
+    assert ledger.placement("uid-b").at == 982.0  # started in the second 981
 
 
 def test_a_pod_deleted_before_it_started_takes_nothing_off_its_node():
@@ -530,7 +553,7 @@ def test_a_pod_deleted_before_it_started_takes_nothing_off_its_node():
         watch._pod_event("DELETED", _bound(name, phase, *starts))
     departures = ledger.departed_after(985.0)
     # b ran and a reading may hold it: it comes off; a never ran: no departure at all
-    assert [p.placed for _, p in departures] == [981.0]
+    assert [p.placed for _, p in departures] == [982.0]  # started in the second 981
     assert ledger.placement("uid-a") is None and flight.get("uid-a") is None
     assert not flight.pending("uid-a")
 
@@ -548,7 +571,7 @@ def test_a_pod_still_pending_when_the_window_passes_its_binding_stays_counted_wh
     assert ledger.recent(970.0)["n1"].usage == whole
     assert 970.0 < ledger.placement("uid-a").at < 970.1
     watch._pod_event("MODIFIED", _bound("a", "Running", 1003.0, scheduled=900.0))
-    assert ledger.placement("uid-a").at == 1003.0
+    assert ledger.placement("uid-a").at == 1004.0  # started in the second 1003
     flight.sync(ledger, snap)
     assert ledger.recent(970.0)["n1"].usage == whole  # started after the 995 sample
     # without the wait kept in the window, the ledger would have counted nothing of it
