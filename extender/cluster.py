@@ -341,7 +341,10 @@ class ClusterWatch:
             return
         if known is not None:  # bound to another node than the one recorded
             self._off_node(key, known[0])
-        at = scheduled_at(pod) or self._clock()
+        # the end of PodScheduled's second (``latest``), but no later than now: the watch
+        # has seen the binding, so it happened by then
+        now = self._clock()
+        at = min(scheduled_at(pod) or now, now)
         load = self._track(key, pod, load, at)
         self._pods[key] = (pod.spec.nodeName, load)
         self._by_node.setdefault(pod.spec.nodeName, {})[key] = load

@@ -495,6 +495,12 @@ def test_a_status_time_to_the_second_stands_for_the_latest_instant_in_it():
     pod = msgspec.to_builtins(_bound("a", "Running", 990.0))
     pod["status"]["conditions"][0]["lastTransitionTime"] = "1970-01-01T00:16:20Z"  # 980
     assert scheduled_at(msgspec.convert(pod, type=Pod)) == 981.0
+    # the watch saw the binding at 990.4: it happened by then, whatever its second's end
+    ledger = Ledger()
+    _watching(ledger, InFlight(), now=990.4)._pod_event(
+        "ADDED", _bound("a", "Pending", scheduled=990.0)
+    )
+    assert ledger.placement("uid-a").at == 990.4
     snap = msgspec.structs.replace(_snap(1000.0, settle=30.0), measured_at={"n1": 990.0})
     for started, held in ((990.0, False), (989.0, True)):
         ledger, flight = Ledger(), InFlight()
