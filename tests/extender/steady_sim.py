@@ -47,6 +47,8 @@ import msgspec
 from benchmarks.placement.generator import DURATION as GENERATED_SECONDS
 from benchmarks.placement.generator import generate
 from benchmarks.placement.measures import HOT_THRESHOLD
+from benchmarks.placement.scenario import SCENARIOS_DIR, Scenario
+from benchmarks.placement.scenario import load as load_scenario
 from loadwise.extender import kubeobjects
 from loadwise.extender.cluster import ClusterWatch
 from loadwise.extender.config import load_settings
@@ -132,52 +134,6 @@ STEADY_HOG = Stream(
 )
 """benchmarks/scenarios/steady-hog.yaml: a memory hog on one node from 60 s to 240 s."""
 
-_STAY = (1e9, 1e9)  # a one-shot scenario's pods stay
-
-STRONG_WEAK = Stream(
-    "strong-weak",
-    (SimNode("sw-strong", 8000, 16 * GI, (500, GI)),)
-    + tuple(SimNode(f"sw-weak-{i}", 2000, 4 * GI, (300, GI)) for i in range(1, 5)),
-    (
-        Workload(
-            "stream",
-            48,
-            (100, 128 * MI),
-            (200, 400 * MI),
-            rate=2.0,
-            life=_STAY,
-            limits=(500, 512 * MI),
-            bare=True,
-        ),
-    ),
-)
-"""benchmarks/scenarios/strong-weak.yaml: 48 bare pods at 2 a second that stay."""
-
-HOG = Stream(
-    "hog",
-    (
-        SimNode("hog-a", 4000, 8 * GI, (100, 256 * MI)),
-        SimNode("hog-b", 4000, 8 * GI, (100, 256 * MI)),
-        SimNode("hog-c", 4000, 8 * GI, (500, 6 * GI)),
-    ),
-    (
-        Workload(
-            "web",
-            30,
-            (100, 128 * MI),
-            (150, 200 * MI),
-            rate=30.0,
-            life=_STAY,
-            limits=(200, 256 * MI),
-            bare=True,
-        ),
-    ),
-)
-"""benchmarks/scenarios/hog.yaml: 30 bare pods at once (the lab creates them 8 requests at a
-time, here 30 a second) beside a memory hog no pod requests."""
-
-ONE_SHOT = {s.name: s for s in (STRONG_WEAK, HOG)}
-
 
 def heterogeneous(seed: int) -> Stream:
     """A stream drawn from ``seed``: 4-6 nodes of 2, 4 or 8 cores (2 GiB a core, as
@@ -259,8 +215,24 @@ def generated(seed: int) -> Stream:
     (benchmarks/placement/generator.py) as a stream: its nodes, their backgrounds as they
     start (the memory backgrounds that change during the lab's stream hold here), its
     workloads with their rates and lifetimes. The class the lab's generated reports judge,
-    here in seconds instead of a lab's minutes."""
-    sc = generate(seed, 1).scenario
+    here in seconds instead of a lab's minutes. Without the workloads' limits, as the
+    figures the simulator's classes were measured and judged with (tests/extender/
+    test_steady_sim.py) were: with them the request rule reads the limits, as in the lab."""
+    return from_scenario(generate(seed, 1).scenario, limits=False)
+
+
+AT_ONCE = 30.0
+"""Pods a second for a one-shot workload created all at once (the lab creates them 8
+requests at a time)."""
+
+
+def from_scenario(sc: Scenario, *, limits: bool = True) -> Stream:
+    """A placement benchmark scenario as a stream: its nodes with their backgrounds as they
+    start, its workloads with their requests, use, limits (``limits``), rates and lifetimes.
+    A steady scenario's workload without a rate arrives at 0.25 a second and without a
+    lifetime lives 60-180 s; a one-shot scenario's arrives at ``AT_ONCE`` and stays. Bare
+    pods where the scenario's are (``Scenario.owned``)."""
+    steady = sc.steady is not None
     nodes = tuple(
         SimNode(
             n.name,
@@ -276,12 +248,25 @@ def generated(seed: int) -> Stream:
             w.replicas,
             (round(w.requests.cpu * 1000), round(w.requests.memory)),
             (round(w.usage.cpu * 1000), round(w.usage.memory)),
-            w.rate or 0.25,
-            w.lifetime or (60.0, 180.0),
+            w.rate or (0.25 if steady else AT_ONCE),
+            w.lifetime or ((60.0, 180.0) if steady else (1e9, 1e9)),
+            limits=(round(w.limits.cpu * 1000), round(w.limits.memory))
+            if limits and w.limits is not None
+            else None,
+            bare=not sc.owned,
         )
         for w in sc.workloads
     )
     return Stream(sc.name, nodes, workloads)
+
+
+ONE_SHOT = {
+    name: from_scenario(load_scenario(SCENARIOS_DIR / f"{name}.yaml"))
+    for name in ("strong-weak", "hog")
+}
+"""benchmarks/scenarios/strong-weak.yaml (48 bare pods at 2 a second, 5 nodes of two sizes)
+and hog.yaml (30 bare pods at once beside a memory hog no pod requests): pods that stay."""
+STRONG_WEAK, HOG = ONE_SHOT["strong-weak"], ONE_SHOT["hog"]
 
 
 @dataclass
