@@ -366,8 +366,8 @@ class InFlight:
     ) -> None:
         if mode not in (LEARNED, REQUEST_MODE):
             raise ValueError(f"mode must be {LEARNED!r} or {REQUEST_MODE!r}, got {mode!r}")
-        self.learner = learner or Learner()
-        self.store = store or PodUsageStore()
+        self.learner = learner if learner is not None else Learner()
+        self.store = store if store is not None else PodUsageStore()
         self.learn = mode == LEARNED
         """False (``estimator.mode: request``): per-pod readings are dropped, so every pod
         counts at the request rule until a node reading holds it and leaves at it."""

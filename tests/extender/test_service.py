@@ -23,6 +23,7 @@ from loadwise.extender.service import (
 )
 from loadwise.extender.wire import decode_args
 from loadwise.extender.wiring import build_extender
+from loadwise.extender.workloads import LearnedUsage
 
 from .helpers import StaticSource, container, node_json, pod_json
 
@@ -99,6 +100,18 @@ def test_the_ledger_keeps_placements_while_a_stale_reading_is_still_read():
 def test_the_learned_estimates_follow_the_estimator_settings():
     inflight = build_inflight(settings(**{"estimator.delta": False}))
     assert inflight.delta is False
+    # a new learner holds no workload, so it is falsy (len 0): it was once taken for
+    # "none given" and swapped for one of the default settings
+    tuned = build_inflight(
+        settings(
+            **{
+                "estimator.learned_percentile": 75,
+                "estimator.learned_window_seconds": 120,
+                "estimator.learned_max_workloads": 7,
+            }
+        )
+    )
+    assert tuned.learner.settings == LearnedUsage(75.0, 120.0, 7)
 
 
 def test_readiness_says_what_is_missing_then_what_is_served():
