@@ -12,6 +12,7 @@ from .policies.base import MAX_SCORE, PRIORITY_OF, NodeScore, Policy, to_extende
 from .policies.least_used import (
     LeastUsed,
     beyond_least,
+    full_by_guess,
     hottest_raises,
     lower_for_raising,
     raised_note,
@@ -221,21 +222,36 @@ def to_priorities(
     return priorities, win
 
 
+def _without(
+    use: tuple[tuple[float, float] | None, ...], soft: frozenset[str]
+) -> tuple[tuple[float, float] | None, ...]:
+    """A node's ``LeastUsed.uses`` without the ``soft`` resources (``full_by_guess``): the
+    hottest-node term leaves them out."""
+    pairs = zip(("cpu", "memory"), use, strict=True)
+    return tuple(None if name in soft else u for name, u in pairs)
+
+
 def prioritize(
     pod: PodFacts, nodes: Sequence[NodeState], policy: Policy, *, explain: bool = False
 ) -> list[Ranked]:
     """Score every node, map to 0..10 (see :func:`to_priorities`); the winner's
     ``detail`` carries its reason, for its Event."""
-    details = [policy.score(pod, node, explain) for node in nodes]
+    uses = [policy.uses(pod, n) for n in nodes] if isinstance(policy, LeastUsed) else []
+    soft = full_by_guess(uses, pod.guessed) if pod.guessed and uses else frozenset()
+    if soft:  # only LeastUsed has uses
+        assert isinstance(policy, LeastUsed)
+        details = [policy.score(pod, node, explain, soft) for node in nodes]
+    else:
+        details = [policy.score(pod, node, explain) for node in nodes]
     names = [n.name for n in nodes]
     pending = {n.name: n.pending_pods for n in nodes}
     scores = [d.score for d in details]
     raised: dict[int, str] = {}  # the nodes the hottest-node term lowered, and why
     passed: list[int] = []  # the nodes the fair-share term lowered
-    uses = [policy.uses(pod, n) for n in nodes] if isinstance(policy, LeastUsed) else []
     loads = list(scores)  # before the hottest-node term: what the fair-share band weighs
     if isinstance(policy, LeastUsed) and policy.hottest_weight:
-        raises = beyond_least(hottest_raises(uses), [any(u) for u in uses])
+        weighed = [_without(use, soft) for use in uses] if soft else uses
+        raises = beyond_least(hottest_raises(weighed), [any(u) for u in weighed])
         changed = lower_for_raising(
             scores, {i: by for i, by in enumerate(raises) if by > 0.0}, policy.hottest_weight
         )
@@ -286,7 +302,12 @@ def prioritize(
             scores = fair
     priorities, win = to_priorities(names, scores, pending.__getitem__)
     if win is not None and not explain:
-        why = policy.score(pod, nodes[win], True).why + raised.get(win, "")
+        winner = (
+            policy.score(pod, nodes[win], True, soft)
+            if soft and isinstance(policy, LeastUsed)
+            else policy.score(pod, nodes[win], True)
+        )
+        why = winner.why + raised.get(win, "")
         details[win] = NodeScore(scores[win], why)
     if win is not None and passed:
         note = passed_note([names[i] for i in passed], [nodes[i].same_owner for i in passed])

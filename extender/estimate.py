@@ -46,6 +46,7 @@ __all__ = [
     "demand_after",
     "used_after",
     "EstimatorArgs",
+    "GUESSED",
     "PodFacts",
     "TLPArgs",
     "estimate_usage",
@@ -285,6 +286,8 @@ def predict_tlp_cpu(pod: Pod, args: TLPArgs | None = None) -> int:
 
 REQUEST_RULE = "request rule"
 """A pod estimated from its own requests and limits (``pod_load``), not from measurements."""
+GUESSED = ("cpu", "memory")
+"""``PodFacts.guessed`` of a pod estimated by the request rule: every figure."""
 
 
 class PodFacts(msgspec.Struct, frozen=True):
@@ -305,6 +308,11 @@ class PodFacts(msgspec.Struct, frozen=True):
     """How ``usage`` was estimated: ``REQUEST_RULE`` from the pod's own spec, or as
     ``inflight.InFlight.estimate`` found it (learned, implied), looked up once per request
     and read by the decision log, the herding count and the Event."""
+    guessed: tuple[str, ...] = GUESSED
+    """The resources (``cpu``, ``memory``) whose figure in ``usage`` is the request rule's,
+    not a measurement: both for the request rule, none for a learned figure, ``cpu`` for a
+    figure implied from node readings that held too little of a CPU window to imply CPU
+    (``inflight.implied``). The scores read it (``policies.least_used.full_by_guess``)."""
 
     def placed(self) -> PodLoad:
         """``load``, built once per pod shape by :func:`pod_facts`."""

@@ -31,8 +31,9 @@ general path. Equality with the general path is tested
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import compress, filterfalse, islice, repeat
 from operator import attrgetter, eq, getitem, gt, itemgetter, not_
 from typing import Any
@@ -95,6 +96,9 @@ class FastAnswer:
     passed: str = ""
     """The winner's note on the nodes the fair-share term lowered (``spread.passed_note``),
     or empty."""
+    soft: frozenset[str] = frozenset()
+    """The resources scored in the mean alone (``least_used.full_by_guess``), for the
+    winner's reason."""
 
     @property
     def priorities(self) -> list[int]:
@@ -106,11 +110,14 @@ class FastAnswer:
         return _stepped(held, self.win, PRIORITY_OF[held[self.win]])
 
 
-def _scorer(policy: LeastUsed) -> Callable[[int, float, int, float], int]:
+def _scorer(
+    policy: LeastUsed, soft: frozenset[str] = frozenset()
+) -> Callable[[int, float, int, float], int]:
     """One node's 0..100 score from (cpu allocatable, cpu used, memory allocatable,
-    memory used): ``least_used`` per resource and ``LeastUsed.combine``, the same
-    functions the general path calls, so the two cannot drift apart."""
-    combine = policy.combine
+    memory used): ``least_used`` per resource and ``LeastUsed.combine`` (``soft``: as
+    ``least_used.full_by_guess`` found), the same functions the general path calls, so the
+    two cannot drift apart."""
+    combine = partial(policy.combine, soft=soft) if soft else policy.combine
     cpu = bool(policy.weights.get("cpu", 0))
     memory = bool(policy.weights.get("memory", 0))
 
@@ -648,24 +655,31 @@ class _Positions:
 
 
 def _less_for_raising(
-    table: _Table, view: _View, known: _Positions, scores: Sequence[int], weight: float
+    table: _Table,
+    view: _View,
+    known: _Positions,
+    scores: Sequence[int],
+    weight: float,
+    soft: frozenset[str] = frozenset(),
 ) -> tuple[dict[int, int], dict[int, float]] | None:
     """``decide.prioritize``'s hottest-node term (``least_used.hottest_raises``, beyond the
-    least: ``least_used.beyond_least``) over the request's nodes: the positions whose score
-    it lowers, with the lowered score and by how much each raised the hottest beyond the
-    least; None when a weighed resource has an allocatable of
-    0 (the general path leaves it out).
+    least: ``least_used.beyond_least``) over the request's nodes, the ``soft`` resources
+    left out: the positions whose score it lowers, with the lowered score and by how much
+    each raised the hottest beyond the least; None when a weighed resource has an
+    allocatable of 0 (the general path leaves it out).
     The percentages are the general path's expressions (``LeastUsed.uses``), so equal to
     the bit; the per-node work is C-level maps but for the few nodes above the top."""
     measured: list[tuple[Sequence[float], float]] = []  # per weighed resource: after, top
-    for w, after_all, before_all, alloc_all in (
-        (table.wc, view.cpu_after, view.cpu_before, table.cpu_alloc),
-        (table.wm, view.mem_after, view.mem_before, table.mem_alloc),
+    for name, w, after_all, before_all, alloc_all in (
+        ("cpu", table.wc, view.cpu_after, view.cpu_before, table.cpu_alloc),
+        ("memory", table.wm, view.mem_after, view.mem_before, table.mem_alloc),
     ):
         if not w:
             continue
         if 0 in known.get(alloc_all):
             return None
+        if name in soft:
+            continue
         measured.append((known.get(after_all), max(known.get(before_all), default=0.0)))
     raised: dict[int, float] = {}
     weights = level_weights([top for _, top in measured])
@@ -677,6 +691,28 @@ def _less_for_raising(
         raised = {k: v - least for k, v in raised.items() if v > least}
     lowered = lower_for_raising(scores, raised, weight)
     return lowered, {k: raised[k] for k in lowered}
+
+
+def _full_by_guess(
+    table: _Table, view: _View, known: _Positions, guessed: Collection[str], count: int
+) -> frozenset[str] | None:
+    """``least_used.full_by_guess`` over the request's ``count`` nodes, from the view's
+    percentages (``LeastUsed.uses``' expressions); None when a weighed resource has an
+    allocatable of 0 (the general path leaves such a node out)."""
+    if len(view.over) < count or len(known.among(view.over)) < count:
+        return frozenset()  # some node fits the pod on every resource
+    out: set[str] = set()
+    for name, w, after, alloc in (
+        ("cpu", table.wc, view.cpu_after, table.cpu_alloc),
+        ("memory", table.wm, view.mem_after, table.mem_alloc),
+    ):
+        if not w or name not in guessed:
+            continue
+        if 0 in known.get(alloc):
+            return None
+        if min(known.get(after)) > 100.0:
+            out.add(name)
+    return frozenset(out)
 
 
 def _maybe_over_share(
@@ -809,6 +845,26 @@ class LeastUsedFastPath:
             return FastAnswer(scores, None, b"[]", (lambda k: (None, None)) if figures else None)
         spread_weight = self.policy.spread_weight
         crowded: list[int] = []
+        soft: frozenset[str] = frozenset()
+        if pod.guessed and view.over:
+            found = _full_by_guess(table, view, known, pod.guessed, len(scores))
+            if found is None:
+                return None
+            soft = found
+        if soft:
+            # every node over capacity on a guessed resource: each node's own score with
+            # it counted in the mean alone (``least_used.full_by_guess``), as the general
+            # path scores it; every piece follows from it
+            scores = list(
+                map(
+                    _scorer(self.policy, soft),
+                    known.get(table.cpu_alloc),
+                    known.get(view.cpu_used),
+                    known.get(table.mem_alloc),
+                    known.get(view.mem_used),
+                )
+            )
+            crowded = list(range(len(scores)))
         if spread and spread_weight:
             # the few nodes holding the controller's pods score lower (``LeastUsed.score``)
             total = sum(spread.values())
@@ -824,7 +880,7 @@ class LeastUsedFastPath:
         weight = self.policy.hottest_weight
         raised: dict[int, float] = {}
         if weight:
-            got = _less_for_raising(table, view, known, scores, weight)
+            got = _less_for_raising(table, view, known, scores, weight, soft)
             if got is None:
                 return None  # a node of no size for a weighed resource: the general path's
             lowered, raised = got
@@ -835,7 +891,7 @@ class LeastUsedFastPath:
                 crowded = sorted({*crowded, *lowered})
         band = self.policy.spread_band
         passed = ""
-        over = known.among(view.over) if view.over else []
+        over = known.among(view.over) if view.over and not soft else []
         if over and max(scores) <= band:
             # The view holds a node over capacity at 0; its own score is below 0
             # (``least_used``). With the best within the spreading band of 0, how far over
@@ -906,7 +962,7 @@ class LeastUsedFastPath:
             scores = list(scores)
             for k in over:
                 scores[k] = view.over[positions[k]]
-        return FastAnswer(scores, win, body, look, raised.get(win, 0.0), passed)
+        return FastAnswer(scores, win, body, look, raised.get(win, 0.0), passed, soft)
 
     def filter(
         self,

@@ -124,7 +124,7 @@ def learned_facts(facts: PodFacts, learned: Usage) -> PodFacts:
     """``facts`` with the estimate replaced by a learned one (TargetLoadPacking's
     prediction kept: it is that policy's own rule)."""
     load = measured_load(learned, facts.tlp_cpu_millis)
-    return msgspec.structs.replace(facts, usage=learned, load=load)
+    return msgspec.structs.replace(facts, usage=learned, load=load, guessed=())
 
 
 def delta_load(
@@ -401,7 +401,11 @@ class InFlight:
         self.taken[how] += 1
         if learned is None:
             return facts, how
-        return msgspec.structs.replace(learned_facts(facts, learned), how=how), how
+        guessed: tuple[str, ...] = ()
+        if how == IMPLIED and workload is not None and self.learner.cpu_guessed(workload):
+            guessed = ("cpu",)
+        found = learned_facts(facts, learned)
+        return msgspec.structs.replace(found, how=how, guessed=guessed), how
 
     def learned_how(self, workload: str | None, now: float) -> tuple[Usage | None, str]:
         """A new pod of ``workload``'s learned figure (None: none) and how it is estimated
@@ -676,7 +680,7 @@ class InFlight:
         figures: dict[str, Usage] = {}
         for workload, (cpu, memory) in found.items():
             usage = Usage(cpus.get(workload, 0.0) if cpu is None else cpu, memory)
-            if learner.imply(workload, usage, now):
+            if learner.imply(workload, usage, now, cpu=cpu is not None):
                 figures[workload] = usage
         for key, pod in list(self._pods.items()):
             figure = figures.get(pod.workload) if pod.workload is not None else None

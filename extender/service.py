@@ -36,7 +36,7 @@ from .nodesizes import SEEN_NODES_MAX, NodeSizes
 from .nodestate import build_states
 from .podusage import PodUsageStore
 from .policies import MAX_SCORE, Policy, to_extender_priority
-from .policies.least_used import raised_note
+from .policies.least_used import LeastUsed, raised_note
 from .readings import describe, validated
 from .sources import LoadSource, Refresher, SourceError
 from .sources.pod_metrics import PodUsageSource
@@ -779,7 +779,11 @@ class Extender:
             if record:
                 if win is not None:
                     state = self._states([win], infos, owner_key(args.pod))[0][0]
-                    why = self.policy.score(pod, state, True).why
+                    policy = self.policy
+                    if answer.soft and isinstance(policy, LeastUsed):
+                        why = policy.score(pod, state, True, answer.soft).why
+                    else:
+                        why = policy.score(pod, state, True).why
                     if answer.win_raised:
                         why += raised_note(answer.win_raised)
                     why += answer.passed

@@ -103,7 +103,8 @@ class _Workload:
     def __init__(self) -> None:
         self.samples: deque[tuple[float, float, float]] = deque(maxlen=MAX_SAMPLES)
         self.cached: tuple[float, Usage] | None = None  # (as of, estimate)
-        self.implied: tuple[float, Usage] | None = None  # (as of, figure): ``Learner.imply``
+        # (as of, figure, whether its CPU was implied too): ``Learner.imply``
+        self.implied: tuple[float, Usage, bool] | None = None
 
     def last(self) -> float:
         """When the workload was last measured or implied; -inf: never."""
@@ -148,21 +149,33 @@ class Learner:
         entry.implied = None  # its pods' own figures from now on
         self._bound()
 
-    def imply(self, workload: str, usage: Usage, at: float) -> bool:
+    def imply(self, workload: str, usage: Usage, at: float, *, cpu: bool = True) -> bool:
         """What node readings say one of ``workload``'s pods uses (``inflight.implied``),
         kept only while none of its pods has been measured within the window: True when
-        kept."""
+        kept. ``cpu``: whether the readings implied its CPU too (else ``usage``'s CPU is
+        the request rule's, ``cpu_guessed``)."""
         if self.measured(workload, at):
             return False
         entry = self._table.pop(workload, None) or _Workload()
         self._table[workload] = entry
-        entry.implied = (at, usage)
+        entry.implied = (at, usage, cpu)
         self._bound()
         return True
 
     def _bound(self) -> None:
         while len(self._table) > self.settings.max_workloads:
             del self._table[next(iter(self._table))]
+
+    def cpu_guessed(self, workload: str) -> bool:
+        """Whether ``workload``'s figure is implied without its CPU (``imply``'s ``cpu``),
+        as ``lookup`` last found it."""
+        entry = self._table.get(workload)
+        return (
+            entry is not None
+            and not entry.samples
+            and entry.implied is not None
+            and not entry.implied[2]
+        )
 
     def measured(self, workload: str | None, now: float) -> bool:
         """Whether ``workload``'s estimate comes from its pods' own figures (not implied)."""

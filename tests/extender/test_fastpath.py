@@ -485,6 +485,9 @@ def test_every_node_over_capacity_is_answered_by_the_fast_path_as_the_general_pa
     # the capacity or more): the first requests' best scored above 0, later ones below
     bests = [max(a.fine) for a in answers]
     assert bests[0] > 0 and any(-100 < b < 0 for b in bests) and bests[-1] < 0
+    # and by the pods' guessed CPU alone on every node (least_used.full_by_guess): both
+    # paths scored CPU in the mean alone
+    assert any(a.soft == {"cpu"} for a in answers)
 
 
 def test_a_set_on_one_node_is_spread_only_onto_a_node_with_room_on_both_paths(monkeypatch):

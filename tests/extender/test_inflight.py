@@ -694,5 +694,24 @@ def test_a_reading_implies_the_unmeasured_workload_and_its_pods_in_flight_count_
     # the pods not in the new reading count at the implied figure in the ledger
     assert ledger.placement("k4").load.usage.memory_bytes == pytest.approx(140.0 * MI)
     facts = pod_facts(_pod())
-    _, how = flight.estimate(facts, "w", 121.0)
+    found, how = flight.estimate(facts, "w", 121.0)
     assert how == IMPLIED and flight.taken[IMPLIED] == 1
+    assert found.guessed == ()  # two pods made more than a CPU window: CPU implied too
+
+
+def test_a_figure_implied_without_its_cpu_leaves_the_cpu_a_guess():
+    """A reading that holds too little of the newcomers' CPU window implies their memory
+    alone; their CPU stays the request rule's, and the scores know it is a guess
+    (``PodFacts.guessed``, read by ``least_used.full_by_guess``)."""
+    learner = Learner(LearnedUsage(window_seconds=600))
+    flight = InFlight(learner)
+    facts = pod_facts(_pod())
+    assert facts.guessed == ("cpu", "memory")
+    assert learner.imply("w", Usage(85.0, 400.0 * MI), at=1000.0, cpu=False)
+    found, how = flight.estimate(facts, "w", 1001.0)
+    assert how == IMPLIED and found.guessed == ("cpu",)
+    assert found.usage == Usage(85.0, 400.0 * MI)
+    assert learner.imply("w", Usage(200.0, 400.0 * MI), at=1015.0)
+    assert flight.estimate(facts, "w", 1016.0)[0].guessed == ()
+    learner.observe("v", Usage(200.0, 400.0 * MI), at=1000.0)
+    assert flight.estimate(facts, "v", 1001.0)[0].guessed == ()

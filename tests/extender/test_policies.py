@@ -24,6 +24,7 @@ from loadwise.extender.policies.least_used import (
     RAISED_GAP,
     RAISED_POINTS,
     beyond_least,
+    full_by_guess,
     hottest_raises,
     least_used,
     less_for_raising,
@@ -216,6 +217,36 @@ def test_a_node_the_pod_takes_over_capacity_loses_to_any_it_fits_whatever_else_i
         ranked = prioritize(p, [small, big], policy)
         assert best(ranked).node == "big"
         assert ranked[0].priority == 0 < ranked[1].priority
+
+
+def test_a_resource_every_node_is_over_on_by_the_request_rule_s_guess_weighs_in_the_mean():
+    """strong-weak's pods (benchmarks/scenarios/strong-weak.yaml: 100m / 128 MiB requested,
+    500m / 512 MiB limits): the request rule counts 425m and 358 MiB. Late in the stream
+    both nodes would be over capacity on CPU by that guess, the small one less so (141 %
+    against 145 %), and its memory would run at 84 % against 62 %. Ranked by how far over,
+    the small node won; with the guessed CPU weighed in the mean alone, the big one. A
+    figure measured for the workload keeps the ranking, and so does a node the pod fits."""
+    shape_requests = {"cpu": "100m", "memory": "128Mi"}
+    guessed = pod_facts(pod(container(shape_requests, {"cpu": "500m", "memory": "512Mi"})))
+    assert guessed.guessed == ("cpu", "memory")
+    assert (guessed.usage.cpu_millis, guessed.usage.memory_bytes) == (425, 375809638)  # 0.7 x 512Mi
+    big = state(node_info("big", cpu="8", memory="16Gi"), 140.0, 60.0)
+    small = state(node_info("small", cpu="2", memory="4Gi"), 120.0, 75.0)
+    policy = LeastUsed()
+    uses = [policy.uses(guessed, n) for n in (big, small)]
+    assert [round(u[0][0], 1) for u in uses] == [145.3, 141.2]
+    assert full_by_guess(uses, guessed.guessed) == {"cpu"}
+    ranked = prioritize(guessed, [big, small], policy)
+    assert best(ranked).node == "big"
+    assert "cpu over capacity on every node by the request rule" in best(ranked).detail.why
+    measured = msgspec.structs.replace(guessed, guessed=())
+    assert full_by_guess(uses, measured.guessed) == frozenset()
+    assert best(prioritize(measured, [big, small], policy)).node == "small"
+    # a node the pod fits on: over capacity ranks below it again, guessed or not
+    roomy = state(node_info("roomy", cpu="2", memory="4Gi"), 40.0, 90.0)
+    nodes = [big, small, roomy]
+    assert full_by_guess([policy.uses(guessed, n) for n in nodes], guessed.guessed) == set()
+    assert best(prioritize(guessed, nodes, policy)).node == "roomy"
 
 
 def test_extender_priority_mapping():

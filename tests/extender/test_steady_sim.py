@@ -298,7 +298,7 @@ def test_a_node_the_pod_takes_over_capacity_loses_to_one_it_fits_on(monkeypatch)
     assert worse[0] <= 3.0, worse[:3]
     assert statistics.mean(worse) <= -8.0
 
-    def mean_only(self, cpu, memory, pods):  # combine as it was before the rule
+    def mean_only(self, cpu, memory, pods, soft=()):  # combine as it was before the rule
         parts = [
             (score, self.weights.get(name, 0))
             for name, score in (("cpu", cpu), ("memory", memory), ("pods", pods))
