@@ -699,19 +699,68 @@ def test_a_reading_implies_the_unmeasured_workload_and_its_pods_in_flight_count_
     assert found.guessed == ()  # two pods made more than a CPU window: CPU implied too
 
 
+def _limited():
+    """strong-weak's pod (benchmarks/scenarios/strong-weak.yaml): 100m / 128 MiB requested,
+    500m / 512 MiB limits; the request rule counts 425m (the filter 100m) and 358 MiB."""
+    limits = {"cpu": "500m", "memory": "512Mi"}
+    obj = kubeobjects.pod(
+        "s",
+        namespace="ns",
+        uid="uid-s",
+        containers=[
+            kubeobjects.container("c", requests={"cpu": "100m", "memory": "128Mi"}, limits=limits)
+        ],
+    )
+    return pod_facts(msgspec.convert(obj, type=Pod))
+
+
 def test_a_figure_implied_without_its_cpu_leaves_the_cpu_a_guess():
     """A reading that holds too little of the newcomers' CPU window implies their memory
-    alone; their CPU stays the request rule's, and the scores know it is a guess
-    (``PodFacts.guessed``, read by ``least_used.full_by_guess``)."""
+    alone; their CPU stays the request rule's for the scores and the request for the
+    filter, and the scores know it is a guess (``PodFacts.guessed``, read by
+    ``least_used.full_by_guess``)."""
     learner = Learner(LearnedUsage(window_seconds=600))
     flight = InFlight(learner)
-    facts = pod_facts(_pod())
+    facts = _limited()
     assert facts.guessed == ("cpu", "memory")
-    assert learner.imply("w", Usage(85.0, 400.0 * MI), at=1000.0, cpu=False)
+    assert (facts.usage.cpu_millis, facts.placed().request.cpu_millis) == (425, 100)
+    assert learner.imply("w", Usage(425.0, 400.0 * MI), at=1000.0, cpu=False)
     found, how = flight.estimate(facts, "w", 1001.0)
     assert how == IMPLIED and found.guessed == ("cpu",)
-    assert found.usage == Usage(85.0, 400.0 * MI)
+    assert found.usage == Usage(425, 400.0 * MI)
+    assert found.placed().request == Usage(100, 400.0 * MI)  # the filter's CPU: the request
     assert learner.imply("w", Usage(200.0, 400.0 * MI), at=1015.0)
-    assert flight.estimate(facts, "w", 1016.0)[0].guessed == ()
+    found = flight.estimate(facts, "w", 1016.0)[0]
+    assert found.guessed == () and found.placed().request == Usage(200.0, 400.0 * MI)
     learner.observe("v", Usage(200.0, 400.0 * MI), at=1000.0)
     assert flight.estimate(facts, "v", 1001.0)[0].guessed == ()
+
+
+def test_pods_in_flight_whose_memory_alone_a_reading_implies_keep_their_cpu_figures():
+    """Through InFlight.sync: four pods placed 2 s before the second reading's sample, two
+    a node, make too little of a CPU window to imply CPU (2/15 each), but their memory is
+    whole in it. They count the implied memory from then on, and their CPU as before: the
+    request rule's 425m for the scores, the 100m request for the filter. Taken whole, the
+    figure's CPU (425m) became the filter's too, and in the placement benchmark's
+    strong-weak the 8-core node was refused as over 90 % CPU at 45 % real use."""
+    flight = InFlight(Learner(LearnedUsage(window_seconds=600)))
+    ledger = Ledger()
+    facts = _limited()
+    base = facts.placed()
+    flight.sync(ledger, _stamped(100.0, {"n1": 4.0, "n2": 4.0}), capacity=_sizes)
+    for i, node in enumerate(("n1", "n1", "n2", "n2")):
+        ledger.assume(f"k{i}", node, base, 113.0)
+        flight.track(f"k{i}", Tracked(f"ns/p{i}", node, "w", "rs", base, REQUEST_RULE, True, 113.0))
+    mib = 1 / 1024
+    second = _stamped(115.0, {"n1": 4.0 + 800 * mib, "n2": 4.0 + 800 * mib})
+    flight.sync(ledger, second, capacity=_sizes)
+    figure, how = flight.learned_how("w", 116.0)
+    assert how == IMPLIED and figure is not None
+    assert figure.memory_bytes == pytest.approx(400.0 * MI)
+    tracked = flight.get("k0")
+    assert tracked.how == IMPLIED
+    assert tracked.base.usage.cpu_millis == 425 and tracked.base.request.cpu_millis == 100
+    assert tracked.base.request.memory_bytes == pytest.approx(400.0 * MI)
+    found, how = flight.estimate(facts, "w", 116.0)
+    assert how == IMPLIED and found.guessed == ("cpu",)
+    assert (found.usage.cpu_millis, found.placed().request.cpu_millis) == (425, 100)
