@@ -237,8 +237,11 @@ def prioritize(
     """Score every node, map to 0..10 (see :func:`to_priorities`); the winner's
     ``detail`` carries its reason, for its Event."""
     uses = [policy.uses(pod, n) for n in nodes] if isinstance(policy, LeastUsed) else []
-    soft = full_by_guess(uses, pod.guessed) if pod.guessed and uses else frozenset()
-    if soft:  # only LeastUsed has uses
+    soft: frozenset[str] = frozenset()
+    if pod.guessed and uses:  # only LeastUsed has uses
+        assert isinstance(policy, LeastUsed)
+        soft = full_by_guess(uses, pod.guessed, [policy.read_within(n) for n in nodes])
+    if soft:
         assert isinstance(policy, LeastUsed)
         details = [policy.score(pod, node, explain, soft) for node in nodes]
     else:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Collection, Container, Iterable, Mapping, 
 from dataclasses import dataclass
 from functools import partial
 from itertools import compress, filterfalse, islice, repeat
-from operator import attrgetter, eq, getitem, gt, itemgetter, not_
+from operator import attrgetter, eq, getitem, gt, itemgetter, le, not_
 from typing import Any
 
 import msgspec
@@ -702,15 +702,17 @@ def _full_by_guess(
     if len(view.over) < count or len(known.among(view.over)) < count:
         return frozenset()  # some node fits the pod on every resource
     out: set[str] = set()
-    for name, w, after, alloc in (
-        ("cpu", table.wc, view.cpu_after, table.cpu_alloc),
-        ("memory", table.wm, view.mem_after, table.mem_alloc),
+    for name, w, after, base, alloc in (
+        ("cpu", table.wc, view.cpu_after, table.cpu_base, table.cpu_alloc),
+        ("memory", table.wm, view.mem_after, table.mem_base, table.mem_alloc),
     ):
         if not w or name not in guessed:
             continue
-        if 0 in known.get(alloc):
+        allocs = known.get(alloc)
+        if 0 in allocs:
             return None
-        if min(known.get(after)) > 100.0:
+        # over with the pod, and the reading alone within (``LeastUsed.read_within``)
+        if min(known.get(after)) > 100.0 and all(map(le, known.get(base), allocs)):
             out.add(name)
     return frozenset(out)
 

@@ -222,31 +222,41 @@ def test_a_node_the_pod_takes_over_capacity_loses_to_any_it_fits_whatever_else_i
 def test_a_resource_every_node_is_over_on_by_the_request_rule_s_guess_weighs_in_the_mean():
     """strong-weak's pods (benchmarks/scenarios/strong-weak.yaml: 100m / 128 MiB requested,
     500m / 512 MiB limits): the request rule counts 425m and 358 MiB. Late in the stream
-    both nodes would be over capacity on CPU by that guess, the small one less so (141 %
-    against 145 %), and its memory would run at 84 % against 62 %. Ranked by how far over,
-    the small node won; with the guessed CPU weighed in the mean alone, the big one. A
-    figure measured for the workload keeps the ranking, and so does a node the pod fits."""
-    shape_requests = {"cpu": "100m", "memory": "128Mi"}
-    guessed = pod_facts(pod(container(shape_requests, {"cpu": "500m", "memory": "512Mi"})))
+    the pods counted since the readings take both nodes over capacity on CPU by that
+    guess, the small one less so (141 % against 143 %), and its memory would run at 84 %
+    against 62 %. Ranked by how far over, the small node won; with the guessed CPU out of
+    the ranking, the big one. A figure measured for the workload keeps the ranking, and
+    so do a node the pod fits on and nodes whose readings alone are over capacity."""
+    limits = {"cpu": "500m", "memory": "512Mi"}
+    guessed = pod_facts(pod(container({"cpu": "100m", "memory": "128Mi"}, limits)))
     assert guessed.guessed == ("cpu", "memory")
-    assert (guessed.usage.cpu_millis, guessed.usage.memory_bytes) == (425, 375809638)  # 0.7 x 512Mi
-    big = state(node_info("big", cpu="8", memory="16Gi"), 140.0, 60.0)
-    small = state(node_info("small", cpu="2", memory="4Gi"), 120.0, 75.0)
+    assert (guessed.usage.cpu_millis, guessed.usage.memory_bytes) == (425, 375809638)  # 0.7 x
+    big = state(node_info("big", cpu="8", memory="16Gi"), 40.0, 60.0, pending=Usage(7800, 0))
+    small = state(node_info("small", cpu="2", memory="4Gi"), 20.0, 75.0, pending=Usage(2000, 0))
     policy = LeastUsed()
     uses = [policy.uses(guessed, n) for n in (big, small)]
-    assert [round(u[0][0], 1) for u in uses] == [145.3, 141.2]
-    assert full_by_guess(uses, guessed.guessed) == {"cpu"}
+    assert [round(u[0][0], 1) for u in uses] == [142.8, 141.2]
+    fits = [policy.read_within(n) for n in (big, small)]
+    assert fits == [(True, True), (True, True)]
+    assert full_by_guess(uses, guessed.guessed, fits) == {"cpu"}
     ranked = prioritize(guessed, [big, small], policy)
     assert best(ranked).node == "big"
     assert "cpu over capacity on every node by the request rule" in best(ranked).detail.why
     measured = msgspec.structs.replace(guessed, guessed=())
-    assert full_by_guess(uses, measured.guessed) == frozenset()
+    assert full_by_guess(uses, measured.guessed, fits) == frozenset()
     assert best(prioritize(measured, [big, small], policy)).node == "small"
     # a node the pod fits on: over capacity ranks below it again, guessed or not
     roomy = state(node_info("roomy", cpu="2", memory="4Gi"), 40.0, 90.0)
     nodes = [big, small, roomy]
-    assert full_by_guess([policy.uses(guessed, n) for n in nodes], guessed.guessed) == set()
+    uses = [policy.uses(guessed, n) for n in nodes]
+    assert full_by_guess(uses, guessed.guessed, [policy.read_within(n) for n in nodes]) == set()
     assert best(prioritize(guessed, nodes, policy)).node == "roomy"
+    # read over capacity, nothing counted since: over by what was measured
+    big_read = state(node_info("big", cpu="8", memory="16Gi"), 143.0, 60.0)
+    small_read = state(node_info("small", cpu="2", memory="4Gi"), 120.0, 75.0)
+    nodes = [big_read, small_read]
+    assert [policy.read_within(n) for n in nodes] == [(False, True), (False, True)]
+    assert best(prioritize(guessed, nodes, policy)).node == "small"
 
 
 def test_extender_priority_mapping():
