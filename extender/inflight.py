@@ -138,9 +138,10 @@ def with_memory(load: PodLoad, memory: float) -> PodLoad:
     node readings implied, its CPU as it was: the request rule's estimate for the scores and
     the request for the filter (``estimate.filter_usage``). Taken whole, the implied
     figure's CPU (the request rule's estimate, 425m for a 500m limit) became the filter's
-    too, where the request (100m) had been: in the placement benchmark's strong-weak the
-    8-core node, really at 45 % CPU, was refused as over 90 % for the last pods of a run,
-    and the 48th went to a 2-core node, its memory to 83.6 %."""
+    too, where the request (100m) had been: in the placement benchmark's strong-weak (run
+    3081 at bf0408d, docs/history/oneshot-554370a) the 8-core node, using about half its CPU,
+    was refused as "cpu 100 % > 90 %" from the 32nd pod on, and the 48th pod went to a 2-core
+    node, its memory to 83.6 %."""
     return PodLoad(
         Usage(load.usage.cpu_millis, memory),
         Usage(load.request.cpu_millis, memory),

@@ -299,10 +299,10 @@ def full_by_guess(
     nothing among nodes it puts over, and memory, which the request rule puts near the
     pods' use, decides: 28, 5, 5, 5, 5, the best placement (76.2 %), in 9 of 10 runs of
     tests/extender/steady_sim.py (``--one-shot strong-weak``, seeds 1-10; 3 of 10 without
-    the rule, 9 of 10 with CPU counted as far over as it is). In the lab (seeds 3081-3085, under
-    load), counted as far over as it is, one run lost the 8-core node at the 43rd pod:
-    -50 for 150 % CPU in the mean left it 6.7 against the 2-core nodes' 13.7, both
-    priority 0 or 1, and kube-scheduler's own scores decided. A measured figure keeps
+    the rule, 9 of 10 with CPU counted as far over as it is). In the lab (run 3081 at
+    4f64382, docs/history/oneshot-554370a), counted as far over as it is, the 8-core node at
+    150 % CPU and 68 % memory scored 4 against 13 for 2-core nodes at 121 % and 69 % at the
+    43rd pod, both priority 0 or 1, and kube-scheduler's own scores decided. A measured figure keeps
     the ranking: taken for every pod, guessed or not, the rule made one of the simulator's
     heterogeneous streams (seeds 101-160) 20.6 points hotter on CPU than stock, where the
     ranking keeps them within 13, and beside a memory hog (seed 702) CPU ran at 169 %

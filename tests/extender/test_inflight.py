@@ -742,7 +742,7 @@ def test_pods_in_flight_whose_memory_alone_a_reading_implies_keep_their_cpu_figu
     whole in it. They count the implied memory from then on, and their CPU as before: the
     request rule's 425m for the scores, the 100m request for the filter. Taken whole, the
     figure's CPU (425m) became the filter's too, and in the placement benchmark's
-    strong-weak the 8-core node was refused as over 90 % CPU at 45 % real use."""
+    strong-weak the 8-core node was refused as over 90 % CPU using about half of it."""
     flight = InFlight(Learner(LearnedUsage(window_seconds=600)))
     ledger = Ledger()
     facts = _limited()
