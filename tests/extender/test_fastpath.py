@@ -446,9 +446,10 @@ def test_the_winner_among_idle_ties_is_the_one_the_counts_give():
 @pytest.mark.parametrize("owned", [False, True])
 def test_every_node_over_capacity_is_answered_by_the_fast_path_as_the_general_path(owned):
     """A burst larger than the cluster, before any reading shows it: the pods the ledger
-    counts take every node over capacity, on CPU, then on memory too. The fast path answers each request (it handed
-    them to the general path, 6.6x slower per request) and to the byte as the general
-    path does, a ReplicaSet's pods (the spreading band among scores below 0) included."""
+    counts take every node over capacity, on CPU, then on memory too. The fast path answers
+    each request (it handed them to the general path, 6.6x slower per request) and to the
+    byte as the general path does, a ReplicaSet's pods (the spreading band among scores
+    below 0) included."""
     rng = random.Random(5)
     now = time.time()
     names = [f"n{i}" for i in range(7)]
