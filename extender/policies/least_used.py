@@ -278,7 +278,7 @@ def full_by_guess(
     guessed: Collection[str],
     read_within: Sequence[tuple[bool, bool]],
 ) -> frozenset[str]:
-    """The resources the scores weigh only in the mean for this pod (``LeastUsed.combine``'s
+    """The resources the scores count at 0 for this pod (``LeastUsed.combine``'s
     ``soft``): those of CPU and memory whose figure for the pod is the request rule's
     (``guessed``: ``estimate.PodFacts.guessed``) and that every node with data for them
     would be over capacity on with it (``uses``: ``LeastUsed.uses`` per node) while its
