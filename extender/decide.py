@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import msgspec
 
@@ -31,6 +32,7 @@ __all__ = [
     "over_excess",
     "over_reason",
     "prioritize",
+    "scorer",
     "to_priorities",
 ]
 
@@ -231,6 +233,17 @@ def _without(
     return tuple(None if name in soft else u for name, u in pairs)
 
 
+def scorer(
+    policy: Policy, soft: frozenset[str]
+) -> Callable[[PodFacts, NodeState, bool], NodeScore]:
+    """``policy.score``, with the resources ``least_used.full_by_guess`` found counted at 0
+    when there are any (only least-used's scores take them). The one choice the general
+    path and the fast path's Event make."""
+    if soft and isinstance(policy, LeastUsed):
+        return partial(policy.score, soft=soft)
+    return policy.score
+
+
 def prioritize(
     pod: PodFacts, nodes: Sequence[NodeState], policy: Policy, *, explain: bool = False
 ) -> list[Ranked]:
@@ -238,14 +251,10 @@ def prioritize(
     ``detail`` carries its reason, for its Event."""
     uses = [policy.uses(pod, n) for n in nodes] if isinstance(policy, LeastUsed) else []
     soft: frozenset[str] = frozenset()
-    if pod.guessed and uses:  # only LeastUsed has uses
-        assert isinstance(policy, LeastUsed)
-        soft = full_by_guess(uses, pod.guessed, [policy.read_within(n) for n in nodes])
-    if soft:
-        assert isinstance(policy, LeastUsed)
-        details = [policy.score(pod, node, explain, soft) for node in nodes]
-    else:
-        details = [policy.score(pod, node, explain) for node in nodes]
+    if pod.guessed and uses and isinstance(policy, LeastUsed):
+        soft = full_by_guess(uses, pod.guessed, lambda i: policy.read_within(nodes[i]))
+    score = scorer(policy, soft)
+    details = [score(pod, node, explain) for node in nodes]
     names = [n.name for n in nodes]
     pending = {n.name: n.pending_pods for n in nodes}
     scores = [d.score for d in details]
@@ -305,12 +314,7 @@ def prioritize(
             scores = fair
     priorities, win = to_priorities(names, scores, pending.__getitem__)
     if win is not None and not explain:
-        winner = (
-            policy.score(pod, nodes[win], True, soft)
-            if soft and isinstance(policy, LeastUsed)
-            else policy.score(pod, nodes[win], True)
-        )
-        why = winner.why + raised.get(win, "")
+        why = score(pod, nodes[win], True).why + raised.get(win, "")
         details[win] = NodeScore(scores[win], why)
     if win is not None and passed:
         note = passed_note([names[i] for i in passed], [nodes[i].same_owner for i in passed])

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter
 from .churn import without_churn
 from .cluster import ClusterView
 from .config import Settings
-from .decide import FilterOutcome, Ranked, best, filter_nodes, prioritize
+from .decide import FilterOutcome, Ranked, best, filter_nodes, prioritize, scorer
 from .decisionlog import DecisionLog, DecisionSink, decision_record, reading_ages
 from .estimate import EstimatorArgs, PodFacts, TLPArgs, demand_after, go_round, pod_facts
 from .events import Decision, EventRecorder, Scored
@@ -36,7 +36,7 @@ from .nodesizes import SEEN_NODES_MAX, NodeSizes
 from .nodestate import build_states
 from .podusage import PodUsageStore
 from .policies import MAX_SCORE, Policy, to_extender_priority
-from .policies.least_used import LeastUsed, raised_note
+from .policies.least_used import raised_note
 from .readings import describe, validated
 from .sources import LoadSource, Refresher, SourceError
 from .sources.pod_metrics import PodUsageSource
@@ -779,11 +779,7 @@ class Extender:
             if record:
                 if win is not None:
                     state = self._states([win], infos, owner_key(args.pod))[0][0]
-                    policy = self.policy
-                    if answer.soft and isinstance(policy, LeastUsed):
-                        why = policy.score(pod, state, True, answer.soft).why
-                    else:
-                        why = policy.score(pod, state, True).why
+                    why = scorer(self.policy, answer.soft)(pod, state, True).why
                     if answer.win_raised:
                         why += raised_note(answer.win_raised)
                     why += answer.passed

@@ -11,7 +11,7 @@ capacity), as a scheduler that spreads by pod count does.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..estimate import PodFacts, demand_after, peak_percent
@@ -276,14 +276,15 @@ def lower_for_raising(
 def full_by_guess(
     uses: Sequence[tuple[tuple[float, float] | None, ...]],
     guessed: Collection[str],
-    read_within: Sequence[tuple[bool, bool]],
+    read_within: Callable[[int], tuple[bool, bool]],
 ) -> frozenset[str]:
     """The resources the scores count at 0 for this pod (``LeastUsed.combine``'s
     ``soft``): those of CPU and memory whose figure for the pod is the request rule's
     (``guessed``: ``estimate.PodFacts.guessed``) and that every node with data for them
     would be over capacity on with it (``uses``: ``LeastUsed.uses`` per node) while its
-    reading alone is within its allocatable (``read_within``: ``LeastUsed.read_within``
-    per node): over only by the pods counted since the reading and the pod. A node read
+    reading alone is within its allocatable (``read_within``: node position ->
+    ``LeastUsed.read_within``, asked only once every node is over): over only by the pods
+    counted since the reading and the pod. A node read
     over capacity (150 % CPU) is over by what was measured, and keeps the ranking.
 
     Over capacity on a resource a node scores that resource alone, below every node the
@@ -311,12 +312,10 @@ def full_by_guess(
     for r, resource in enumerate(("cpu", "memory")):
         if resource not in guessed:
             continue
-        with_data = [
-            (v[0], fits[r])
-            for u, fits in zip(uses, read_within, strict=True)
-            if len(u) > r and (v := u[r]) is not None
-        ]
-        if with_data and all(after > 100.0 and fits for after, fits in with_data):
+        afters = [(i, v[0]) for i, u in enumerate(uses) if len(u) > r and (v := u[r]) is not None]
+        if not afters or any(after <= 100.0 for _, after in afters):
+            continue
+        if all(read_within(i)[r] for i, _ in afters):
             out.add(resource)
     return frozenset(out)
 

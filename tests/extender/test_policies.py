@@ -238,18 +238,18 @@ def test_a_resource_every_node_is_over_on_by_the_request_rule_s_guess_weighs_in_
     assert [round(u[0][0], 1) for u in uses] == [142.8, 141.2]
     fits = [policy.read_within(n) for n in (big, small)]
     assert fits == [(True, True), (True, True)]
-    assert full_by_guess(uses, guessed.guessed, fits) == {"cpu"}
+    assert full_by_guess(uses, guessed.guessed, fits.__getitem__) == {"cpu"}
     ranked = prioritize(guessed, [big, small], policy)
     assert best(ranked).node == "big"
     assert "cpu over capacity on every node by the request rule" in best(ranked).detail.why
     measured = msgspec.structs.replace(guessed, guessed=())
-    assert full_by_guess(uses, measured.guessed, fits) == frozenset()
+    assert full_by_guess(uses, measured.guessed, fits.__getitem__) == frozenset()
     assert best(prioritize(measured, [big, small], policy)).node == "small"
     # a node the pod fits on: over capacity ranks below it again, guessed or not
     roomy = state(node_info("roomy", cpu="2", memory="4Gi"), 40.0, 90.0)
     nodes = [big, small, roomy]
     uses = [policy.uses(guessed, n) for n in nodes]
-    assert full_by_guess(uses, guessed.guessed, [policy.read_within(n) for n in nodes]) == set()
+    assert full_by_guess(uses, guessed.guessed, lambda i: policy.read_within(nodes[i])) == set()
     assert best(prioritize(guessed, nodes, policy)).node == "roomy"
     # read over capacity, nothing counted since: over by what was measured
     big_read = state(node_info("big", cpu="8", memory="16Gi"), 143.0, 60.0)
