@@ -10,8 +10,10 @@ misses them). A line holds: which verb decided (``verb``: prioritize or filter),
 (``estimate``: learned, implied or request rule), the estimator mode, the extender's
 favourite (``favourite``; after a filter, the node it left), and per candidate node the CPU
 and memory it predicts the node will use with the pod on it, in percent of the node's
-allocatable (``nodes``: name -> [cpu, memory], null where it has no figure), and how old
-each node's load reading was (``age``: name -> seconds, ``reading_ages``). The placement
+allocatable (``nodes``: name -> [cpu, memory], null where it has no figure), the same as
+the filter counts it (``filter``: the pods in flight and this one at the filter's figure),
+the node's reading alone (``read``: what the other two add the pods to), and how old each
+node's load reading was (``age``: name -> seconds, ``reading_ages``). The placement
 benchmark joins the lines with the pods' bindings and compares each prediction with the
 node's true use (benchmarks/placement/steady_measures.py ``prediction_error``).
 
@@ -30,8 +32,10 @@ import logging.handlers
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+import msgspec
+
 from .estimate import PodFacts, demand_after
-from .model import LoadSnapshot, NodeState
+from .model import LoadSnapshot, NodeState, Usage
 
 __all__ = [
     "DECISION_LOG_MAX_BYTES",
@@ -39,6 +43,7 @@ __all__ = [
     "DecisionSink",
     "decision_record",
     "predicted_use",
+    "read_use",
     "reading_ages",
 ]
 
@@ -53,14 +58,25 @@ class DecisionSink(Protocol):
     def close(self) -> None: ...
 
 
-def predicted_use(pod: PodFacts, state: NodeState) -> list[float | None]:
+def predicted_use(
+    pod: PodFacts, state: NodeState, *, filtering: bool = False
+) -> list[float | None]:
     """[cpu, memory]: the node's predicted use with ``pod`` on it, percent of allocatable
-    rounded to 0.01 (None for a resource without data)."""
+    rounded to 0.01 (None for a resource without data); with ``filtering`` the filter's
+    figure (the pods in flight and this one at ``estimate.filter_usage``)."""
     out: list[float | None] = []
     for resource in ("cpu", "memory"):
-        demand = demand_after(resource, pod, state)
+        demand = demand_after(resource, pod, state, filtering=filtering)
         out.append(None if demand is None else round(demand.percent, 2))
     return out
+
+
+def read_use(pod: PodFacts, state: NodeState) -> list[float | None]:
+    """[cpu, memory]: the node's reading alone, without the pods in flight or ``pod``, in
+    ``predicted_use``'s terms: what the other two figures add to."""
+    nothing = Usage()
+    alone = msgspec.structs.replace(state, pending=nothing, pending_request=None)
+    return predicted_use(msgspec.structs.replace(pod, usage=nothing, load=None), alone)
 
 
 def reading_ages(
@@ -98,6 +114,8 @@ def decision_record(
         "mode": mode,
         "favourite": favourite,
         "nodes": {s.name: predicted_use(pod, s) for s in states},
+        "filter": {s.name: predicted_use(pod, s, filtering=True) for s in states},
+        "read": {s.name: read_use(pod, s) for s in states},
         "age": dict(ages or {}),
     }
 

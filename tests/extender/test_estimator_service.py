@@ -245,11 +245,16 @@ def test_the_decision_log_records_each_candidates_predicted_use(tmp_path, fast):
     # 20 % of 4 cores and 8 GiB, and the pod at the request rule: 85m of 4000m (2.12
     # points), 70 % of 128 MiB of 8 GiB (1.09 points)
     assert first["nodes"] == {"a": [22.12, 21.09], "b": [22.12, 21.09]}
+    # the filter's figures (the request rule's 85m is under the 100m request: the same)
+    # and the reading alone
+    assert first["filter"] == first["nodes"]
+    assert first["read"] == {"a": [20.0, 20.0], "b": [20.0, 20.0]}
     # the second pod is learned from the first (400m); the first now counts its measured 400m
     busy, free = first["favourite"], "b" if first["favourite"] == "a" else "a"
     assert second["estimate"] == "learned" and second["at"] == T + 2
     assert second["nodes"][free][0] == pytest.approx(30.0)  # 800 + 400 of 4000
     assert second["nodes"][busy][0] == pytest.approx(40.0)  # 800 + 400 + 400
+    assert second["filter"] == second["nodes"]  # measured and learned figures: the same
     # how old the reading each decision read was: the window ended at T - 5
     assert first["age"] == {"a": 5.0, "b": 5.0} and second["age"] == {"a": 7.0, "b": 7.0}
 
