@@ -372,9 +372,7 @@ class ClusterWatch:
         if inflight is None:
             return load
         workload = workload_key(pod)
-        learned, how = inflight.learned_how(workload, self._clock())
-        if learned is not None:
-            load = PodLoad(learned, learned, load.tlp_cpu_millis)
+        load, how = inflight.bound(load, workload, self._clock())
         meta = pod.metadata
         name = f"{meta.namespace}/{meta.name}"
         inflight.track(

@@ -48,12 +48,14 @@ from loadwise.extender.workloads import LearnedUsage, Learner, owner_key, percen
 MI = 1024**2
 
 
-def _pod(name="p", owner="rs-1", hash_="h1", cpu="100m", memory="128Mi", node=""):
+def _pod(name="p", owner="rs-1", hash_="h1", cpu="100m", memory="128Mi", node="", limits=None):
     obj = kubeobjects.pod(
         name,
         namespace="ns",
         uid=f"uid-{name}",
-        containers=[kubeobjects.container("c", requests={"cpu": cpu, "memory": memory})],
+        containers=[
+            kubeobjects.container("c", requests={"cpu": cpu, "memory": memory}, limits=limits)
+        ],
     )
     if owner:
         obj["metadata"]["ownerReferences"] = [
@@ -245,6 +247,28 @@ def test_the_watch_binds_at_the_learned_use_and_departs_at_the_measured_use():
     kind, key, node, load = sink.calls[-1]
     assert (kind, node, load.usage.cpu_millis) == ("depart", "n1", 400.0)
     assert flight.spread("ns/rs-1") == {"n2": 1}
+
+
+@pytest.mark.parametrize("own_cpu", [False, True])
+def test_the_watch_binds_a_pod_at_its_workload_s_implied_figure_as_a_placed_pod_counts(own_cpu):
+    """A pod the watch reports bound counts what a pod being placed counts
+    (``InFlight.estimate``): a figure implied without its CPU replaces memory only, so the
+    filter keeps the request (100m) and the scores the request rule's 425m; a figure with
+    its CPU counts whole. Taken whole, every bound pod of strong-weak's stream counted
+    425m in the filter, and the 8-core node was refused while its reading said it had room."""
+    learner = Learner(LearnedUsage(window_seconds=600))
+    flight = InFlight(learner)
+    sink = _Sink()
+    watch = _watching(sink, flight, now=100.0)
+    figure = Usage(200.0 if own_cpu else 425.0, 400.0 * MI)
+    assert learner.imply("ns/rs-1@h1", figure, at=99.0, cpu=own_cpu)
+    limits = {"cpu": "500m", "memory": "512Mi"}
+    watch._pod_event("ADDED", _pod("a", node="n1", limits=limits))
+    load = sink.calls[-1][3]
+    assert load.usage == figure
+    assert load.request == (figure if own_cpu else Usage(100.0, 400.0 * MI))
+    tracked = flight.get(sink.calls[-1][1])
+    assert tracked is not None and tracked.how == IMPLIED and tracked.base == load
 
 
 # -- spreading ------------------------------------------------------------------------
