@@ -730,7 +730,9 @@ class InFlight:
         for workload, (cpu, memory) in found.items():
             usage = Usage(cpus.get(workload, 0.0) if cpu is None else cpu, memory)
             if learner.imply(workload, usage, now, cpu=cpu is not None):
-                figures[workload] = (usage, cpu is not None)
+                kept = learner.lookup(workload, now)  # an earlier implied CPU is kept
+                assert kept is not None
+                figures[workload] = (kept[0], not learner.cpu_guessed(workload))
         for key, pod in list(self._pods.items()):
             got = figures.get(pod.workload) if pod.workload is not None else None
             if got is None or pod.how not in (REQUEST_RULE, IMPLIED):

@@ -153,11 +153,19 @@ class Learner:
         """What node readings say one of ``workload``'s pods uses (``inflight.implied``),
         kept only while none of its pods has been measured within the window: True when
         kept. ``cpu``: whether the readings implied its CPU too (else ``usage``'s CPU is
-        the request rule's, ``cpu_guessed``)."""
+        the request rule's, ``cpu_guessed``): then a CPU figure implied earlier within the
+        window is kept beside the new memory. A reading holds a pod's memory from its first
+        sample and its CPU only over a 15 s rate window, so a later reading can imply the
+        memory of a workload's newest pods alone; taken as it came, it turned the CPU the
+        readings had shown back into the request rule's guess."""
         if self.measured(workload, at):
             return False
         entry = self._table.pop(workload, None) or _Workload()
         self._table[workload] = entry
+        before = entry.implied
+        if not cpu and before is not None and before[2]:
+            if before[0] >= at - self.settings.window_seconds:
+                usage, cpu = Usage(before[1].cpu_millis, usage.memory_bytes), True
         entry.implied = (at, usage, cpu)
         self._bound()
         return True

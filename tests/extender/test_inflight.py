@@ -654,6 +654,20 @@ def test_learner_keeps_an_implied_figure_only_until_the_workload_is_measured():
     assert learner.estimate("v", 1101.0) is None  # aged out of the window like a sample
 
 
+def test_a_figure_implied_without_its_cpu_keeps_the_cpu_implied_before_it():
+    """A later reading implying memory alone (its newest pods in too little of a CPU
+    window) keeps the CPU an earlier one implied, within the window; after the window the
+    CPU is the request rule's guess again."""
+    learner = Learner(LearnedUsage(window_seconds=100))
+    assert learner.imply("w", Usage(200.0, 400.0 * MI), at=1000.0)
+    assert learner.imply("w", Usage(425.0, 420.0 * MI), at=1015.0, cpu=False)
+    assert learner.estimate("w", 1016.0) == Usage(200.0, 420.0 * MI)
+    assert not learner.cpu_guessed("w")
+    assert learner.imply("w", Usage(425.0, 430.0 * MI), at=1200.0, cpu=False)
+    assert learner.estimate("w", 1201.0) == Usage(425.0, 430.0 * MI)
+    assert learner.cpu_guessed("w")
+
+
 def test_implied_is_each_newcomers_share_of_the_rise_less_the_pods_of_known_use():
     """Two readings 15 s apart. n1 took 2 pods of w (140 MiB, 60m each) and lost a pod of
     known use (100 MiB, 300m) it held before; n2 took 3 of w; n3 took 1 of w and its
