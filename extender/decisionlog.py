@@ -47,8 +47,9 @@ __all__ = [
     "reading_ages",
 ]
 
-# A decision with 500 candidate nodes is some 12 KB; 64 MiB holds 5,000 of those and
-# hundreds of thousands of a small cluster's.
+# A decision with 500 candidate nodes of 11-character names is some 52 KB (three figures and
+# an age per node); 64 MiB holds 1,300 of those and about a hundred thousand of a 5-node
+# cluster's.
 DECISION_LOG_MAX_BYTES = 64 * 1024 * 1024
 
 

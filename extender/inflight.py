@@ -446,7 +446,7 @@ class InFlight:
         (lab run 3082 at 869c018) the 8-core node's filter figure rose 5.3 points a pod
         from the 29th pod on, and from the 44th the filter refused it ("cpu 94 % > 90 %")
         with 27 pods there using 74 % of its CPU (500m and 27 x 200m of 8 cores); a 2-core
-        node took a sixth pod, its memory at 83.6 % where 76.2 % was the best placement."""
+        node took a sixth pod, its memory at 83.6 % where 76.25 % was the best placement."""
         learned, how = self.learned_how(workload, now)
         if learned is None:
             return load, how
