@@ -54,7 +54,13 @@ from .ledger import NodeTotals, Pending
 from .model import LoadSnapshot, NodeInfo, NodeLoad
 from .policies import MAX_SCORE, LeastUsed, Policy
 from .policies.base import PRIORITY_OF
-from .policies.least_used import least_used, level_weights, lower_for_raising, unavoidable
+from .policies.least_used import (
+    least_used,
+    level_weights,
+    lower_for_raising,
+    overall_level,
+    unavoidable,
+)
 from .policies.spread import (
     capacity_weight,
     fair_share,
@@ -716,9 +722,15 @@ def _less_for_raising(
         measured.append((known.get(after_all), max(known.get(before_all), default=0.0)))
     raised: dict[int, float] = {}
     weights = level_weights([top for _, top in measured])
-    for (after, top), level in zip(measured, weights, strict=True):
+    level = max((top for _, top in measured), default=0.0)
+    highest: dict[int, float] = {}  # the nodes going above ``level``: their highest use
+    for (after, top), weight_r in zip(measured, weights, strict=True):
         for k in compress(range(len(after)), map(gt, after, repeat(top))):
-            raised[k] = raised.get(k, 0.0) + (after[k] - top) * level
+            raised[k] = raised.get(k, 0.0) + (after[k] - top) * weight_r
+            if after[k] > level:
+                highest[k] = max(highest.get(k, level), after[k])
+    for k, high in highest.items():
+        raised[k] = overall_level(raised[k], high - level)
     least = unavoidable(raised.values(), len(scores))
     if least:  # every node raises it: only beyond the least counts
         raised = {k: v - least for k, v in raised.items() if v > least}

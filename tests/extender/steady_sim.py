@@ -985,6 +985,15 @@ def _level_power(power: float) -> None:
         setattr(module, "level_weights", at_power)  # noqa: B010 - not re-exported
 
 
+def _overall_weight(weight: float) -> None:
+    """least-used's hottest-node term with a raise of the hottest level of all resources
+    counting ``weight`` more (``least_used.OVERALL_WEIGHT``; 0: the per-resource points
+    alone). Both paths read it at each request."""
+    from loadwise.extender.policies import least_used
+
+    least_used.OVERALL_WEIGHT = weight
+
+
 def _readings_clamped_at_capacity() -> None:
     from loadwise.extender import readings
 
@@ -1043,6 +1052,11 @@ def main(argv: list[str] | None = None) -> None:
         " each run's pods per node and hottest node",
     )
     parser.add_argument(
+        "--overall-weight",
+        type=float,
+        help="least_used.OVERALL_WEIGHT (0: a raise of the hottest level counts once)",
+    )
+    parser.add_argument(
         "--clamp-readings", action="store_true", help="uses over 100 %% read as 100"
     )
     parser.add_argument(
@@ -1076,6 +1090,8 @@ def main(argv: list[str] | None = None) -> None:
         _hottest_weight(args.hottest_weight)
     if args.level_power is not None:
         _level_power(args.level_power)
+    if args.overall_weight is not None:
+        _overall_weight(args.overall_weight)
     if args.clamp_readings:
         _readings_clamped_at_capacity()
     _raised(args.raised_points, args.whole_raises)

@@ -190,6 +190,28 @@ def test_raises_beyond_the_least_and_their_ceiling_are_the_general_paths():
     assert scores["sh-4"] == 0 and max(scores.values()) == 4, scores
 
 
+def test_a_raise_of_the_hottest_level_of_all_counts_alike_on_both_paths():
+    """The one-shot hog scenario's 29th pod (``least_used.OVERALL_WEIGHT``): two nodes at
+    62 % CPU, the hog's at 75 % memory; a pod of 170m / 179 MiB by the request rule raises
+    the hottest CPU on the two, the hottest of all on the hog's. Both paths answer the same
+    bytes, and neither puts the pod beside the hog."""
+    now = time.time()
+    loads = {
+        "hog-a": NodeLoad(ResourceLoad(62.0), ResourceLoad(33.75)),
+        "hog-b": NodeLoad(ResourceLoad(62.0), ResourceLoad(33.75)),
+        "hog-c": NodeLoad(ResourceLoad(12.5), ResourceLoad(75.0)),
+    }
+    snap = LoadSnapshot("s", now - 5, now, loads)
+    fast, general = _warmed_pair(snap, [node_json(n, cpu="4", memory="8Gi") for n in loads])
+    pod = pod_json(container({"cpu": "200m", "memory": "256Mi"}), uid="p")
+    body = json.dumps({"Pod": pod, "NodeNames": list(loads)}).encode()
+    a = fast.prioritize_json(decode_args(body, raw_nodes=False))
+    b = general.prioritize_json(decode_args(body, raw_nodes=False))
+    assert bytes(a) == bytes(b)
+    scores = {h["Host"]: h["Score"] for h in json.loads(bytes(a))}
+    assert scores["hog-c"] < max(scores["hog-a"], scores["hog-b"]), scores
+
+
 async def test_event_figures_are_the_general_paths():
     """With a recorder the fast path also returns each node's use after placement;
     the Events it leads to are the general path's, to the byte."""
