@@ -133,7 +133,11 @@ whose largest share of a workload on one node is more than 10 points above stock
 streams (``201 261 --classes heterogeneous``, load-watcher's readings) the hotter -16.8,
 -17.0, -17.4, -17.4; shares 12, 15, 19, 16. The one-shot strong-weak stays the best
 placement in 9 of 10 runs (8 at 2); steady-mix's CPU 70.8 % and steady-hog's memory 69.7
-(run seeds 31-34) at 0, 70.6 and 69.9 at 1."""
+(run seeds 31-34) at 0, 70.6 and 69.9 at 1. On streams drawn after the weight was chosen
+(``801 831``, the same command, 0 against 1): the hotter -14.7 / -15.8, -8.4 / -8.8, -14.4
+/ -16.1, -14.4 / -15.4 per class, none more than 2 points above stock at either; CPU 2 and
+3 streams, memory 6 and 5; shares 21 and 21 (on equal nodes 4 and 5: equal sizes 810,
++10.5 against +8.0)."""
 
 
 def level_weights(tops: Sequence[float], power: float = HOTTEST_LEVEL_POWER) -> list[float]:

@@ -106,12 +106,19 @@ def test_on_the_generator_s_clusters_least_used_is_cooler_and_never_piles_a_work
     than stock's on average, per resource, by 3 points or more (measured: CPU -5.6, memory
     -9.6), at most 3 streams more than 2 points hotter (0 on CPU, 2 on memory), and no
     workload ever with all of its pods on one node while another node has room for one more
-    (the bar for clusters of unequal nodes, where more may go to the big node)."""
+    (the bar for clusters of unequal nodes, where more may go to the big node).
+
+    Since a raise of the hottest level of all counts once more (``least_used.OVERALL_WEIGHT``,
+    which trades a resource's points for the hotter one's), on the hotter of CPU and memory
+    none more than 2 points above stock, -11.0 on average before and -11.8 after; per
+    resource 1 and 2 streams on CPU, 2 and 4 on memory (gen-1606 +4.1, gen-1623 +5.1)."""
     rows = sim._worse_than_stock(sim.generated, range(1601, 1631), sim.GENERATED_SECONDS)
     for resource in ("cpu", "memory"):
         diffs = [d for d, _ in rows[resource]]
         assert statistics.mean(diffs) <= -3.0, (resource, rows[resource])
-        assert sum(d > 2.0 for d in diffs) <= 3, (resource, rows[resource])
+        assert sum(d > 2.0 for d in diffs) <= 4, (resource, rows[resource])
+    assert all(d <= 2.0 for d, _ in rows["hotter"]), rows["hotter"]
+    assert statistics.mean(d for d, _ in rows["hotter"]) <= -8.0, rows["hotter"]
     assert all(d <= 0 for d, _ in rows["piled"]), rows["piled"]
 
 
@@ -126,10 +133,22 @@ def test_beside_a_memory_hog_least_used_keeps_the_hog_cool():
     (``least_used.level_weights`` at power 0) hog-115 ran 7.3 points hotter on CPU; at
     power 2, 4 and 8 the worst was +1.1, +1.6 and +2.8 (``python -c "from tests.extender
     import steady_sim as s; s.main(['101', '131', '--classes', 'hogged', '--level-power',
-    '0'])"``)."""
+    '0'])"``). Since a raise of the hottest level of all counts once more
+    (``least_used.OVERALL_WEIGHT``), hog-109 runs 3.9 points hotter on CPU than stock (58.5 %
+    against 54.6), its memory 33 points cooler (66.7 against 99.7; 78.1 without the term),
+    and the hottest memory is 15.4 points below stock's on average (13.8 before): as on the
+    streams drawn later, CPU is given up only for more memory."""
     rows = sim._worse_than_stock(sim.hogged, range(101, 131))
     assert statistics.mean(d for d, _ in rows["memory"]) <= -8.0, rows["memory"]
-    assert all(d <= 2.0 for d, _ in rows["cpu"]), rows["cpu"]
+    traded = [seed for d, seed in rows["cpu"] if d > 2.0]
+    assert len(traded) <= 1, rows["cpu"]
+    for seed in traded:
+        stream = sim.hogged(seed)
+        stock = sim.run(sim.request_placer(seed, stream), seed, duration=900.0)
+        mine = sim.run(sim.new_extender(seed, stream), seed, duration=900.0)
+        assert mine.hottest_memory > mine.hottest_cpu, (seed, mine)
+        gained = stock.hottest_memory - mine.hottest_memory
+        assert gained > mine.hottest_cpu - stock.hottest_cpu, (seed, stock, mine)
 
 
 def test_a_memory_hog_that_comes_and_goes_is_kept_cooler_than_stock_keeps_it():
@@ -472,7 +491,17 @@ def test_pods_whose_containers_start_late_are_held_by_no_reading_before_they_sta
     5 of the 40 more than 2 points above stock (gen-707 +6.1), 2 over capacity (gen-718
     24 s). With a real kubelet's 1-3 s and no image to pull, reading the start was 0.1-1.0
     points cooler on average per class (``run(..., start_lag=(1, 3))``: heterogeneous,
-    generated and hogged streams 601-616, steady-mix and steady-hog run seeds 31-38)."""
+    generated and hogged streams 601-616, steady-mix and steady-hog run seeds 31-38).
+
+    Reading the start does not keep every node's memory within capacity: a workload's first
+    pods are counted by the request rule until one is measured, and where they use far more
+    than that (gen-702's w3: 512 MiB requested, 2.9 GiB used) two can land on a small node
+    while the image pulls. Once a raise of the hottest level of all counted once more
+    (``least_used.OVERALL_WEIGHT``), gen-702 and gen-708 went over (86 and 98 s); on
+    gen-741..780, drawn to see whether that was the term, 3 streams went over without it
+    (744, 745, 779) and 2 with it (744, 779), and the hotter resource's mean against stock
+    was -12.7 and -13.7 points. So the bound here is the comparison the test is about:
+    reading the start keeps fewer streams hotter or over than counting from the binding."""
     from loadwise.extender import cluster
 
     def hotter(r: sim.Result) -> float:
@@ -493,8 +522,10 @@ def test_pods_whose_containers_start_late_are_held_by_no_reading_before_they_sta
             bound = sim.run(sim.new_extender(seed, stream), seed, **kw)
         worse["binding"] += hotter(bound) > hotter(stock) + 2.0
         over["binding"] += bound.memory_over > 0
-    assert worse["start"] == 0 and over["start"] == 0, (worse, over)
-    assert worse["binding"] + over["binding"] >= 3, (worse, over)  # the lag matters here
+    assert worse["start"] == 0 and over["start"] <= 2, (worse, over)
+    # the lag matters here, and reading the start is what answers it
+    assert worse["binding"] + over["binding"] >= 3, (worse, over)
+    assert worse["start"] + over["start"] < worse["binding"] + over["binding"], (worse, over)
 
 
 # -- the placement benchmark's one-shot scenarios, in-process -------------------------
